@@ -1,0 +1,89 @@
+"""Memory budgets: absolute sizes (``12GiB``, ``800MB``, ``123456``) or relative to the
+store-all peak (``0.5x``, ``50%``), as DESIGN §1 fixes. ``none`` means no budget."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from remat_cli.errors import InputError
+
+__all__ = ["Budget", "parse_budget", "parse_size", "UNITS"]
+
+UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "k": 2**10,
+    "m": 2**20,
+    "g": 2**30,
+    "t": 2**40,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)(?:e(\d+))?\s*([a-zA-Z]*)\s*$")
+_RELATIVE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(x|%)\s*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A parsed budget: exactly one of ``bytes`` and ``ratio`` is set (neither for ``none``)."""
+
+    text: str
+    bytes: int | None = None
+    ratio: float | None = None
+
+    @property
+    def is_none(self) -> bool:
+        return self.bytes is None and self.ratio is None
+
+    def resolve(self, store_all_peak: int) -> int | None:
+        """Bytes this budget allows for a graph whose store-all plan peaks at ``store_all_peak``."""
+        if self.bytes is not None:
+            return self.bytes
+        if self.ratio is not None:
+            return int(math.floor(self.ratio * store_all_peak))
+        return None
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def parse_size(text: str) -> int:
+    """Parse an absolute size: a number of bytes with an optional unit (KB=1000, KiB=K=1024)."""
+    m = _SIZE.match(text)
+    if not m or m.group(3).lower() not in UNITS:
+        raise InputError(
+            f"cannot read size {text!r}: use bytes with an optional unit, e.g. 12GiB, 800MB, 123456"
+        )
+    value = float(m.group(1)) * (10 ** int(m.group(2)) if m.group(2) else 1)
+    return int(value * UNITS[m.group(3).lower()])
+
+
+def parse_budget(text: str) -> Budget:
+    """Parse ``12GiB``, ``800MB``, ``123456``, ``0.5x``, ``50%`` or ``none``."""
+    stripped = text.strip()
+    if stripped.lower() in ("none", "off", ""):
+        return Budget(text=stripped or "none")
+    m = _RELATIVE.match(stripped)
+    if m:
+        ratio = float(m.group(1))
+        if m.group(2) == "%":
+            ratio /= 100.0
+        if ratio <= 0:
+            raise InputError(f"budget {text!r} must be positive")
+        return Budget(text=stripped, ratio=ratio)
+    try:
+        size = parse_size(stripped)
+    except InputError:
+        raise InputError(
+            f"cannot read budget {text!r}: use a size (12GiB, 800MB, 123456), "
+            "a ratio of the store-all peak (0.5x, 50%), or none"
+        ) from None
+    return Budget(text=stripped, bytes=size)

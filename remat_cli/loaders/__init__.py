@@ -1,0 +1,127 @@
+"""Read graph files of every supported format, detected by content (DESIGN §4).
+
+``load_graph(path, options)`` is the one entry point: it detects the format, reads the
+graph, and applies the transforms the options ask for (training graph, views, …).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from remat_cli.errors import InputError
+from remat_cli.graph import Graph
+
+__all__ = ["LoadOptions", "load_graph", "detect_format", "FORMATS"]
+
+FORMATS = ("onnx", "remat-json", "node-link", "twremat")
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """How to turn a file into the graph to schedule (the CLI's shared graph options)."""
+
+    dims: tuple[tuple[str, int], ...] = ()
+    training: bool | None = None  # None: the format's default (ONNX: build it; JSON: as given)
+    convention: str | None = None  # checkmate | autograd (None: the format's default)
+    optimizer: str = "sgd"
+    cost: str = "roofline"
+    device: str = "a100"
+    keep_views: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def detect_format(path: str | Path, data: bytes) -> str:
+    """Name the format of ``data`` by its content (the suffix only breaks ties for binary files)."""
+    path = Path(path)
+    head = data[:4096].lstrip()
+    if not head:
+        raise InputError(f"{path}: the file is empty")
+    if head[:1] in (b"{", b"["):
+        return "json"
+    text_head = head.decode("utf-8", errors="replace")
+    first = next((ln.strip() for ln in text_head.splitlines() if ln.strip()), "")
+    if first.startswith("p remat2") or first.startswith("node ") or first.startswith("memlimit"):
+        return "twremat"
+    if path.suffix.lower() == ".onnx" or _looks_like_protobuf(data):
+        return "onnx"
+    if path.suffix.lower() == ".json":
+        return "json"
+    raise InputError(
+        f"{path}: not a graph file remat reads (ONNX, remat JSON, node-link JSON, twremat text)"
+    )
+
+
+def load_graph(path: str | Path, options: LoadOptions | None = None) -> Graph:
+    """Read ``path`` into a :class:`Graph`, by content, applying ``options``."""
+    options = options or LoadOptions()
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, not a graph file") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    kind = detect_format(path, data)
+    if kind == "json":
+        graph = _load_json(path, data)
+    elif kind == "twremat":
+        from remat_cli.loaders import twremat
+
+        graph = twremat.read(_text(path, data), source=str(path), name=path.stem)
+    else:
+        return _load_onnx(path, data, options)
+    if options.training:
+        return _training(graph, options, path)
+    return graph
+
+
+def _load_json(path: Path, data: bytes) -> Graph:
+    from remat_cli.loaders import nodelink, remat_json
+
+    try:
+        doc = json.loads(_text(path, data))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+    if isinstance(doc, dict) and doc.get("format") == remat_json.FORMAT:
+        return remat_json.read(doc, source=str(path), name=path.stem)
+    if isinstance(doc, dict) and doc.get("format") == "remat-plan":
+        raise InputError(f"{path}: this is a plan file, not a graph (use it with `remat validate GRAPH PLAN`)")
+    if nodelink.accepts(doc):
+        return nodelink.read(doc, source=str(path), name=path.stem)
+    raise InputError(
+        f"{path}: JSON of an unknown shape: expected a remat-graph document "
+        '({"format": "remat-graph", "nodes": [...]}) or node-link JSON ({"nodes": [...], "links": [...]})'
+    )
+
+
+def _load_onnx(path: Path, data: bytes, options: LoadOptions) -> Graph:
+    try:
+        from remat_cli.loaders import onnx as onnx_loader
+    except ImportError as exc:  # pragma: no cover - onnx is a core dependency
+        raise InputError(f"{path}: reading ONNX needs the onnx package ({exc})") from None
+    return onnx_loader.load(path, data, options)
+
+
+def _training(graph: Graph, options: LoadOptions, path: Path) -> Graph:
+    try:
+        from remat_cli.training import build_training_graph
+    except ImportError:
+        raise InputError(f"{path}: --training is not available in this version") from None
+    if graph.is_training:
+        return graph
+    return build_training_graph(graph, convention=options.convention or "checkmate", optimizer=options.optimizer)
+
+
+def _text(path: Path, data: bytes) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a text file (and not ONNX)") from None
+
+
+def _looks_like_protobuf(data: bytes) -> bool:
+    """ONNX ModelProto usually starts with field 1 (ir_version, varint): byte 0x08."""
+    return data[:1] == b"\x08"

@@ -1,0 +1,30 @@
+"""The strategy registry: one module per strategy, one line here per strategy."""
+
+from __future__ import annotations
+
+from remat_cli.errors import InputError
+from remat_cli.strategies import store_all
+from remat_cli.strategies.base import Strategy, StrategyResult
+
+__all__ = ["Strategy", "StrategyResult", "STRATEGIES", "get_strategy", "fast_strategies"]
+
+STRATEGIES: dict[str, Strategy] = {
+    s.name: s
+    for s in (
+        store_all.STRATEGY,
+    )
+}
+
+
+def get_strategy(name: str) -> Strategy:
+    """Look a strategy up by name; an unknown name is bad usage (exit 2)."""
+    try:
+        return STRATEGIES[name]
+    except KeyError:
+        known = ", ".join(STRATEGIES)
+        raise InputError(f"unknown strategy {name!r}; known strategies: {known}") from None
+
+
+def fast_strategies() -> list[Strategy]:
+    """Every strategy cheap enough to run by default (all but the exact solver)."""
+    return [s for s in STRATEGIES.values() if s.fast]

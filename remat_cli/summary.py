@@ -1,0 +1,96 @@
+"""What ``remat info`` says about a graph: sizes, costs, bounds, where the memory is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from remat_cli.graph import Graph
+from remat_cli.simulate import Metrics, simulate
+from remat_cli.strategies.store_all import store_all_schedule
+
+__all__ = ["OpShare", "GraphSummary", "summarize"]
+
+
+@dataclass(frozen=True)
+class OpShare:
+    """Memory and cost of all needed nodes of one op type."""
+
+    op: str
+    count: int
+    mem_bytes: int
+    cost: float
+
+
+@dataclass(frozen=True)
+class GraphSummary:
+    """Facts about one graph, all computed from it (nothing assumed)."""
+
+    name: str
+    nodes: int
+    edges: int
+    needed: int
+    targets: int
+    kinds: dict[str, int]
+    fixed_bytes: int
+    activation_bytes: int  # Σ mem of needed nodes
+    cost_unit: str
+    base_cost: float
+    base_seconds: float | None
+    lower_bound_bytes: int
+    lower_bound_node: str
+    lower_bound_op: str
+    store_all: Metrics
+    store_all_order: str
+    by_op: tuple[OpShare, ...]
+    largest: tuple[tuple[str, str, int], ...]  # (id, op, bytes)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def summarize(graph: Graph, *, top: int = 10) -> GraphSummary:
+    """Summarize ``graph``; runs store-all through the simulator for its peak."""
+    schedule, order_name = store_all_schedule(graph)
+    sim = simulate(graph, schedule)
+    assert sim.metrics is not None
+    needed = graph.needed
+    ops = np.asarray(graph.ops, dtype=object)
+    shares = []
+    for op in sorted(set(ops[needed].tolist())):
+        mask = needed & (ops == op)
+        shares.append(
+            OpShare(
+                op=op or "(none)",
+                count=int(mask.sum()),
+                mem_bytes=int(graph.mem[mask].sum()),
+                cost=float(graph.cost[mask].sum()),
+            )
+        )
+    shares.sort(key=lambda s: (-s.mem_bytes, s.op))
+    candidates = np.flatnonzero(needed)
+    order = candidates[np.lexsort((candidates, -graph.mem[candidates]))][:top]
+    kinds: dict[str, int] = {}
+    for k in graph.kinds:
+        kinds[k or "plain"] = kinds.get(k or "plain", 0) + 1
+    return GraphSummary(
+        name=graph.name,
+        nodes=graph.n,
+        edges=graph.num_edges,
+        needed=int(needed.sum()),
+        targets=int(graph.targets.size),
+        kinds=kinds,
+        fixed_bytes=graph.fixed_mem,
+        activation_bytes=int(graph.mem[needed].sum()),
+        cost_unit=graph.cost_unit,
+        base_cost=graph.base_cost,
+        base_seconds=None if graph.seconds is None else float(graph.seconds[needed].sum()),
+        lower_bound_bytes=graph.lb,
+        lower_bound_node=graph.ids[graph.lb_node],
+        lower_bound_op=graph.ops[graph.lb_node],
+        store_all=sim.metrics,
+        store_all_order=order_name,
+        by_op=tuple(shares),
+        largest=tuple((graph.ids[v], graph.ops[v], int(graph.mem[v])) for v in order.tolist()),
+        extra=dict(graph.meta.get("info", {})) if isinstance(graph.meta.get("info"), dict) else {},
+    )
