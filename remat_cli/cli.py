@@ -113,7 +113,7 @@ def cli() -> None:
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("graph_file", metavar="GRAPH", type=click.Path(dir_okay=False))
+@click.argument("graph_file", metavar="GRAPH")
 @graph_options
 @FORMAT_OPTION
 def info(graph_file: str, fmt: str, **graph_kw: Any) -> None:
@@ -127,7 +127,7 @@ def info(graph_file: str, fmt: str, **graph_kw: Any) -> None:
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("graph_file", metavar="GRAPH", type=click.Path(dir_okay=False))
+@click.argument("graph_file", metavar="GRAPH")
 @click.option("-s", "--strategy", default="store-all", show_default=True, metavar="NAME", help="Strategy to plan with; see `remat strategies`.")
 @click.option("-b", "--budget", type=BudgetType(), default="none", show_default=True, help="Memory budget, fixed memory included: 12GiB, 800MB, 123456, 0.5x, 50% or none.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the plan: remat-plan JSON, or twremat c/f text if it ends in .txt.")
@@ -154,8 +154,8 @@ def plan(graph_file: str, strategy: str, budget: Budget, output: str | None, fmt
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("graph_file", metavar="GRAPH", type=click.Path(dir_okay=False))
-@click.argument("plan_file", metavar="PLAN", type=click.Path(dir_okay=False))
+@click.argument("graph_file", metavar="GRAPH")
+@click.argument("plan_file", metavar="PLAN")
 @click.option("-b", "--budget", type=BudgetType(), default="none", help="Also fail (exit 1) if the plan peaks above this budget.")
 @graph_options
 @FORMAT_OPTION
@@ -193,7 +193,7 @@ def validate(graph_file: str, plan_file: str, budget: Budget, fmt: str, **graph_
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("input_file", metavar="IN", type=click.Path(dir_okay=False))
+@click.argument("input_file", metavar="IN")
 @click.argument("output_file", metavar="OUT", type=click.Path(dir_okay=False))
 @click.option("--to", "to", type=click.Choice(["remat-json", "twremat"]), default=None, help="Output format (default: twremat for .txt, else remat JSON).")
 @graph_options

@@ -52,7 +52,7 @@ def render_info(s: GraphSummary, console: Console) -> None:
     t.add_row("fixed memory", fmt_bytes(s.fixed_bytes))
     t.add_row("activations (all)", fmt_bytes(s.activation_bytes))
     t.add_row("lower bound", f"{fmt_bytes(s.lower_bound_bytes)}  at {s.lower_bound_node} ({s.lower_bound_op or 'op'})")
-    t.add_row("store-all peak", f"{fmt_bytes(s.store_all.peak_bytes)}  ({s.store_all_order} order)")
+    t.add_row("store-all peak", f"{fmt_bytes(s.store_all.peak_bytes)}  (order: {s.store_all_order})")
     t.add_row("base cost", f"{fmt_cost(s.base_cost, s.cost_unit)} ({s.cost_unit})")
     if s.base_seconds is not None:
         t.add_row("est. step time", fmt_seconds(s.base_seconds))
