@@ -249,3 +249,30 @@ def test_cli_default_uses_fast_strategies(graph_file):
     assert doc["strategies"] == [s.name for s in STRATEGIES.values() if s.fast]
     assert all(math.isfinite(b["ratio"]) for b in doc["budgets"])
     assert re.fullmatch(r"[0-9a-f]{64}", doc["graph"]["sha256"])
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(3, 12), st.floats(0.1, 0.6), st.integers(0, 10_000), st.integers(2, 6))
+def test_sweeps_of_random_graphs_agree_with_the_simulator(n, p, seed, points):
+    g = training.checkmate_training_graph(generators.random_dag(n, p, seed=seed, max_size=7))
+    t = sweep(g, [get_strategy("store-all"), EVERY_KTH], points=points)
+    fit = [(q.peak_bytes, q.cost) for q in t.points if q.fits]
+    for q in t.points:
+        assert g.lb <= q.budget_bytes <= t.store_all_peak_bytes
+        if q.fits:
+            s = EVERY_KTH if q.strategy == "every-kth" else get_strategy("store-all")
+            m = simulate(g, s.run(g, q.budget_bytes, {}).schedule).metrics
+            assert (q.peak_bytes, q.cost, q.recomputations) == (m.peak_bytes, m.cost, m.recomputations)
+            assert m.peak_bytes <= q.budget_bytes
+            assert q.on_frontier == (not any(_dominated((q.peak_bytes, q.cost), r) for r in fit))
+    assert t.point(t.store_all_peak_bytes, "store-all").fits
+
+
+def test_budgets_below_the_lower_bound_are_marked(graph_file):
+    res = CliRunner().invoke(cli, ["tradeoff", str(graph_file), "--budgets", "1.0x,100", "-S", "store-all,every-kth", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    low = [p for p in doc["points"] if p["budget_bytes"] == 100]
+    assert len(low) == 2 and all(p["status"] == "below-lb" for p in low)
+    table = CliRunner().invoke(cli, ["tradeoff", str(graph_file), "--budgets", "1.0x,100"])
+    assert "< LB" in table.output
