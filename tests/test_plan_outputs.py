@@ -23,7 +23,7 @@ from remat_cli.errors import NoPlanError
 from remat_cli.loaders import remat_json
 from remat_cli.planner import make_plan
 from remat_cli.report.dot import plan_to_dot
-from remat_cli.report.facts import plan_facts, step_categories
+from remat_cli.report.facts import step_categories
 from remat_cli.report.tables import plan_report_json, render_plan
 from remat_cli.report.trace import trace_events
 from remat_cli.schedule import COMPUTE
@@ -173,6 +173,22 @@ def test_dot_styles(plan, tmp_path):
     text = write_dot(plan, tmp_path / "g.dot").read_text()
     _check_dot(plan, text)
     assert 'class="recomputed"' in text and 'class="kept"' in text
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_dot_parses_with_a_real_dot_parser(plan):
+    pydot = pytest.importorskip("pydot")
+    (parsed,) = pydot.graph_from_dot_data(plan_to_dot(plan))
+    g = plan.graph
+    nodes = {n.get_name(): n for n in parsed.get_nodes() if n.get_name() not in ("node", "edge", "graph")}
+    assert len(nodes) == g.n and len(parsed.get_edges()) == g.num_edges
+    counts = np.bincount(plan.schedule.compute_nodes, minlength=g.n)
+    roles = {name: node.get("class").strip('"') for name, node in nodes.items()}
+    assert sum(r == "recomputed" for r in roles.values()) == int((counts > 1).sum())
+    assert sum(r == "kept" for r in roles.values()) == int((counts == 1).sum())
+    assert sum(1 for n in nodes.values() if n.get("peripheries") == "2") == g.targets.size
+    v = int(np.argmax(counts))
+    assert nodes[f"n{v}"].get("label").strip('"').split("\\n")[0] == g.ids[v]
 
 
 def test_dot_escapes_awkward_ids():

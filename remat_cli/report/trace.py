@@ -43,7 +43,7 @@ def trace_events(plan: Plan, facts: PlanFacts | None = None) -> dict[str, Any]:
         durations = [1.0] * graph.n
         time_unit = "compute steps, 1 step shown as 1 µs"
     events: list[dict[str, Any]] = [
-        {"name": "process_name", "ph": "M", "pid": _PID, "args": {"name": f"remat plan: {graph.name} ({plan.strategy})"}},
+        {"name": "process_name", "ph": "M", "pid": _PID, "tid": 0, "args": {"name": f"remat plan: {graph.name} ({plan.strategy})"}},
     ]
     for tid, name in _TRACK_NAMES.items():
         events.append({"name": "thread_name", "ph": "M", "pid": _PID, "tid": tid, "args": {"name": name}})
