@@ -276,3 +276,13 @@ def test_budgets_below_the_lower_bound_are_marked(graph_file):
     assert len(low) == 2 and all(p["status"] == "below-lb" for p in low)
     table = CliRunner().invoke(cli, ["tradeoff", str(graph_file), "--budgets", "1.0x,100"])
     assert "< LB" in table.output
+
+
+def test_progress_counts_every_run_once():
+    g = _graph("chain")
+    calls = []
+    t = sweep(g, [get_strategy("store-all"), EVERY_KTH], points=4, progress=lambda d, n, label: calls.append((d, n, label)))
+    total = 1 + len(t.budgets)  # store-all ignores budgets: one run
+    assert all(n == total for _, n, _ in calls)
+    assert [d for d, _, _ in calls] == list(range(total + 1))
+    assert calls[0][2] == "store-all" and calls[1][2].startswith("every-kth @ ")

@@ -191,7 +191,7 @@ def render_tradeoff(t: Tradeoff, console: Console) -> None:
         grid.title = None
         for b in t.budgets:
             row = [fmt_bytes(b), fmt_ratio(b / t.store_all_peak_bytes if t.store_all_peak_bytes else None)]
-            row += [_cell(t.point(b, s), console, t.has_seconds) for s in chunk]
+            row += [_cell(t.point(b, s), t.has_seconds) for s in chunk]
             grid.add_row(*row)
         console.print(grid)
     console.print(
@@ -223,11 +223,11 @@ def render_tradeoff(t: Tradeoff, console: Console) -> None:
     best = _list_table(console, "smallest budget each strategy meets", [("strategy", "left"), ("smallest budget", "right"), ("lowest peak", "right"), ("overhead", "right")] + ([("est. time", "right")] if t.has_seconds else []))
     for b in t.best:
         if b.smallest_budget_bytes is None:
-            note = "none swept"
+            note = "fits none"
             if b.stated_min_budget_bytes is not None:
-                note += f" (needs {fmt_bytes(b.stated_min_budget_bytes)})"
+                note += f"; needs {fmt_bytes(b.stated_min_budget_bytes)}"
             if b.errors:
-                note = f"{b.errors} errors"
+                note = f"failed ({b.errors} errors)"
             row = [b.strategy, note, "-", "-"] + (["-"] if t.has_seconds else [])
         else:
             ratio = b.smallest_budget_bytes / t.store_all_peak_bytes if t.store_all_peak_bytes else None
@@ -238,7 +238,7 @@ def render_tradeoff(t: Tradeoff, console: Console) -> None:
     console.print(best)
 
 
-def _cell(p: SweepPoint, console: Console, seconds: bool) -> Text:
+def _cell(p: SweepPoint, seconds: bool) -> Text:
     """One grid cell: overhead (and est. seconds), a frontier mark, or why there is no plan."""
     if p.status == "below-lb":
         return Text("< LB", style="dim")
