@@ -15,6 +15,7 @@ import io
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -103,11 +104,12 @@ class Tradeoff:
     best: tuple[StrategyBest, ...]
 
     def point(self, budget_bytes: int, strategy: str) -> SweepPoint:
-        """The point of ``strategy`` at ``budget_bytes``."""
-        for p in self.points:
-            if p.budget_bytes == budget_bytes and p.strategy == strategy:
-                return p
-        raise KeyError((budget_bytes, strategy))
+        """The point of ``strategy`` at ``budget_bytes`` (KeyError when not swept)."""
+        return self._by_key[(budget_bytes, strategy)]
+
+    @cached_property
+    def _by_key(self) -> dict[tuple[int, str], SweepPoint]:
+        return {(p.budget_bytes, p.strategy): p for p in self.points}
 
     @property
     def frontier(self) -> tuple[SweepPoint, ...]:
