@@ -293,3 +293,16 @@ def test_cli_plan_json_report(tmp_path, monkeypatch):
     doc = json.loads(res.stdout)
     assert doc["strategy"] == "every-kth" and doc["fits"] and doc["metrics"]["peak_bytes"] <= doc["budget_bytes"]
     assert "trace written" in res.stderr
+
+
+def test_store_all_time_overhead_reads_zero(tmp_path):
+    from remat_cli.graph import Graph
+
+    fwd = generators.chain(7, cost=np.linspace(0.1, 0.7, 7))
+    src, dst = fwd.edges()
+    fwd = Graph.from_arrays(ids=fwd.ids, ops=fwd.ops, kinds=fwd.kinds, mem=fwd.mem, cost=fwd.cost, src=src, dst=dst, seconds=fwd.cost * 0.1)
+    g = tmp_path / "g.json"
+    g.write_text(remat_json.dumps(_train(fwd)))
+    res = CliRunner().invoke(cli, ["plan", str(g)])
+    line = next(x for x in res.output.splitlines() if x.startswith("est. seconds"))
+    assert line.rstrip().endswith("+0 s)"), line

@@ -110,6 +110,8 @@ def render_metrics(
         t.add_row("est. seconds", fmt_seconds(m.est_seconds))
     else:
         extra = m.est_seconds - base_seconds
+        if extra <= 1e-9 * max(base_seconds, 1e-12):  # float noise: every needed node runs once
+            extra = 0.0
         t.add_row("est. seconds", f"{fmt_seconds(m.est_seconds)}  (base {fmt_seconds(base_seconds)}, +{fmt_seconds(extra)})")
     t.add_row("steps", fmt_count(m.steps))
     return t
