@@ -22,6 +22,7 @@ from remat_cli.loaders import LoadOptions, load_graph
 from remat_cli.loaders import remat_json, twremat
 from remat_cli.plan import read_plan, write_plan
 from remat_cli.planner import make_plan
+from remat_cli.report.facts import plan_facts
 from remat_cli.report.tables import (
     plan_report_json,
     render_info,
@@ -105,6 +106,7 @@ def cli() -> None:
       remat info sample_graphs/unet_train.json
       remat plan sample_graphs/unet_train.json --strategy store-all
       remat plan model.onnx --budget 12GiB -o plan.json
+      remat tradeoff sample_graphs/unet_train.json --plot tradeoff.png
       remat validate model.onnx plan.json
 
     Budgets are sizes (12GiB, 800MB, 123456 bytes) or ratios of the store-all peak
@@ -131,26 +133,146 @@ def info(graph_file: str, fmt: str, **graph_kw: Any) -> None:
 @click.option("-s", "--strategy", default="store-all", show_default=True, metavar="NAME", help="Strategy to plan with; see `remat strategies`.")
 @click.option("-b", "--budget", type=BudgetType(), default="none", show_default=True, help="Memory budget, fixed memory included: 12GiB, 800MB, 123456, 0.5x, 50% or none.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the plan: remat-plan JSON, or twremat c/f text if it ends in .txt.")
+@click.option("--timeline", type=click.Path(dir_okay=False), metavar="OUT.png|svg", help="Plot memory over the schedule (needs remat-cli[plot]).")
+@click.option("--trace", type=click.Path(dir_okay=False), metavar="OUT.json", help="Write a Chrome trace (Perfetto, chrome://tracing): memory counter + one slice per compute.")
+@click.option("--dot", type=click.Path(dir_okay=False), metavar="OUT.dot", help="Write the graph as Graphviz DOT, kept / recomputed / target nodes styled.")
 @graph_options
 @FORMAT_OPTION
-def plan(graph_file: str, strategy: str, budget: Budget, output: str | None, fmt: str, **graph_kw: Any) -> None:
+def plan(
+    graph_file: str,
+    strategy: str,
+    budget: Budget,
+    output: str | None,
+    timeline: str | None,
+    trace: str | None,
+    dot: str | None,
+    fmt: str,
+    **graph_kw: Any,
+) -> None:
     """Plan a schedule for GRAPH under a memory budget and report what it costs.
 
     The plan is replayed by the simulator before anything is printed; a plan that does
     not fit the budget is never reported as fitting (exit 1, naming the smallest budget
-    the strategy can meet when known).
+    the strategy can meet when known). The report splits the peak into fixed memory and
+    activations, and names the values recomputed most.
+
+    \b
+    Examples:
+      remat plan g.json --budget 0.5x --timeline mem.png
+      remat plan g.json --budget 8GiB --trace plan.trace.json --dot plan.dot
     """
+    if timeline:
+        from remat_cli.report.plots import check_plot_path, require_matplotlib
+
+        check_plot_path(timeline, "--timeline")
+        require_matplotlib("--timeline")
     graph = load_graph(graph_file, _load_options(**graph_kw))
     result = make_plan(graph, strategy, budget)
+    facts = plan_facts(result)
+    written: list[str] = []
     if output:
         write_plan(result, output)
+        written.append(f"plan written to {output}")
+    if timeline:
+        from remat_cli.report.plots import plot_timeline
+
+        plot_timeline(result, timeline, facts)
+        written.append(f"timeline written to {timeline}")
+    if trace:
+        from remat_cli.report.trace import write_trace
+
+        write_trace(result, trace, facts)
+        written.append(f"trace written to {trace} (open in https://ui.perfetto.dev)")
+    if dot:
+        from remat_cli.report.dot import write_dot
+
+        write_dot(result, dot, facts)
+        written.append(f"graph written to {dot} (render: dot -Tsvg {dot})")
     if fmt == "json":
-        click.echo(json.dumps(plan_report_json(result), indent=1))
+        click.echo(json.dumps(plan_report_json(result, facts), indent=1))
+        err = _stderr()
+        for line in written:
+            err.print(line, markup=False)
     else:
         console = _stdout()
-        render_plan(result, console)
-        if output:
-            console.print(f"plan written to {output}")
+        render_plan(result, console, facts)
+        for line in written:
+            console.print(line, markup=False)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("graph_file", metavar="GRAPH", type=click.Path(dir_okay=False))
+@click.option("-S", "--strategies", "strategy_list", metavar="A,B,…", default=None, help="Strategies to compare (default: every fast one; 'all' adds the slow ones).")
+@click.option("-n", "--points", type=click.IntRange(min=1), default=8, show_default=True, help="Number of budgets, evenly spaced from the lower bound to the store-all peak.")
+@click.option("--budgets", "budget_list", metavar="B1,B2,…", default=None, help="Explicit budgets instead of --points: 0.9x,0.7x,8GiB,…")
+@click.option("--plot", type=click.Path(dir_okay=False), metavar="OUT.png|svg", help="Plot overhead (and est. step time) against peak memory (needs remat-cli[plot]).")
+@graph_options
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True, help="table for people; csv or json for machines.")
+def tradeoff(graph_file: str, strategy_list: str | None, points: int, budget_list: str | None, plot: str | None, fmt: str, **graph_kw: Any) -> None:
+    """Sweep budgets from the lower bound to the store-all peak and compare strategies.
+
+    For every budget and strategy: the extra compute (overhead), estimated step time when
+    the graph has a time model, or "no fit". Marks the Pareto frontier across strategies
+    (no other plan is both smaller and cheaper) and the smallest budget each meets.
+    Every plan is checked by the simulator.
+
+    \b
+    Examples:
+      remat tradeoff g.json --points 10 --plot tradeoff.png
+      remat tradeoff g.json --strategies store-all,treewidth --budgets 0.9x,0.7x,8GiB
+      remat tradeoff g.json --format csv > sweep.csv
+    """
+    from remat_cli.report.tradeoff import parse_budget_list, resolve_strategies, sweep, tradeoff_to_csv, tradeoff_to_json
+
+    if plot:
+        from remat_cli.report.plots import check_plot_path, require_matplotlib
+
+        check_plot_path(plot, "--plot")
+        require_matplotlib("--plot")
+    chosen = resolve_strategies(strategy_list)
+    budgets = parse_budget_list(budget_list) if budget_list is not None else None
+    graph = load_graph(graph_file, _load_options(**graph_kw))
+    result = _with_progress(lambda progress: sweep(graph, chosen, budgets, points=points, progress=progress))
+    if fmt == "json":
+        click.echo(json.dumps(tradeoff_to_json(result), indent=1))
+    elif fmt == "csv":
+        click.echo(tradeoff_to_csv(result), nl=False)
+    else:
+        from remat_cli.report.tables import render_tradeoff
+
+        render_tradeoff(result, _stdout())
+    err = _stderr()
+    for p in result.points:
+        if p.status == "error":
+            err.print(f"remat: warning: {p.strategy} at {p.budget_bytes} B failed: {p.message}", markup=False)
+    if plot:
+        from remat_cli.report.plots import plot_tradeoff
+
+        plot_tradeoff(result, plot)
+        (err if fmt != "table" else _stdout()).print(f"plot written to {plot}", markup=False)
+
+
+def _with_progress(work: Callable[[Callable[[int, int, str], None] | None], Any]) -> Any:
+    """Run ``work(progress)`` with a rich progress bar on stderr when it is a terminal."""
+    err = _stderr()
+    if not err.is_terminal:
+        return work(None)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("planning", total=None)
+
+        def progress(done: int, total: int, label: str) -> None:
+            bar.update(task, completed=done, total=total, description=label[:30])
+
+        return work(progress)
 
 
 @cli.command(context_settings=CONTEXT)

@@ -36,13 +36,13 @@ def one_error_line(result, code: int = 2) -> str:
 def test_info_and_plan_on_every_sample(sample):
     info = run("info", str(sample), "--format", "json")
     assert info.exit_code == 0, info.output
-    doc = json.loads(info.output)
+    doc = json.loads(info.stdout)
     g = load_graph(sample)
     assert doc["nodes"] == g.n and doc["lower_bound_bytes"] == g.lb
     assert doc["store_all"]["peak_bytes"] >= g.lb
     plan = run("plan", str(sample), "--format", "json")
     assert plan.exit_code == 0, plan.output
-    assert json.loads(plan.output)["metrics"]["peak_bytes"] == doc["store_all"]["peak_bytes"]
+    assert json.loads(plan.stdout)["metrics"]["peak_bytes"] == doc["store_all"]["peak_bytes"]
     assert run("info", str(sample)).exit_code == 0
 
 
@@ -50,7 +50,7 @@ def test_plan_writes_a_plan_that_validates(tmp_path):
     out = tmp_path / "plan.json"
     res = run("plan", UNET, "--budget", "1x", "-o", str(out), "--format", "json")
     assert res.exit_code == 0, res.output
-    report = json.loads(res.output)
+    report = json.loads(res.stdout)
     doc = json.loads(out.read_text())
     assert doc["format"] == "remat-plan" and doc["version"] == 1
     g = load_graph(UNET)
@@ -61,7 +61,7 @@ def test_plan_writes_a_plan_that_validates(tmp_path):
     assert doc["metrics"]["cost"] == m.cost and doc["metrics"]["valid"] is True
     assert doc["budget_bytes"] == m.peak_bytes and doc["budget_ratio"] == 1.0
     val = run("validate", UNET, str(out), "--format", "json")
-    assert val.exit_code == 0 and json.loads(val.output)["peak_bytes"] == m.peak_bytes
+    assert val.exit_code == 0 and json.loads(val.stdout)["peak_bytes"] == m.peak_bytes
     # and as twremat c/f text
     txt = tmp_path / "plan.txt"
     assert run("plan", UNET, "-o", str(txt)).exit_code == 0
@@ -113,7 +113,7 @@ def test_convert_round_trip(tmp_path):
 def test_strategies_lists_store_all():
     res = run("strategies", "--format", "json")
     assert res.exit_code == 0
-    assert "store-all" in {s["name"] for s in json.loads(res.output)}
+    assert "store-all" in {s["name"] for s in json.loads(res.stdout)}
 
 
 def _graph_doc(nodes, **extra):
