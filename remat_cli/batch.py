@@ -572,6 +572,7 @@ def run_batch(
     writers: Sequence[RowWriter] = (),
     out_dir: str | Path | None = None,
     stop: threading.Event | None = None,
+    work: Callable[[FileTask], FileResult] = plan_file,
 ) -> BatchResult:
     """Plan every task on ``executor`` (default: local workers, one per core).
 
@@ -579,6 +580,8 @@ def run_batch(
     rerun would reproduce are reused instead of recomputed. Rows are appended to
     ``writers`` as files finish and rewritten in input order at the end; plans go under
     ``out_dir``. ``stop`` (set by Ctrl-C) ends the run early, keeping finished files.
+    ``work`` is the per-file function the workers run (a module-level function, so
+    workers can import it); it should return a :class:`FileResult` and never raise.
     """
     executor = executor or LocalExecutor()
     stop = stop or threading.Event()
@@ -594,7 +597,7 @@ def run_batch(
     for w in writers:
         w.append(r for i in sorted(results) for r in results[i].rows)
     stopped = False
-    events = executor.run(plan_file, [tasks[i] for i in todo], stop.is_set)
+    events = executor.run(work, [tasks[i] for i in todo], stop.is_set)
     try:
         for event in events:
             task = tasks[todo[event.index]]

@@ -235,7 +235,9 @@ def run_isolated(fn: Callable[[Any], Any], arg: Any, timeout: float | None) -> O
     Used on Dask workers, which are daemonic processes and may not fork ``multiprocessing``
     children; a plain subprocess is allowed.
     """
-    payload = pickle.dumps((fn, arg), protocol=pickle.HIGHEST_PROTOCOL)
+    # The child sees this process's import path, so ``fn`` unpickles wherever it came from.
+    inner = pickle.dumps((fn, arg), protocol=pickle.HIGHEST_PROTOCOL)
+    payload = pickle.dumps((list(sys.path), inner), protocol=pickle.HIGHEST_PROTOCOL)
     cmd = [sys.executable, "-c", "from remat_cli.executors import _isolated_main; _isolated_main()"]
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
@@ -252,7 +254,9 @@ def run_isolated(fn: Callable[[Any], Any], arg: Any, timeout: float | None) -> O
 def _isolated_main() -> None:
     """Child side of :func:`run_isolated`: read (fn, arg) on stdin, write the Outcome on stdout."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    fn, arg = pickle.loads(sys.stdin.buffer.read())
+    path, inner = pickle.loads(sys.stdin.buffer.read())
+    sys.path[:0] = [p for p in path if p not in sys.path]
+    fn, arg = pickle.loads(inner)
     outcome = _call(fn, arg)
     sys.stdout.buffer.write(pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL))
     sys.stdout.flush()

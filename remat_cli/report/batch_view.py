@@ -111,7 +111,12 @@ def render_rows(rows: Sequence[Row], console: Console, title: str) -> None:
             fmt_seconds(r.solve_seconds),
             escape(note),
         )
-    console.print(table)
+    if console.is_terminal:
+        console.print(table)
+        return
+    with console.capture() as capture:
+        console.print(table)
+    console.file.write("\n".join(line.rstrip() for line in capture.get().splitlines()) + "\n")
 
 
 def rows_json(rows: Sequence[Row]) -> str:
