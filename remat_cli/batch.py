@@ -236,7 +236,7 @@ def _looks_like_graph(path: Path) -> bool:
     if stripped[:1] in (b"{", b"["):
         if b'"remat-plan"' in stripped[:512]:
             return False
-        if suffix != ".json" and b'"nodes"' not in head:
+        if suffix != ".json" and b'"nodes"' not in head and b'"remat-graph"' not in head:
             return False
         return _json_may_be_graph(path)
     text = head.decode("utf-8", errors="replace")
@@ -245,12 +245,14 @@ def _looks_like_graph(path: Path) -> bool:
 
 
 def _json_may_be_graph(path: Path) -> bool:
-    """JSON with a ``nodes`` list (remat-graph or node-link), or JSON that does not parse."""
+    """A remat-graph document, JSON with a ``nodes`` list (node-link), or JSON that does not parse."""
     try:
         doc = json.loads(path.read_bytes())
     except (ValueError, OSError):
         return path.suffix.lower() == ".json"
-    return isinstance(doc, dict) and isinstance(doc.get("nodes"), list) and doc.get("format") != "remat-plan"
+    if not isinstance(doc, dict) or doc.get("format") == "remat-plan":
+        return False
+    return doc.get("format") == "remat-graph" or isinstance(doc.get("nodes"), list)
 
 
 # --------------------------------------------------------------------------- tasks

@@ -8,6 +8,7 @@ DESIGN §5: 0 every model passes, 1 some model fails (or hangs, or crashes its w
 
 from __future__ import annotations
 
+import re
 import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
@@ -193,6 +194,14 @@ def run_check(
     return CheckReport(tuple(results), models=len(specs), interrupted=result.interrupted)
 
 
+# Characters XML 1.0 cannot carry at all (even escaped): shown as \xNN instead.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _xml_text(text: str) -> str:
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def junit_tree(report: CheckReport, suite: str = "remat check") -> ET.ElementTree:
     """JUnit XML: one ``testsuite`` with one ``testcase`` per model.
 
@@ -215,13 +224,13 @@ def junit_tree(report: CheckReport, suite: str = "remat check") -> ET.ElementTre
         case = ET.SubElement(
             ts,
             "testcase",
-            {"classname": "remat.check", "name": r.spec.name, "file": r.spec.path, "time": f"{r.row.solve_seconds or 0.0:.3f}"},
+            {"classname": "remat.check", "name": _xml_text(r.spec.name), "file": _xml_text(r.spec.path), "time": f"{r.row.solve_seconds or 0.0:.3f}"},
         )
         if r.verdict == FAIL:
-            ET.SubElement(case, "failure", {"message": r.reason, "type": r.row.status}).text = r.line()
+            ET.SubElement(case, "failure", {"message": _xml_text(r.reason), "type": r.row.status}).text = _xml_text(r.line())
         elif r.verdict == ERROR:
-            ET.SubElement(case, "error", {"message": r.reason, "type": r.row.status}).text = r.line()
-        ET.SubElement(case, "system-out").text = _details(r)
+            ET.SubElement(case, "error", {"message": _xml_text(r.reason), "type": r.row.status}).text = _xml_text(r.line())
+        ET.SubElement(case, "system-out").text = _xml_text(_details(r))
     ET.indent(root)
     return ET.ElementTree(root)
 

@@ -400,8 +400,9 @@ def check(
     """Check that every MODEL has a plan within the budget (and overhead limit): for CI.
 
     With no MODEL, the models, dims, budgets and limits come from remat.toml (or
-    [tool.remat] in pyproject.toml), found from the current directory up. Prints one
-    line per model saying why it passes or fails.
+    [tool.remat] in pyproject.toml), found from the current directory up; models named
+    on the command line take that file's defaults. Command-line options win over the
+    file. Prints one line per model saying why it passes or fails.
 
     \b
     Exit codes: 0 every model passes, 1 some model fails, 2 bad input.
@@ -415,11 +416,12 @@ def check(
     from remat_cli.report.batch_view import BatchProgress, render_check
 
     overhead = config_mod.parse_overhead(max_overhead) if max_overhead is not None else None
-    config_path = Path(config_file) if config_file else (None if models else config_mod.find_config())
+    config_path = Path(config_file) if config_file else config_mod.find_config()
     conf = config_mod.load_config(config_path) if config_path else None
     if models:
         defaults = conf.defaults if conf else config_mod.ModelEntry(path="", name="")
-        entries = [replace(defaults, path=f, name=f) for f in batch_mod.discover(models)]
+        files = dict.fromkeys(f for m in models for f in batch_mod.discover([m]))  # in the order given
+        entries = [replace(defaults, path=f, name=f) for f in files]
     elif conf is not None:
         entries = list(conf.models)
     else:
