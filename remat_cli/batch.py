@@ -236,7 +236,9 @@ def _looks_like_graph(path: Path) -> bool:
     if stripped[:1] in (b"{", b"["):
         if b'"remat-plan"' in stripped[:512]:
             return False
-        if suffix != ".json" and b'"nodes"' not in head and b'"remat-graph"' not in head:
+        if b'"remat-graph"' in head or b'"nodes"' in head:
+            return True  # a graph, or a broken one that should be reported
+        if suffix != ".json":
             return False
         return _json_may_be_graph(path)
     text = head.decode("utf-8", errors="replace")
