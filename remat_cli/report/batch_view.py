@@ -83,23 +83,20 @@ def _short(path: str, width: int = 48) -> str:
 
 
 def render_rows(rows: Sequence[Row], console: Console, title: str) -> None:
-    """One line per (file, strategy, budget): status, nodes, peak, budget, overhead, note."""
+    """A table of (file, strategy, budget) rows, then one line per failed row saying why."""
     if not console.is_terminal:  # piped: one line per row, however long
         console = Console(file=console.file, width=100_000, highlight=False, color_system=None)
-    table = Table(title=title, box=box.SIMPLE_HEAD if console.is_terminal else None, pad_edge=False, title_justify="left")
+    table = Table(title=title, box=box.SIMPLE_HEAD if console.is_terminal else None, pad_edge=False, title_justify="left", collapse_padding=True)
     for name, justify in (("file", "left"), ("strategy", "left"), ("budget", "right"), ("status", "left"), ("nodes", "right"), ("peak", "right"), ("overhead", "right"), ("time", "right")):
-        table.add_column(name, justify=justify, no_wrap=name != "file", overflow="fold")  # type: ignore[arg-type]
-    table.add_column("note", overflow="fold", ratio=1 if console.is_terminal else None)
+        table.add_column(name, justify=justify, overflow="fold", no_wrap=name not in ("file", "budget"))  # type: ignore[arg-type]
+    problems: list[str] = []
     for r in rows:
-        status = r.status
+        status = escape(r.status)
         if console.is_terminal:
             status = f"[green]{status}" if not r.failed else f"[red]{status}"
-        else:
-            status = escape(status)
-        budget = r.budget if r.budget_bytes is None else f"{r.budget} ({fmt_bytes(r.budget_bytes)})" if r.budget != fmt_bytes(r.budget_bytes) else r.budget
-        note = r.message
-        if r.file and note.startswith(f"{r.file}: "):
-            note = note[len(r.file) + 2:]
+        budget = r.budget
+        if r.budget_bytes is not None and budget != str(r.budget_bytes):
+            budget = f"{budget} = {fmt_bytes(r.budget_bytes)}"
         table.add_row(
             escape(r.file),
             escape(r.strategy),
@@ -109,14 +106,19 @@ def render_rows(rows: Sequence[Row], console: Console, title: str) -> None:
             fmt_bytes(r.peak_bytes),
             fmt_pct(r.overhead),
             fmt_seconds(r.solve_seconds),
-            escape(note),
         )
+        if r.failed:
+            note = r.message[len(r.file) + 2:] if r.message.startswith(f"{r.file}: ") else r.message
+            problems.append(f"{r.file} [{r.strategy}, {r.budget}] {r.status}: {note}")
     if console.is_terminal:
         console.print(table)
+        for line in problems:
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
         return
     with console.capture() as capture:
         console.print(table)
-    console.file.write("\n".join(line.rstrip() for line in capture.get().splitlines()) + "\n")
+    text = "\n".join(line.rstrip() for line in capture.get().splitlines())
+    console.file.write(text + "\n" + "".join(line + "\n" for line in problems))
 
 
 def rows_json(rows: Sequence[Row]) -> str:
