@@ -590,10 +590,13 @@ def run_batch(
     executor = executor or LocalExecutor()
     stop = stop or threading.Event()
     results: dict[int, FileResult] = {}
-    by_key = {r.key: r for r in previous if r.key and r.status in _REUSABLE}
-    todo: list[int] = []
+    # The key is content and options, not the path: a moved tree still resumes. A row of
+    # the same path is preferred, and required when plans are written (they are per path).
+    usable = [r for r in previous if r.key and r.status in _REUSABLE]
+    by_file_key = {(r.file, r.key): r for r in usable}
+    by_key = {} if out_dir is not None else {r.key: r for r in usable}
     for i, task in enumerate(tasks):
-        reused = [by_key.get(k) for k in task.keys]
+        reused = [by_file_key.get((task.path, k)) or by_key.get(k) for k in task.keys]
         if all(r is not None for r in reused) and all(_plan_present(r, out_dir) for r in reused):  # type: ignore[arg-type]
             results[i] = FileResult(task.path, tuple(replace(r, file=task.path) for r in reused))  # type: ignore[arg-type]
     reused_count = len(results)

@@ -162,10 +162,15 @@ class LocalExecutor:
             while pending or any(w.task is not None for w in workers):
                 if should_stop():
                     return
-                for w in workers:
+                for k, w in enumerate(workers):
                     if w.task is None and pending:
                         index = pending.popleft()
-                        w.conn.send((fn, items[index]))
+                        try:
+                            w.conn.send((fn, items[index]))
+                        except OSError:  # the idle worker died (e.g. the OOM killer): replace it
+                            w.kill()
+                            w = workers[k] = spawn()
+                            w.conn.send((fn, items[index]))
                         w.task = index
                         w.deadline = None if self.timeout is None else time.monotonic() + self.timeout
                         yield Event("start", index)

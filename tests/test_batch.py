@@ -381,3 +381,34 @@ def test_dask_executor_gives_the_same_rows_as_local(tmp_path: Path) -> None:
 
         result = run_batch(tasks, executor=DaskExecutor(cluster.scheduler_address, timeout=60))
         assert [r.status for r in result.rows] == [r.status for r in run_batch(tasks, executor=LocalExecutor(1)).rows]
+
+
+# --------------------------------------------------------------------------- terminal views
+
+
+def test_progress_bar_and_table_on_a_terminal(tmp_path: Path) -> None:
+    import io
+
+    from rich.console import Console
+
+    from remat_cli.report.batch_view import BatchProgress, render_rows
+
+    root = tmp_path / "m"
+    _write_graph(root / "good.json", seed=3)
+    (root / "bad.json").write_text("[")
+    tasks = make_tasks(discover([root]), strategies=["store-all"], budgets=[parse_budget("none")])
+    buf = io.StringIO()
+    term = Console(file=buf, force_terminal=True, width=120)
+    with BatchProgress(term, len(tasks)) as progress:
+        result = run_batch(tasks, executor=LocalExecutor(1), on_start=progress.start, on_done=progress.done)
+    assert progress.failures == 1 and not progress.running
+    assert "planning" in buf.getvalue() and "1 failed" in buf.getvalue()
+    # piped: nothing on stderr
+    piped = Console(file=io.StringIO(), force_terminal=False)
+    assert not BatchProgress(piped, 3).enabled
+    out = io.StringIO()
+    render_rows(result.rows, Console(file=out, force_terminal=False), "t")
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "t" and lines[1].split()[:4] == ["file", "strategy", "budget", "status"]
+    assert lines[-1].startswith(str(root / "bad.json")) and "bad-input: not valid JSON" in lines[-1]
+    assert all(line == line.rstrip() for line in lines)
