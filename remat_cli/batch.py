@@ -28,13 +28,13 @@ import re
 import signal
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from remat_cli.budget import Budget, parse_budget
 from remat_cli.errors import InputError, NoPlanError, RematError
-from remat_cli.executors import Event, LocalExecutor, Outcome
+from remat_cli.executors import LocalExecutor, Outcome
 from remat_cli.loaders import LoadOptions, load_graph
 from remat_cli.plan import plan_to_json
 from remat_cli.planner import make_plan, resolve_budget, store_all_peak
@@ -236,11 +236,11 @@ def _looks_like_graph(path: Path) -> bool:
     if stripped[:1] in (b"{", b"["):
         if b'"remat-plan"' in stripped[:512]:
             return False
-        if b'"remat-graph"' in head or b'"nodes"' in head:
+        if b'"remat-graph"' in head:
             return True  # a graph, or a broken one that should be reported
         if suffix != ".json":
-            return False
-        return _json_may_be_graph(path)
+            return False  # e.g. our own --jsonl output, whose records have "nodes" too
+        return b'"nodes"' in head or _json_may_be_graph(path)
     text = head.decode("utf-8", errors="replace")
     first = next((ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")), "")
     return first.startswith(("p remat2", "memlimit", "node "))
@@ -501,7 +501,7 @@ class RowWriter:
         except OSError as exc:
             raise InputError(f"{self.path}: cannot write: {exc.strerror or exc}") from None
         if self.csv:
-            self._fh.write(_csv_line(COLUMNS))
+            self._fh.write(csv_line(COLUMNS))
             self._fh.flush()
 
     def append(self, rows: Iterable[Row]) -> None:
@@ -516,7 +516,7 @@ class RowWriter:
         tmp = self.path.with_name(self.path.name + ".tmp")
         with tmp.open("w", newline="") as fh:
             if self.csv:
-                fh.write(_csv_line(COLUMNS))
+                fh.write(csv_line(COLUMNS))
             for r in rows:
                 fh.write(self._line(r))
         os.replace(tmp, self.path)
@@ -528,11 +528,11 @@ class RowWriter:
     def _line(self, row: Row) -> str:
         record = row.to_record()
         if self.csv:
-            return _csv_line(["" if record[c] is None else record[c] for c in COLUMNS])
+            return csv_line(["" if record[c] is None else record[c] for c in COLUMNS])
         return json.dumps(record) + "\n"
 
 
-def _csv_line(values: Iterable[Any]) -> str:
+def csv_line(values: Iterable[Any]) -> str:
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\n").writerow(list(values))
     return buf.getvalue()

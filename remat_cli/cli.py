@@ -438,7 +438,8 @@ def check(
     if conf is not None:
         jobs = jobs or conf.jobs
         timeout = timeout or conf.timeout
-        junit = junit or (str(Path(conf.source).parent / conf.junit) if conf.junit else None)
+        if not models:  # the file's report is for the file's models
+            junit = junit or (str(Path(conf.source).parent / conf.junit) if conf.junit else None)
     run_on = _executor(executor, scheduler, jobs, timeout)
     with batch_mod.interrupt_flag() as stop, BatchProgress(_stderr(), len(specs), "checking") as progress:
         report = check_mod.run_check(specs, executor=run_on, on_start=progress.start, on_done=progress.done, stop=stop)

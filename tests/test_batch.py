@@ -45,7 +45,7 @@ from remat_cli.simulate import simulate
 REPO = Path(__file__).resolve().parents[1]
 GOOD = ["a/dag0.json", "a/dag1.json", "a/deep/chain.txt", "b/nodelink.json", "b/dag2.json"]
 BROKEN = ["a/broken.json", "a/cycle.json", "b/empty.onnx", "b/garbage.onnx", "b/nomem.json"]
-IGNORED = ["a/notes.txt", "b/package.json", "b/old.plan.json", ".hidden/dag.json", "a/.dot.json"]
+IGNORED = ["a/notes.txt", "b/package.json", "b/old.plan.json", ".hidden/dag.json", "a/.dot.json", "b/results.jsonl", "b/results.csv"]
 
 
 def _write_graph(path: Path, seed: int, n: int = 14) -> None:
@@ -73,6 +73,9 @@ def make_tree(root: Path) -> Path:
     (root / "b/package.json").write_text('{"name": "not-a-graph", "version": "1.0"}')
     (root / "b/old.plan.json").write_text(json.dumps({"format": "remat-plan", "version": 1, "schedule": [], "nodes": []}))
     (root / "a/.dot.json").write_text((root / "a/dag0.json").read_text())
+    row = Row(file="x.json", strategy="store-all", budget="none", status=OK, nodes=3)
+    (root / "b/results.jsonl").write_text(json.dumps(row.to_record()) + "\n")  # earlier output
+    (root / "b/results.csv").write_text("file,strategy,nodes\nx.json,store-all,3\n")
     return root
 
 

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from remat_cli.batch import COLUMNS, FileResult, FileTask, Row, _csv_line
+from remat_cli.batch import COLUMNS, FileResult, FileTask, Row, csv_line
 from remat_cli.check import PASS, CheckReport
 from remat_cli.report.units import fmt_bytes, fmt_pct, fmt_seconds
 
@@ -126,10 +126,10 @@ def rows_json(rows: Sequence[Row]) -> str:
 
 
 def rows_csv(rows: Sequence[Row]) -> str:
-    lines = [_csv_line(COLUMNS)]
+    lines = [csv_line(COLUMNS)]
     for r in rows:
         record = r.to_record()
-        lines.append(_csv_line(["" if record[c] is None else record[c] for c in COLUMNS]))
+        lines.append(csv_line(["" if record[c] is None else record[c] for c in COLUMNS]))
     return "".join(lines)
 
 
@@ -145,4 +145,4 @@ def render_check(report: CheckReport, console: Console) -> None:
     c = report.counts
     missing = report.models - len(report.results)
     tail = f", {missing} not checked" if missing else ""
-    console.print(f"{report.models} model{'s' if report.models != 1 else ''}: {c['pass']} passed, {c['fail']} failed, {c['error']} errors{tail}", highlight=False, markup=False)
+    console.print(f"{report.models} model{'s' if report.models != 1 else ''}: {c['pass']} passed, {c['fail']} failed, {c['error']} error{'s' if c['error'] != 1 else ''}{tail}", highlight=False, markup=False)
