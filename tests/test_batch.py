@@ -415,3 +415,41 @@ def test_progress_bar_and_table_on_a_terminal(tmp_path: Path) -> None:
     assert lines[0] == "t" and lines[1].split()[:4] == ["file", "strategy", "budget", "status"]
     assert lines[-1].startswith(str(root / "bad.json")) and "bad-input: not valid JSON" in lines[-1]
     assert all(line == line.rstrip() for line in lines)
+
+
+# --------------------------------------------------------------------------- property
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    kinds=st.lists(st.sampled_from(["dag", "chain", "broken", "cycle"]), min_size=1, max_size=7),
+    jobs=st.integers(1, 3),
+    budgets=st.lists(st.sampled_from(["none", "1x", "0.7x", "40"]), min_size=1, max_size=3, unique=True),
+)
+def test_parallel_rows_equal_serial_in_process_rows(tmp_path_factory, kinds, jobs, budgets) -> None:
+    """Whatever the files, -j and budgets: the workers' rows are the in-process rows, in order."""
+    root = tmp_path_factory.mktemp("prop")
+    for k, kind in enumerate(kinds):
+        path = root / f"f{k}.json"
+        if kind == "dag":
+            _write_graph(path, seed=k, n=6 + k)
+        elif kind == "chain":
+            path.write_text(remat_json.dumps(training.checkmate_training_graph(generators.chain(3 + k, mem=k + 1))))
+        elif kind == "broken":
+            path.write_text('{"format": "remat-graph", "nodes": [{"id": 1}]')
+        else:
+            path.write_text(json.dumps({"format": "remat-graph", "nodes": [
+                {"id": "a", "inputs": ["b"], "mem": 1}, {"id": "b", "inputs": ["a"], "mem": 1}]}))
+    tasks = make_tasks(discover([root]), strategies=["store-all"], budgets=[parse_budget(b) for b in budgets])
+    result = run_batch(tasks, executor=LocalExecutor(jobs))
+    serial = [r for t in tasks for r in plan_file(t).rows]
+    untimed = lambda rows: [r.to_record() | {"solve_seconds": None} for r in rows]
+    assert untimed(result.rows) == untimed(serial)
+    for r in result.rows:
+        if r.status == OK:
+            assert r.budget_bytes is None or r.peak_bytes <= r.budget_bytes
+        assert r.status in (OK, NO_PLAN, BAD_INPUT)

@@ -36,13 +36,13 @@ def _graph_file(path: Path, seed: int, n: int = 12) -> int:
 @pytest.fixture()
 def models(tmp_path: Path) -> tuple[Path, list[int]]:
     peaks = [_graph_file(tmp_path / "models" / f"m{k}.json", seed=k) for k in range(3)]
+    (tmp_path / ".git").mkdir()  # bounds the search for a configuration file to this tree
     return tmp_path, peaks
 
 
-def _run(args: list[str], cwd: Path | None = None):
+def _run(args: list[str], cwd: Path):
+    """`remat check ARGS` in ``cwd`` (the configuration file is looked for from there)."""
     runner = CliRunner()
-    if cwd is None:
-        return runner.invoke(cli, ["check", *args])
     old = os.getcwd()
     os.chdir(cwd)
     try:
@@ -58,14 +58,14 @@ def test_pass_fail_and_bad_input_exit_codes(models: tuple[Path, list[int]]) -> N
     root, peaks = models
     files = [str(root / "models" / f"m{k}.json") for k in range(3)]
     top = max(peaks)
-    res = _run([*files, "--budget", str(top), "-s", "store-all"])
+    res = _run([*files, "--budget", str(top), "-s", "store-all"], cwd=root)
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
     assert [ln.split()[0] for ln in lines[:3]] == ["PASS"] * 3
     assert all(f in ln for f, ln in zip(files, lines))
     assert "3 models: 3 passed, 0 failed, 0 errors" in res.stdout
     # one byte below the largest store-all peak: exactly that model fails, with the reason
-    res = _run([*files, "--budget", str(top - 1), "-s", "store-all"])
+    res = _run([*files, "--budget", str(top - 1), "-s", "store-all"], cwd=root)
     assert res.exit_code == 1
     verdicts = [ln.split()[0] for ln in res.stdout.splitlines()[:3]]
     assert verdicts == ["FAIL" if p == top else "PASS" for p in peaks]
@@ -74,18 +74,18 @@ def test_pass_fail_and_bad_input_exit_codes(models: tuple[Path, list[int]]) -> N
     # bad input wins over failure: exit 2
     broken = root / "models" / "broken.json"
     broken.write_text("{")
-    res = _run([*files, str(broken), "--budget", str(top - 1)])
+    res = _run([*files, str(broken), "--budget", str(top - 1)], cwd=root)
     assert res.exit_code == 2
     assert res.stdout.splitlines()[3].startswith("ERROR ") and "not valid JSON" in res.stdout
     # bad usage: no budget, unknown strategy, unreadable overhead
-    assert _run([files[0]]).exit_code == 2
-    assert _run([files[0], "--budget", "1GiB", "-s", "nope"]).exit_code == 2
-    assert _run([files[0], "--budget", "1GiB", "--max-overhead", "lots"]).exit_code == 2
+    assert _run([files[0]], cwd=root).exit_code == 2
+    assert _run([files[0], "--budget", "1GiB", "-s", "nope"], cwd=root).exit_code == 2
+    assert _run([files[0], "--budget", "1GiB", "--max-overhead", "lots"], cwd=root).exit_code == 2
 
 
 def test_relative_budget_and_json_output(models: tuple[Path, list[int]]) -> None:
     root, peaks = models
-    res = _run([str(root / "models"), "--budget", "1x", "--max-overhead", "0%", "--format", "json"])
+    res = _run([str(root / "models"), "--budget", "1x", "--max-overhead", "0%", "--format", "json"], cwd=root)
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["models"] == 3 and doc["passed"] == 3 and doc["exit_code"] == 0
@@ -116,7 +116,7 @@ def test_junit_xml_structure(models: tuple[Path, list[int]]) -> None:
     (root / "models" / "zz_broken.json").write_text('{"format": "remat-graph"}')
     report_path = root / "report.xml"
     top = max(peaks)
-    res = _run([str(root / "models"), "--budget", str(top - 1), "--junit", str(report_path)])
+    res = _run([str(root / "models"), "--budget", str(top - 1), "--junit", str(report_path)], cwd=root)
     assert res.exit_code == 2
     tree = ET.parse(report_path)
     suites = tree.getroot()
@@ -195,7 +195,6 @@ budget = "{peaks[0] - 1}"
 
 def test_pyproject_tool_remat_and_config_errors(models: tuple[Path, list[int]]) -> None:
     root, peaks = models
-    (root / ".git").mkdir()  # the search stops at the repository root
     (root / "pyproject.toml").write_text(
         f'[project]\nname = "x"\n\n[tool.remat]\nbudget = "{max(peaks)}"\nstrategy = "store-all"\n'
         '[[tool.remat.models]]\npath = "models"\n'
