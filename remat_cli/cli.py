@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ import click
 from rich.console import Console
 
 from remat_cli import __version__
+from remat_cli.batch import DEFAULT_STRATEGY
 from remat_cli.budget import Budget, parse_budget
 from remat_cli.errors import EXIT_FAILED, InputError, RematError
 from remat_cli.loaders import LoadOptions, load_graph
@@ -31,8 +31,7 @@ from remat_cli.report.tables import (
     summary_to_json,
 )
 from remat_cli.simulate import simulate
-from remat_cli.batch import DEFAULT_STRATEGY
-from remat_cli.strategies import STRATEGIES, get_strategy
+from remat_cli.strategies import STRATEGIES
 from remat_cli.summary import summarize
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -314,6 +313,7 @@ def batch(
     """
     from remat_cli import batch as batch_mod
     from remat_cli.report.batch_view import BatchProgress, render_rows, rows_csv, rows_json
+    from remat_cli.strategies import get_strategy
 
     names = strategies or (batch_mod.DEFAULT_STRATEGY,)
     for name in names:
@@ -414,6 +414,7 @@ def check(
     from remat_cli import check as check_mod
     from remat_cli import config as config_mod
     from remat_cli.report.batch_view import BatchProgress, render_check
+    from dataclasses import replace
 
     overhead = config_mod.parse_overhead(max_overhead) if max_overhead is not None else None
     config_path = Path(config_file) if config_file else config_mod.find_config()
