@@ -16,6 +16,7 @@ import click
 from rich.console import Console
 
 from remat_cli import __version__
+from remat_cli.batch import DEFAULT_STRATEGY
 from remat_cli.budget import Budget, parse_budget
 from remat_cli.errors import EXIT_FAILED, InputError, RematError
 from remat_cli.loaders import LoadOptions, load_graph
@@ -354,6 +355,234 @@ def strategies(fmt: str) -> None:
         text = row["summary"] + (f" [{'; '.join(notes)}]" if notes else "")
         table.add_row(row["name"], text)
     console.print(table)
+
+
+# --------------------------------------------------------------------------- many models
+
+
+def _executor(executor: str, scheduler: str | None, jobs: int | None, timeout: float | None) -> Any:
+    from remat_cli.executors import DaskExecutor, LocalExecutor
+
+    if executor == "dask":
+        return DaskExecutor(scheduler or "", timeout=timeout)
+    if scheduler:
+        raise InputError("--scheduler needs --executor dask")
+    return LocalExecutor(jobs, timeout=timeout)
+
+
+EXECUTOR_OPTIONS = [
+    click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Worker processes (default: one per core)."),
+    click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True, help="Where to run: local worker processes, or a Dask distributed cluster (pip install 'remat-cli[dask]')."),
+    click.option("--scheduler", metavar="ADDRESS", help="Dask scheduler address for --executor dask, e.g. tcp://10.0.0.5:8786."),
+    click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS", help="Stop a file's worker after this long and report it (default: no limit)."),
+    click.option("--max-nodes", type=click.IntRange(min=1), default=None, help="Skip (and report) graphs with more nodes than this."),
+]
+
+
+def executor_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Options shared by `batch` and `check`: parallelism, executor, limits per file."""
+    for option in reversed(EXECUTOR_OPTIONS):
+        func = option(func)
+    return func
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("paths", metavar="PATH...", nargs=-1, required=True, type=click.Path())
+@click.option("-s", "--strategy", "strategies", multiple=True, metavar="NAME", help=f"Strategy to plan with (repeat for several; default: {DEFAULT_STRATEGY}).")
+@click.option("-b", "--budget", type=BudgetType(), default="none", show_default=True, help="Memory budget for every file: 12GiB, 800MB, 0.5x, 50% or none.")
+@click.option("--budgets", "budget_list", metavar="LIST", help="A budget sweep instead of --budget: comma-separated, e.g. 1x,0.8x,0.6x,0.5x.")
+@click.option("--glob", "globs", multiple=True, metavar="PATTERN", help="Only files whose path below PATH (or name) matches, e.g. '*.onnx' (repeatable).")
+@executor_options
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write one CSV row per file, strategy and budget.")
+@click.option("--jsonl", "jsonl_path", type=click.Path(dir_okay=False), help="Write one JSON record per line per file, strategy and budget.")
+@click.option("--out-dir", type=click.Path(file_okay=False), help="Write each plan there (remat-plan JSON, mirroring the input tree).")
+@click.option("--resume", is_flag=True, help="Reuse results already in --jsonl/--csv for files (and options) that have not changed.")
+@click.option("--fail-fast/--keep-going", default=False, show_default=True, help="Stop at the first failing file, or plan every file whatever fails.")
+@graph_options
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True, help="Summary on stdout: table for people, json or csv for machines.")
+def batch(
+    paths: tuple[str, ...],
+    strategies: tuple[str, ...],
+    budget: Budget,
+    budget_list: str | None,
+    globs: tuple[str, ...],
+    jobs: int | None,
+    executor: str,
+    scheduler: str | None,
+    timeout: float | None,
+    max_nodes: int | None,
+    csv_path: str | None,
+    jsonl_path: str | None,
+    out_dir: str | None,
+    resume: bool,
+    fail_fast: bool,
+    fmt: str,
+    **graph_kw: Any,
+) -> None:
+    """Plan every graph file under PATH... (directories are searched recursively).
+
+    Files are recognised by content (ONNX, remat JSON, node-link JSON, twremat text) and
+    planned in parallel, each in its own worker: a file that cannot be read, fails, hangs
+    past --timeout or crashes its worker becomes a row with its error, and the rest go
+    on. Rows come out in file order whatever the parallelism. Exit 1 if any file failed
+    or any plan did not fit; 130 when interrupted (the results so far are kept).
+
+    \b
+    Examples:
+      remat batch models/ --budget 0.5x --csv results.csv
+      remat batch models/ --glob '*.onnx' --budgets 1x,0.75x,0.5x --jsonl sweep.jsonl --resume
+      remat batch models/ --executor dask --scheduler tcp://10.0.0.5:8786 --jsonl out.jsonl
+    """
+    from remat_cli import batch as batch_mod
+    from remat_cli.report.batch_view import BatchProgress, render_rows, rows_csv, rows_json
+    from remat_cli.strategies import get_strategy
+
+    names = strategies or (batch_mod.DEFAULT_STRATEGY,)
+    for name in names:
+        get_strategy(name)  # an unknown name is bad usage before any work starts
+    budgets = batch_mod.parse_budget_list(budget_list) if budget_list else (budget,)
+    if resume and not (jsonl_path or csv_path):
+        raise InputError("--resume needs --jsonl or --csv: the results to resume from")
+    run_on = _executor(executor, scheduler, jobs, timeout)
+    files = batch_mod.discover(paths, globs)
+    if not files:
+        raise InputError(f"no graph files found under {', '.join(paths)}" + (f" matching {', '.join(globs)}" if globs else ""))
+    tasks = batch_mod.make_tasks(
+        files, strategies=names, budgets=budgets, load=_load_options(**graph_kw), max_nodes=max_nodes, out_dir=out_dir
+    )
+    previous: list[batch_mod.Row] = []
+    if resume:
+        previous = batch_mod.read_rows(jsonl_path) if jsonl_path else []
+        if not previous and csv_path:
+            previous = batch_mod.read_rows(csv_path)
+    writers = [batch_mod.RowWriter(p) for p in (jsonl_path, csv_path) if p]
+    err = _stderr()
+    try:
+        with batch_mod.interrupt_flag() as stop, BatchProgress(err, len(tasks)) as progress:
+            result = batch_mod.run_batch(
+                tasks,
+                executor=run_on,
+                previous=previous,
+                fail_fast=fail_fast,
+                on_start=progress.start,
+                on_done=progress.done,
+                writers=writers,
+                out_dir=out_dir,
+                stop=stop,
+            )
+    finally:
+        for w in writers:
+            w.close()
+    if fmt == "json":
+        click.echo(rows_json(result.rows))
+    elif fmt == "csv":
+        click.echo(rows_csv(result.rows), nl=False)
+    else:
+        render_rows(result.rows, _stdout(), f"{len(files)} file{'s' if len(files) != 1 else ''}, {run_on.describe()}")
+    bad_files = len({r.file for r in result.rows if r.failed})
+    note = f"{result.done} of {result.files} files done"
+    if result.reused:
+        note += f" ({result.reused} reused from earlier results)"
+    note += f", {bad_files} with failures"
+    if result.interrupted:
+        err.print(f"remat: interrupted: {note}; the results so far are kept", highlight=False, markup=False)
+        click.get_current_context().exit(130)
+    if result.stopped:
+        note += "; stopped at the first failure (--fail-fast)"
+    err.print(note, highlight=False, markup=False)
+    if result.failures:
+        click.get_current_context().exit(EXIT_FAILED)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("models", metavar="[MODEL]...", nargs=-1, type=click.Path())
+@click.option("-b", "--budget", type=BudgetType(), default=None, help="Memory budget every model must fit (overrides the configuration).")
+@click.option("--max-overhead", default=None, metavar="PCT", help="Also fail when the plan adds more compute than this: 30% or 0.3.")
+@click.option("-s", "--strategy", default=None, metavar="NAME", help=f"Strategy to plan with (default: the configuration's, else {DEFAULT_STRATEGY}).")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Configuration file (default: the nearest remat.toml or pyproject.toml with [tool.remat]).")
+@click.option("--junit", type=click.Path(dir_okay=False), help="Write a JUnit XML report (one test case per model) for CI dashboards.")
+@executor_options
+@graph_options
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True, help="One line per model, or JSON for machines.")
+def check(
+    models: tuple[str, ...],
+    budget: Budget | None,
+    max_overhead: str | None,
+    strategy: str | None,
+    config_file: str | None,
+    junit: str | None,
+    jobs: int | None,
+    executor: str,
+    scheduler: str | None,
+    timeout: float | None,
+    max_nodes: int | None,
+    fmt: str,
+    **graph_kw: Any,
+) -> None:
+    """Check that every MODEL has a plan within the budget (and overhead limit): for CI.
+
+    With no MODEL, the models, dims, budgets and limits come from remat.toml (or
+    [tool.remat] in pyproject.toml), found from the current directory up; models named
+    on the command line take that file's defaults. Command-line options win over the
+    file. Prints one line per model saying why it passes or fails.
+
+    \b
+    Exit codes: 0 every model passes, 1 some model fails, 2 bad input.
+    Examples:
+      remat check model.onnx --budget 24GiB --max-overhead 30%
+      remat check --junit remat-report.xml        # models from remat.toml
+    """
+    from remat_cli import batch as batch_mod
+    from remat_cli import check as check_mod
+    from remat_cli import config as config_mod
+    from remat_cli.report.batch_view import BatchProgress, render_check
+    from dataclasses import replace
+
+    overhead = config_mod.parse_overhead(max_overhead) if max_overhead is not None else None
+    config_path = Path(config_file) if config_file else config_mod.find_config()
+    conf = config_mod.load_config(config_path) if config_path else None
+    if models:
+        defaults = conf.defaults if conf else config_mod.ModelEntry(path="", name="")
+        files = dict.fromkeys(f for m in models for f in batch_mod.discover([m]))  # in the order given
+        entries = [replace(defaults, path=f, name=f) for f in files]
+    elif conf is not None:
+        entries = list(conf.models)
+    else:
+        raise InputError("no models given and no remat.toml (or [tool.remat] in pyproject.toml) found here or above")
+    specs = check_mod.specs_from_entries(
+        entries,
+        cli_load=_load_options(**graph_kw),
+        budget=budget,
+        max_overhead=overhead,
+        strategy=strategy,
+        max_nodes=max_nodes,
+        default_strategy=batch_mod.DEFAULT_STRATEGY,
+    )
+    if conf is not None:
+        jobs = jobs or conf.jobs
+        timeout = timeout or conf.timeout
+        if not models:  # the file's report is for the file's models
+            junit = junit or (str(Path(conf.source).parent / conf.junit) if conf.junit else None)
+    run_on = _executor(executor, scheduler, jobs, timeout)
+    with batch_mod.interrupt_flag() as stop, BatchProgress(_stderr(), len(specs), "checking") as progress:
+        report = check_mod.run_check(specs, executor=run_on, on_start=progress.start, on_done=progress.done, stop=stop)
+    if junit:
+        check_mod.write_junit(report, junit)
+    if fmt == "json":
+        doc = {
+            "models": report.models,
+            "passed": report.counts["pass"],
+            "exit_code": report.exit_code,
+            "results": [{"name": r.spec.name, "file": r.spec.path, "verdict": r.verdict, "reason": r.reason, **r.row.to_record()} for r in report.results],
+        }
+        click.echo(json.dumps(doc, indent=1))
+    else:
+        render_check(report, _stdout())
+    if report.interrupted:
+        _stderr().print("remat: interrupted", highlight=False)
+        click.get_current_context().exit(130)
+    if report.exit_code:
+        click.get_current_context().exit(report.exit_code)
 
 
 def main() -> None:
