@@ -76,7 +76,7 @@ class OneLineParamError(click.BadParameter):
     """A bad option value shown as one line (``remat: error: …``), exit 2, no usage text."""
 
     def show(self, file: Any = None) -> None:
-        _stderr().print(f"remat: error: {self.format_message()}", highlight=False, markup=False, soft_wrap=True)
+        _stderr().print(f"remat: error: {self.message}", highlight=False, markup=False, soft_wrap=True)
 
 
 class DimType(click.ParamType):

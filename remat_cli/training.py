@@ -185,8 +185,23 @@ def training_fixed_memory(graph: Graph, optimizer: str) -> tuple[int, dict[str, 
     """Fixed memory of training: forward fixed + gradients + optimizer state, and its parts."""
     params = int(graph.meta.get("parameter_bytes", 0) or 0)
     copies = OPTIMIZERS[optimizer]
-    parts = {"forward": int(graph.fixed_mem), "gradients": params, f"optimizer ({optimizer})": copies * params}
+    given = graph.meta.get("fixed_parts")
+    parts = dict(given) if isinstance(given, dict) and sum(given.values()) == graph.fixed_mem else {"forward": int(graph.fixed_mem)}
+    parts["gradients"] = params
+    parts[f"optimizer state ({optimizer})"] = copies * params
     return int(graph.fixed_mem) + params * (1 + copies), parts
+
+
+def _training_info(fwd: Graph, parts: dict[str, int], extra: dict[str, Any]) -> dict[str, Any]:
+    """``remat info`` lines of a training graph: the forward graph's, plus what training adds."""
+    from remat_cli.report.units import fmt_bytes
+
+    info = dict(fwd.meta.get("info", {})) if isinstance(fwd.meta.get("info"), dict) else {}
+    info.update(extra)
+    info["fixed memory parts"] = ", ".join(f"{k} {fmt_bytes(v)}" for k, v in parts.items())
+    if "parameter_bytes" not in fwd.meta:
+        info["fixed memory parts"] += " (the graph states no parameter sizes: no gradients or optimizer state added)"
+    return info
 
 
 def checkmate_training_graph(fwd: Graph, *, backward_cost_factor: float = 2.0, optimizer: str = "sgd") -> Graph:
@@ -231,6 +246,12 @@ def checkmate_training_graph(fwd: Graph, *, backward_cost_factor: float = 2.0, o
     meta["training_convention"] = "checkmate"
     meta["optimizer"] = optimizer
     meta["fixed_parts"] = parts
+    extra = {"training graph": f"checkmate convention: {L} backward nodes, optimizer {optimizer}"}
+    if "forward_flops" in fwd.meta:
+        from remat_cli.report.units import fmt_cost
+
+        extra["step FLOPs"] = fmt_cost(3.0 * float(fwd.meta["forward_flops"]), "flops") + " (backward = 2 x forward)"
+    meta["info"] = _training_info(fwd, parts, extra)
     return Graph.from_arrays(
         ids=ids,
         ops=[fwd.ops[i] for i in keep.tolist()] + ["Loss"] + [f"{fwd.ops[i]}Grad" if fwd.ops[i] else "Grad" for i in keep.tolist()],
@@ -419,11 +440,15 @@ def autograd_training_graph(fwd: Graph, *, optimizer: str = "sgd", facts: Forwar
         sec_out = sec_a
     fixed, parts = training_fixed_memory(fwd, optimizer)
     meta = {k: val for k, val in fwd.meta.items() if not k.startswith("_")}
-    info = dict(meta.get("info", {})) if isinstance(meta.get("info"), dict) else {}
     n_bwd = sum(has_bwd)
-    info["training graph"] = f"autograd convention: {n_bwd} backward nodes, {sum(1 for s in stats_of if s >= 0)} statistics nodes, optimizer {optimizer}"
+    extra = {"training graph": f"autograd convention: {n_bwd} backward nodes, {sum(1 for s in stats_of if s >= 0)} statistics nodes, optimizer {optimizer}"}
+    if not given:
+        from remat_cli.report.units import fmt_cost
+
+        extra["step FLOPs"] = fmt_cost(float(flops_a.sum()), "flops") + " (forward, loss, backward)"
     if unknown:
-        info["saved everything (op not in autograd table)"] = ", ".join(f"{op} x{c}" for op, c in sorted(unknown.items()))
+        extra["saved everything (op not in autograd table)"] = ", ".join(f"{op} x{c}" for op, c in sorted(unknown.items()))
+    info = _training_info(fwd, parts, extra)
     meta["info"] = info
     meta["training_convention"] = "autograd"
     meta["optimizer"] = optimizer

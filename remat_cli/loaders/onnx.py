@@ -290,6 +290,10 @@ def read_model(
                 in_bytes += nodes[producer[x]].mem
         nbytes = 0.0 if (default and op in VIEW_OPS) else float(in_bytes + sum(out_bytes))
         out_elems = [shapes.get(o, (0, None))[0] for o in outs]
+        if any(e == 0 for e in out_elems):  # type unknown (e.g. a custom op): as its inputs
+            in_elems = [shapes[x][0] for x in ins if x in shapes and shapes[x][0]]
+            guess = next((e for e in in_elems if e in _FLOAT), in_elems[0] if in_elems else 1)
+            out_elems = [e or guess for e in out_elems]
         float_out = any(e in _FLOAT for e in out_elems)
         dtype = next((_FLOAT[e] for e in out_elems if e in _FLOAT), None)
         if dtype is None:
@@ -371,7 +375,7 @@ def read_model(
         "ONNX ops": f"{sum(onnx_ops.values())} ({top_ops}{', …' if len(onnx_ops) > 8 else ''})",
         "dimensions": ", ".join(f"{k}={v}" for k, v in dims.items()) or "all static",
         "parameters": f"{param_count:,} ({fmt_bytes(param_bytes)})",
-        "inputs / constants": f"{fmt_bytes(input_bytes)} / {fmt_bytes(fixed - input_bytes - param_bytes)}",
+        "fixed memory parts": f"inputs {fmt_bytes(input_bytes)}, parameters {fmt_bytes(param_bytes)}, constants and buffers {fmt_bytes(fixed - input_bytes - param_bytes)}",
         "forward FLOPs": fmt_cost(float(flops.sum()), "flops"),
         "device": device.describe(),
         "cost": f"{cost} ({COST_UNITS[cost]})",
@@ -385,6 +389,7 @@ def read_model(
     meta = {
         "source_format": "onnx",
         "parameter_bytes": param_bytes,
+        "fixed_parts": {"inputs": input_bytes, "parameters": param_bytes, "constants and buffers": fixed - input_bytes - param_bytes},
         "parameter_count": param_count,
         "input_bytes": input_bytes,
         "forward_flops": float(flops.sum()),
