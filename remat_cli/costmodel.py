@@ -212,10 +212,11 @@ NORMALIZATIONS = {
 
 POOLS = frozenset(["MaxPool", "AveragePool", "LpPool", "MaxRoiPool", "RoiAlign", "MaxUnpool"])
 GLOBAL_POOLS = frozenset(["GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"])
+#: ops with a formula of their own in :func:`op_flops`
 SPECIAL = frozenset(
     ["Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "MatMul", "MatMulInteger", "QLinearMatMul", "Gemm",
-     "Einsum", "Resize", "Upsample", "Attention", "Sum", "Mean", "Det", "GridSample", "If", "Loop", "Scan",
-     "Mod", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "LSTM", "GRU", "RNN", "Celu"]
+     "Einsum", "Resize", "Upsample", "Attention", "Sum", "Mean", "Det", "GridSample",
+     "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "LSTM", "GRU", "RNN"]
 )
 
 
@@ -273,7 +274,7 @@ def op_flops(op: str, attrs: Mapping[str, Any], ins: Sequence[Shape | None], out
             bias = len(ins) > 2 and ins[2] is not None
             return float(2 * macs + ((out_n or 0) if bias else 0)), True
         if op in ("MatMul", "MatMulInteger", "QLinearMatMul"):
-            a = ins[0] if op != "QLinearMatMul" else ins[0]
+            a = ins[0]
             if a is None or out_n is None or len(a) == 0:
                 return float(out_n or 0), False
             return float(2 * out_n * a[-1]), True

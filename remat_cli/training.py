@@ -470,7 +470,6 @@ def autograd_training_graph(fwd: Graph, *, optimizer: str = "sgd", facts: Forwar
         seconds=sec_out,
         name=f"{fwd.name}-train",
         meta=meta,
-        _checked=True,
     )
 
 

@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         import onnx  # noqa: F401
         import torch
     except ImportError as exc:
-        print(f"export_samples: needs torch, torchvision, transformers and onnx ({exc})", file=sys.stderr)
+        print(f"export_samples: needs torch, torchvision, transformers and onnx ({exc}); pip install 'remat-cli[export-samples]'", file=sys.stderr)
         return 2
     names = args.names or list(SAMPLES)
     unknown = [n for n in names if n not in SAMPLES]

@@ -242,3 +242,17 @@ def test_checkmate_convention_on_onnx(tmp_path):
     assert np.isclose(g.cost[g.index["bwd:relu"]], 2 * g.cost[g.index["relu"]])
     assert g.fixed_mem == 64 + 448 + 448
     _store_all_valid(g)
+
+
+def test_parameters_seen_through_views_still_get_gradients(tmp_path):
+    # the bias is reshaped (a folded view) before it is added: Add still reads a parameter
+    nodes = [
+        helper.make_node("Reshape", ["bias", "shape"], ["bias2"], name="view"),
+        helper.make_node("Add", ["x", "bias2"], ["y"], name="add"),
+        helper.make_node("Relu", ["y"], ["out"], name="relu"),
+    ]
+    inits = [init("bias", (4,)), init("shape", (2,), np.int64, [1, 4])]
+    g = load(save(model(nodes, [tensor("x", [2, 4])], [tensor("out", [2, 4])], inits), tmp_path))
+    assert {"bwd:add", "bwd:relu"} <= set(g.ids)
+    assert preds(g, "bwd:add") == {"bwd:relu"}
+    assert g.fixed_mem == 2 * 4 * 4 + 2 * 4 * 4 + 2 * 8  # input, bias + its gradient, shape

@@ -210,6 +210,7 @@ def read_model(
     differentiate_inputs = not trainable  # no parameters: gradients w.r.t. the float inputs
 
     producer: dict[str, int] = {}  # value -> scheduled node (views resolve to their producer)
+    root: dict[str, str] = {}  # view of a fixed value -> that value
     static: set[str] = {t for t in initializers if t not in trainable}  # values known at load time
     nodes: list[_Node] = []
     used_ids: set[str] = set()
@@ -217,6 +218,7 @@ def read_model(
     folded_views = 0
     folded_static = 0
     estimated: list[str] = []
+    inexact = 0  # ops whose FLOPs are an estimate (a shape or a formula missing)
     unknown_ops: Counter[str] = Counter()
     control: Counter[str] = Counter()
     onnx_ops: Counter[str] = Counter()
@@ -241,8 +243,11 @@ def read_model(
             if src in producer:
                 for o in outs:
                     producer[o] = producer[src]
-            elif src in static:
-                static.update(outs)
+            else:  # a view of a fixed value (an input, a parameter, a constant) is that value
+                for o in outs:
+                    root[o] = root.get(src, src)
+                if src in static:
+                    static.update(outs)
             folded_views += 1
             continue
         if default and op not in CONTROL_FLOW and op not in RANDOM_OPS and _foldable(outs, shapes, small):
@@ -280,7 +285,8 @@ def read_model(
         else:
             flops, exact = op_flops("", {}, in_shapes, out_shapes)
             unknown_ops[label] += 1
-        del exact
+        if not exact:
+            inexact += 1
         in_bytes = 0
         for x in dict.fromkeys(x for x in ins if x):
             elem, shp = shapes.get(x, (1, None))
@@ -298,8 +304,9 @@ def read_model(
         dtype = next((_FLOAT[e] for e in out_elems if e in _FLOAT), None)
         if dtype is None:
             dtype = next((_FLOAT[shapes[x][0]] for x in ins if x in shapes and shapes[x][0] in _FLOAT), "float32")
-        pbytes = sum(trainable.get(x, 0) for x in dict.fromkeys(ins))
-        reads_input = differentiate_inputs and any(x in float_inputs for x in ins)
+        roots = [root.get(x, x) for x in ins if x]
+        pbytes = sum(trainable.get(x, 0) for x in dict.fromkeys(roots))
+        reads_input = differentiate_inputs and any(x in float_inputs for x in roots)
         node_id = _unique_id(nd.name or f"{op}_{k}", used_ids, k)
         preds = list(dict.fromkeys(s for s in slots if s >= 0))
         idx = len(nodes)
@@ -376,7 +383,7 @@ def read_model(
         "dimensions": ", ".join(f"{k}={v}" for k, v in dims.items()) or "all static",
         "parameters": f"{param_count:,} ({fmt_bytes(param_bytes)})",
         "fixed memory parts": f"inputs {fmt_bytes(input_bytes)}, parameters {fmt_bytes(param_bytes)}, constants and buffers {fmt_bytes(fixed - input_bytes - param_bytes)}",
-        "forward FLOPs": fmt_cost(float(flops.sum()), "flops"),
+        "forward FLOPs": fmt_cost(float(flops.sum()), "flops") + (f" ({inexact} ops estimated)" if inexact else ""),
         "device": device.describe(),
         "cost": f"{cost} ({COST_UNITS[cost]})",
         "folded": f"{folded_views} views into their producers, {folded_static} shape computations into constants"
@@ -842,6 +849,9 @@ def _outer_names(nd) -> list[str]:
             for _, sub in _subgraphs(sub_nd):
                 visit(sub, defined)
             defined.update(o for o in sub_nd.output if o)
+        for out in graph.output:  # a branch may return an outer value as it is
+            if out.name and out.name not in defined:
+                found[out.name] = None
 
     for _, sub in _subgraphs(nd):
         visit(sub, set())
@@ -908,9 +918,12 @@ def _attrs(nd) -> dict[str, Any]:
 
 
 def _unique_id(base: str, used: set[str], k: int) -> str:
+    """The node's name, made unique with ``#k`` (its position in the file) when taken."""
     node_id = base
-    if node_id in used:
-        node_id = f"{base}#{k}"
+    suffix = 0
+    while node_id in used:
+        node_id = f"{base}#{k}" if suffix == 0 else f"{base}#{k}.{suffix}"
+        suffix += 1
     used.add(node_id)
     return node_id
 
