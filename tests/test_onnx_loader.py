@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from _onnx_models import I64, init, load, mlp_model, model, preds, save, tensor
+from _onnx_models import init, load, mlp_model, model, preds, save, tensor
 
 from remat_cli.errors import InputError
 from remat_cli.loaders import LoadOptions, load_graph
@@ -242,3 +242,27 @@ def test_sample_batch_scales_activations():
     assert set((2 * two.mem[bn] - four.mem[bn]).tolist()) == {8 * c for c in (64, 128, 256, 512)}
     # 1.82 G multiply-adds per 224x224 image (He et al. 2016, Table 1): about 3.6 GFLOP
     assert two.meta["forward_flops"] / 2 == pytest.approx(3.64e9, rel=0.02)
+
+
+def test_local_functions_are_expanded(tmp_path):
+    # gelu(x) = x * sigmoid(1.702 x), written as a model-local function
+    fn = helper.make_function(
+        "local", "QuickGelu", ["x"], ["y"],
+        [
+            helper.make_node("Constant", [], ["k"], value=helper.make_tensor("k", 1, [], [1.702])),
+            helper.make_node("Mul", ["x", "k"], ["kx"]),
+            helper.make_node("Sigmoid", ["kx"], ["s"]),
+            helper.make_node("Mul", ["x", "s"], ["y"]),
+        ],
+        [helper.make_opsetid("", 17)],
+    )
+    nodes = [
+        helper.make_node("MatMul", ["x", "W"], ["a"], name="mm"),
+        helper.make_node("QuickGelu", ["a"], ["out"], name="act", domain="local"),
+    ]
+    m = model(nodes, [tensor("x", [2, 4])], [tensor("out", [2, 4])], [init("W", (4, 4))])
+    m.functions.append(fn)
+    m.opset_import.append(helper.make_opsetid("local", 1))
+    g = load(save(m, tmp_path), training=False)
+    assert sorted(g.ops) == ["MatMul", "Mul", "Mul", "Sigmoid"]
+    assert g.meta["unknown_ops"] == {}

@@ -131,6 +131,13 @@ def _parse(path: Path, data: bytes):
         raise InputError(f"{path}: not an ONNX model (no IR version or no graph in the protobuf)")
     if len(model.graph.node) == 0:
         raise InputError(f"{path}: the ONNX graph has no operations")
+    if len(model.functions):  # model-local functions (as the dynamo exporter writes): expand them
+        try:
+            import onnx.inliner
+
+            model = onnx.inliner.inline_local_functions(model)
+        except Exception:  # noqa: BLE001 - a function the inliner rejects stays an opaque op
+            pass
     return model
 
 
@@ -165,8 +172,6 @@ def read_model(
     warn: Callable[[str], None] | None = None,
 ) -> Graph:
     """The forward graph of an ONNX ``ModelProto`` (changed in place: dims are set on it)."""
-    import onnx
-
     warn = warn or (lambda _msg: None)
     device = device or load_device("a100")
     g = model.graph
