@@ -266,3 +266,27 @@ def test_local_functions_are_expanded(tmp_path):
     g = load(save(m, tmp_path), training=False)
     assert sorted(g.ops) == ["MatMul", "Mul", "Mul", "Sigmoid"]
     assert g.meta["unknown_ops"] == {}
+
+
+def test_loop_costs_its_body_times_the_trip_count(tmp_path):
+    from onnx import TensorProto
+
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+            helper.make_node("MatMul", ["v_in", "W"], ["v_out"]),
+        ],
+        "body",
+        [tensor("i", [], TensorProto.INT64), tensor("cond_in", [], TensorProto.BOOL), tensor("v_in", [2, 4])],
+        [tensor("cond_out", [], TensorProto.BOOL), tensor("v_out", [2, 4])],
+    )
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"], name="pre"),
+        helper.make_node("Loop", ["trips", "", "a"], ["looped"], name="loop", body=body),
+        helper.make_node("Relu", ["looped"], ["out"], name="post"),
+    ]
+    inits = [init("trips", (), np.int64, 3), init("W", (4, 4))]
+    g = load(save(model(nodes, [tensor("x", [2, 4])], [tensor("out", [2, 4])], inits), tmp_path), training=False, cost="flops")
+    assert g.cost[g.index["loop"]] == 3 * (2 * 2 * 4 * 4)
+    assert preds(g, "loop") == {"pre"} and g.mem[g.index["loop"]] == 2 * 4 * 4
+    assert g.meta["info"]["control flow"].startswith("Loop x1")

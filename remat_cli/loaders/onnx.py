@@ -227,6 +227,14 @@ def read_model(
     unknown_ops: Counter[str] = Counter()
     control: Counter[str] = Counter()
     onnx_ops: Counter[str] = Counter()
+
+    def value_bytes(x: str) -> int | None:
+        """Bytes of a value: from its shape, else its producer's (possibly estimated) size."""
+        elem, shp = shapes.get(x, (1, None))
+        if shp is not None:
+            return _nbytes(elem or 1, shp)
+        return nodes[producer[x]].mem if x in producer else None
+
     for k in order:
         nd = nodes_pb[k]
         op = nd.op_type
@@ -265,15 +273,18 @@ def read_model(
         attrs = _attrs(nd) if (op in NEEDS_ATTRS or not default) else {}
         in_shapes = [shapes.get(x, (0, None))[1] if x else None for x in ins]
         out_shapes = [shapes.get(o, (0, None))[1] for o in outs]
+        out_elems = [shapes.get(o, (0, None))[0] for o in outs]
+        if any(e == 0 for e in out_elems):  # type unknown (e.g. a custom op): as its inputs
+            in_elems = [shapes[x][0] for x in ins if x in shapes and shapes[x][0]]
+            guess = next((e for e in in_elems if e in _FLOAT), in_elems[0] if in_elems else 1)
+            out_elems = [e or guess for e in out_elems]
         # sizes of the outputs (estimated from the inputs where shapes are unknown)
         out_bytes = []
-        for o, shp in zip(outs, out_shapes):
-            elem = shapes.get(o, (1, None))[0] or 1
+        for o, shp, elem in zip(outs, out_shapes, out_elems):
             if shp is not None:
                 out_bytes.append(_nbytes(elem, shp))
             else:
-                est = _estimate(op, ins, shapes, elem, o)
-                out_bytes.append(est)
+                out_bytes.append(_estimate(op, [b for b in (value_bytes(x) for x in ins if x) if b is not None]))
                 estimated.append(o)
         slots = [producer.get(x, -1) if x else -1 for x in ins]
         implicit: list[int] = []
@@ -292,19 +303,8 @@ def read_model(
             unknown_ops[label] += 1
         if not exact:
             inexact += 1
-        in_bytes = 0
-        for x in dict.fromkeys(x for x in ins if x):
-            elem, shp = shapes.get(x, (1, None))
-            if shp is not None:
-                in_bytes += _nbytes(elem, shp)
-            elif x in producer:
-                in_bytes += nodes[producer[x]].mem
+        in_bytes = sum(value_bytes(x) or 0 for x in dict.fromkeys(x for x in ins if x))
         nbytes = 0.0 if (default and op in VIEW_OPS) else float(in_bytes + sum(out_bytes))
-        out_elems = [shapes.get(o, (0, None))[0] for o in outs]
-        if any(e == 0 for e in out_elems):  # type unknown (e.g. a custom op): as its inputs
-            in_elems = [shapes[x][0] for x in ins if x in shapes and shapes[x][0]]
-            guess = next((e for e in in_elems if e in _FLOAT), in_elems[0] if in_elems else 1)
-            out_elems = [e or guess for e in out_elems]
         float_out = any(e in _FLOAT for e in out_elems)
         dtype = next((_FLOAT[e] for e in out_elems if e in _FLOAT), None)
         if dtype is None:
@@ -737,17 +737,12 @@ def _foldable(outs: list[str], shapes, values: dict[str, np.ndarray]) -> bool:
     return total <= FOLD_LIMIT
 
 
-def _estimate(op: str, ins: list[str], shapes, elem: int, out: str) -> int:
-    """Bytes of an output whose shape is unknown: the inputs' (sum for Concat, else largest)."""
-    sizes = []
-    for x in ins:
-        if x and x in shapes and shapes[x][1] is not None:
-            sizes.append(_nbytes(shapes[x][0], shapes[x][1]))
-    if not sizes:
+def _estimate(op: str, input_sizes: list[int]) -> int:
+    """Bytes of an output whose shape is unknown: its inputs' (their sum for Concat, else
+    the largest), so that an unknown shape is never silently zero bytes."""
+    if not input_sizes:
         return 0
-    if op == "Concat":
-        return int(sum(sizes))
-    return int(max(sizes))
+    return int(sum(input_sizes)) if op == "Concat" else int(max(input_sizes))
 
 
 def _stats_bytes(op: str, attrs: dict[str, Any], in_shapes) -> int:
