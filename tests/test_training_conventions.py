@@ -256,3 +256,40 @@ def test_parameters_seen_through_views_still_get_gradients(tmp_path):
     assert {"bwd:add", "bwd:relu"} <= set(g.ids)
     assert preds(g, "bwd:add") == {"bwd:relu"}
     assert g.fixed_mem == 2 * 4 * 4 + 2 * 4 * 4 + 2 * 8  # input, bias + its gradient, shape
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(2, 14), p=st.floats(0.1, 0.6), seed=st.integers(0, 10_000))
+def test_autograd_on_plain_graphs(n, p, seed):
+    """Without op semantics every node is differentiable and saves inputs and output."""
+    fwd = generators.random_dag(n, p=p, seed=seed, max_size=5)
+    train = autograd_training_graph(fwd)
+    keep = [fwd.ids[v] for v in fwd.needed_nodes.tolist()]
+    assert train.n == 2 * len(keep) + 1
+    for v in fwd.needed_nodes.tolist():
+        name = fwd.ids[v]
+        consumers = {fwd.ids[c] for c in fwd.succ_lists[v] if fwd.needed[c]}
+        want = {f"bwd:{c}" for c in consumers} | {fwd.ids[u] for u in fwd.pred_lists[v]} | {name}
+        if v in fwd.targets.tolist():
+            want.add("loss")
+        assert preds(train, f"bwd:{name}") == want
+        assert train.mem[train.index[f"bwd:{name}"]] == sum(int(fwd.mem[u]) for u in fwd.pred_lists[v])
+        assert train.cost[train.index[f"bwd:{name}"]] == 2 * fwd.cost[v]
+    _store_all_valid(train)
+
+
+def test_json_graph_training_flags(tmp_path):
+    from remat_cli.loaders import LoadOptions, load_graph
+    from remat_cli.loaders import remat_json
+
+    fwd = generators.unet(2)
+    path = tmp_path / "unet.json"
+    path.write_text(remat_json.dumps(fwd))
+    as_given = load_graph(path, LoadOptions())
+    assert not as_given.is_training and as_given.sha256 == fwd.sha256
+    cm = load_graph(path, LoadOptions(training=True))
+    ag = load_graph(path, LoadOptions(training=True, convention="autograd"))
+    assert cm.meta["training_convention"] == "checkmate" and ag.meta["training_convention"] == "autograd"
+    assert cm.n == ag.n == 2 * fwd.n + 1
+    _store_all_valid(cm)
+    _store_all_valid(ag)
