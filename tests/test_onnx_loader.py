@@ -290,3 +290,9 @@ def test_loop_costs_its_body_times_the_trip_count(tmp_path):
     assert g.cost[g.index["loop"]] == 3 * (2 * 2 * 4 * 4)
     assert preds(g, "loop") == {"pre"} and g.mem[g.index["loop"]] == 2 * 4 * 4
     assert g.meta["info"]["control flow"].startswith("Loop x1")
+
+
+def test_input_without_shape_is_bad_input(tmp_path):
+    m = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [tensor("x", None)], [tensor("y", None)])
+    with pytest.raises(InputError, match="input 'x' has no shape"):
+        load(save(m, tmp_path), training=False)

@@ -472,6 +472,8 @@ def _check_unresolved(graph_inputs, used: set[str], source: str) -> None:
     for inp in graph_inputs:
         if inp.name not in used or not inp.type.HasField("tensor_type"):
             continue
+        if not inp.type.tensor_type.HasField("shape"):
+            raise InputError(f"{source}: input {inp.name!r} has no shape in the file (not even its rank); remat needs the shapes of the model's inputs")
         for d in inp.type.tensor_type.shape.dim:
             if not d.HasField("dim_value"):
                 missing[d.dim_param] = None
