@@ -51,14 +51,17 @@ OPTIMIZERS = {"sgd": 0, "momentum": 1, "adam": 2}
 class Saves:
     """What the backward of one op type reads besides the incoming gradient.
 
-    ``inputs``: input slots it keeps (``"all"``: every input); ``output``: its own output;
-    ``stats``: per-row/per-channel statistics of a normalization (mean, inverse std),
-    held in a small node of their own; ``factor``: backward cost / forward cost.
-    Inputs that are fixed memory (parameters, constants) are resident anyway and add no
-    edge.
+    ``inputs``: input slots it keeps (``"all"``: every input); ``product``: the factors
+    of a product (``a*b``, ``X@W``), each kept only when another factor needs a gradient
+    (d(ab)/db needs a, and nobody needs b when only a wants a gradient, as in ``x * 0.5``);
+    ``output``: its own output; ``stats``: per-row/per-channel statistics of a
+    normalization (mean, inverse std), held in a small node of their own; ``factor``:
+    backward cost / forward cost. Inputs that are fixed memory (parameters, constants)
+    are resident anyway and add no edge.
     """
 
     inputs: tuple[int, ...] | str = ()
+    product: tuple[int, ...] = ()
     output: bool = False
     stats: bool = False
     factor: float = 2.0
@@ -67,7 +70,7 @@ class Saves:
 _NOTHING = Saves(factor=1.0)
 _OUTPUT = Saves(output=True, factor=1.0)
 _INPUT = Saves(inputs=(0,), factor=1.0)
-_ALL_INPUTS = Saves(inputs="all", factor=2.0)
+_CONTRACTION = Saves(product=(0, 1), factor=2.0)
 _NORM = Saves(inputs=(0,), stats=True, factor=2.0)
 
 #: What reverse-mode autodiff saves per ONNX op type (as PyTorch's autograd formulas do).
@@ -82,7 +85,8 @@ AUTOGRAD: dict[str, Saves] = {
         _INPUT,
     ),
     # products: each input's gradient needs the other inputs
-    **dict.fromkeys(["Mul", "Div", "PRelu", "Max", "Min"], Saves(inputs="all", factor=1.0)),
+    **dict.fromkeys(["Mul", "Div"], Saves(product=(0, 1), factor=1.0)),
+    **dict.fromkeys(["PRelu", "Max", "Min"], Saves(inputs="all", factor=1.0)),
     "Pow": Saves(inputs="all", output=True, factor=2.0),
     # linear in the inputs or pure data movement: the gradient needs shapes only
     **dict.fromkeys(
@@ -94,8 +98,8 @@ AUTOGRAD: dict[str, Saves] = {
     # indexing: the gradient is scattered back by the indices
     **dict.fromkeys(["Gather", "GatherElements", "GatherND", "ScatterND", "ScatterElements"], Saves(inputs=(1,), factor=1.0)),
     "Where": Saves(inputs=(0,), factor=1.0),
-    # contractions: dX needs W and dW needs X
-    **dict.fromkeys(["Conv", "ConvTranspose", "MatMul", "Gemm", "Einsum"], _ALL_INPUTS),
+    # contractions: dX needs W and dW needs X (a bias needs neither)
+    **dict.fromkeys(["Conv", "ConvTranspose", "MatMul", "Gemm", "Einsum"], _CONTRACTION),
     # normalizations: the input and the statistics computed from it
     **dict.fromkeys(
         ["BatchNormalization", "LayerNormalization", "GroupNormalization", "InstanceNormalization",
@@ -135,7 +139,8 @@ class ForwardFacts:
     :meth:`default` assumes every node is a differentiable float op.
     """
 
-    slots: tuple[tuple[int, ...], ...]  # per node, per input slot: the node read, or -1 (fixed/absent)
+    # per node, per input slot: the node read; -1 a fixed value or absent; -2 a trainable parameter
+    slots: tuple[tuple[int, ...], ...]
     float_out: np.ndarray  # bool: the output is floating point
     grad_source: np.ndarray  # bool: reads a value whose gradient is wanted (a parameter)
     param_bytes: np.ndarray  # int64: bytes of trainable parameters the node reads
@@ -411,7 +416,7 @@ def autograd_training_graph(fwd: Graph, *, optimizer: str = "sgd", facts: Forwar
         for c in succs[v]:
             if has_bwd[c] and v in grad_inputs[c]:
                 reads.append(bwd[c])
-        saved = _saved_nodes(entry, slots[v], v, stats_of[v] >= 0)
+        saved = _saved_nodes(entry, slots[v], v, stats_of[v] >= 0, rg)
         for u in saved:
             reads.append(stats_of[v] if u == -2 else new[u])
         saved_bytes = sum(stats_b[v] if u == -2 else mem[u] for u in saved)
@@ -473,13 +478,22 @@ def autograd_training_graph(fwd: Graph, *, optimizer: str = "sgd", facts: Forwar
     )
 
 
-def _saved_nodes(entry: Saves, slots: tuple[int, ...], v: int, has_stats: bool) -> list[int]:
+def _saved_nodes(entry: Saves, slots: tuple[int, ...], v: int, has_stats: bool, rg: list[bool]) -> list[int]:
     """Forward nodes the backward of ``v`` reads (-2 stands for v's statistics node)."""
     out: list[int] = []
     picks = range(len(slots)) if entry.inputs == "all" else entry.inputs
     for s in picks:
         if s < len(slots) and slots[s] >= 0:
             out.append(slots[s])
+
+    def wants_grad(s: int) -> bool:
+        u = slots[s]
+        return u == -2 or (u >= 0 and rg[u])
+
+    for s in entry.product:
+        if s < len(slots) and slots[s] >= 0:
+            if any(wants_grad(t) for t in entry.product if t != s and t < len(slots)):
+                out.append(slots[s])
     if entry.output:
         out.append(v)
     if entry.stats and has_stats:

@@ -293,3 +293,19 @@ def test_json_graph_training_flags(tmp_path):
     assert cm.n == ag.n == 2 * fwd.n + 1
     _store_all_valid(cm)
     _store_all_valid(ag)
+
+
+def test_products_keep_a_factor_only_for_the_other_factors_gradient(tmp_path):
+    nodes = [
+        helper.make_node("MatMul", ["x", "W"], ["a"], name="mm"),  # x: model input, W: parameter
+        helper.make_node("Mul", ["a", "half"], ["h"], name="scale"),  # times a constant
+        helper.make_node("Relu", ["h"], ["r"], name="relu"),
+        helper.make_node("Gemm", ["r", "W2", "B2"], ["g"], name="gemm"),
+        helper.make_node("Mul", ["g", "r"], ["out"], name="gate"),  # two activations
+    ]
+    inits = [init("W", (4, 4)), init("half", (), np.float32, 0.5), init("W2", (4, 4)), init("B2", (4,))]
+    g = load(save(model(nodes, [tensor("x", [2, 4])], [tensor("out", [2, 4])], inits), tmp_path))
+    assert preds(g, "bwd:scale") == {"bwd:relu"}  # d(a*0.5)/da = 0.5: nothing kept
+    assert preds(g, "bwd:gemm") == {"bwd:gate", "relu"}  # dW2 needs r; dr needs W2 (fixed)
+    assert preds(g, "bwd:gate") == {"loss", "gemm", "relu"}
+    assert preds(g, "bwd:mm") == {"bwd:scale"}  # dW needs x, a model input: fixed memory

@@ -12,7 +12,9 @@ What becomes a node, and what does not:
   as ``Shape -> Gather -> Concat`` once every dimension is known), which are folded;
 * zero-copy views (``Reshape``, ``Flatten``, ``Squeeze``, ``Unsqueeze``, ``Identity``)
   share their input's storage and are folded into their producer (``--keep-views``
-  keeps them as nodes of their own, with their full size);
+  keeps them as nodes of their own, with their full size); so is the ``Transpose`` of a
+  parameter (``Linear`` exported as ``MatMul(x, Transpose(W))``), which kernels read in
+  place;
 * control flow (``If``, ``Loop``, ``Scan``) is one opaque node that reads the outer values
   its subgraphs use and costs the sum of its subgraphs;
 * ops outside the default domain, or without a cost formula, get a default cost and are
@@ -263,6 +265,12 @@ def read_model(
                     static.update(outs)
             folded_views += 1
             continue
+        if default and op == "Transpose" and not keep_views and ins and ins[0] and root.get(ins[0], ins[0]) in trainable:
+            # a transposed weight: matmul kernels read the parameter transposed, no copy is kept
+            for o in outs:
+                root[o] = root.get(ins[0], ins[0])
+            folded_views += 1
+            continue
         if default and op not in CONTROL_FLOW and op not in RANDOM_OPS and _foldable(outs, shapes, small):
             for o in outs:
                 elem, shp = shapes[o]
@@ -286,7 +294,7 @@ def read_model(
             else:
                 out_bytes.append(_estimate(op, [b for b in (value_bytes(x) for x in ins if x) if b is not None]))
                 estimated.append(o)
-        slots = [producer.get(x, -1) if x else -1 for x in ins]
+        slots = [producer.get(x, -2 if root.get(x, x) in trainable else -1) if x else -1 for x in ins]
         implicit: list[int] = []
         if op in CONTROL_FLOW:
             control[op] += 1
