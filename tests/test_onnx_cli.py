@@ -184,3 +184,17 @@ def test_saved_model_with_external_weights_missing(tmp_path):
     result = run("info", path, "--dim", "batch=2", "--format", "json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["extra"]["parameters"].startswith("112 ")
+
+
+def test_embedded_weights_are_read_for_their_shapes(tmp_path):
+    from _onnx_models import init
+
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["a"], name="mm"), helper.make_node("Relu", ["a"], ["out"], name="relu")]
+    m = model(nodes, [tensor("x", [2, 512])], [tensor("out", [2, 1024])], [init("W", (512, 1024))])
+    path = save(m, tmp_path)
+    assert path.stat().st_size > 2 * 1024 * 1024  # 2 MiB of embedded weights
+    result = run("info", path, "--format", "json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["extra"]["parameters"].startswith("524,288 ")
+    assert doc["fixed_bytes"] == 2 * 512 * 4 + 2 * 512 * 1024 * 4  # input, weights and their gradients

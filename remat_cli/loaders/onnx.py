@@ -176,6 +176,7 @@ def read_model(
     """The forward graph of an ONNX ``ModelProto`` (changed in place: dims are set on it)."""
     warn = warn or (lambda _msg: None)
     device = device or load_device("a100")
+    _drop_weight_data(model)
     g = model.graph
     dims = dict(dims or {})
     _set_dims(g, dims, source)
@@ -441,6 +442,21 @@ def read_model(
 
 
 # ---------------------------------------------------------------------------- dims, shapes
+def _drop_weight_data(model) -> None:
+    """Forget the data of large initializers (their shapes and dtypes stay): remat needs
+    only shapes, and copying embedded weights for shape inference would dominate loading."""
+    import onnx
+
+    for t in model.graph.initializer:
+        if t.data_location != onnx.TensorProto.EXTERNAL and t.ByteSize() > FOLD_LIMIT:
+            for f in ("raw_data", "float_data", "int32_data", "int64_data", "double_data", "uint64_data", "string_data"):
+                t.ClearField(f)
+            t.data_location = onnx.TensorProto.EXTERNAL
+            entry = t.external_data.add()
+            entry.key, entry.value = "location", "(dropped by remat)"
+
+
+
 def _set_dims(g, dims: dict[str, int], source: str) -> None:
     """Name anonymous input dimensions (``input.axis``), check ``dims``' names, set them."""
     initializers = {t.name for t in g.initializer}
@@ -512,14 +528,6 @@ def _infer(model, nodes_pb, order: list[int], trainable: set[str], source: str, 
     old = {vi.name: vi for vi in g.value_info}
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
-    for t in probe.graph.initializer:
-        if t.ByteSize() > FOLD_LIMIT:
-            for f in ("raw_data", "float_data", "int32_data", "int64_data", "double_data", "uint64_data", "string_data"):
-                t.ClearField(f)
-            t.data_location = onnx.TensorProto.EXTERNAL
-            del t.external_data[:]
-            entry = t.external_data.add()
-            entry.key, entry.value = "location", "dropped-by-remat"
     del probe.graph.value_info[:]
     try:
         inferred = onnx.shape_inference.infer_shapes(probe, check_type=False, strict_mode=False, data_prop=True)
