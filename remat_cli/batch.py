@@ -281,7 +281,8 @@ def file_sha256(path: str | Path) -> str:
 
 
 def _options_fingerprint(load: LoadOptions, max_nodes: int | None, plan_options: Mapping[str, Any]) -> str:
-    doc = {"load": asdict(load), "max_nodes": max_nodes, "plan_options": dict(plan_options)}
+    load_doc = {k: v for k, v in asdict(load).items() if k != "extra"}  # extra: hooks, not options
+    doc = {"load": load_doc, "max_nodes": max_nodes, "plan_options": dict(plan_options)}
     return json.dumps(doc, sort_keys=True, default=str)
 
 

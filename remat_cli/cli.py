@@ -74,13 +74,74 @@ def _stdout() -> Console:
     return Console(highlight=False)
 
 
+class OneLineParamError(click.BadParameter):
+    """A bad option value shown as one line (``remat: error: …``), exit 2, no usage text."""
+
+    def show(self, file: Any = None) -> None:
+        _stderr().print(f"remat: error: {self.message}", highlight=False, markup=False, soft_wrap=True)
+
+
+class DimType(click.ParamType):
+    """``NAME=VALUE``: set the symbolic dimension NAME (e.g. ``batch``) to a positive integer."""
+
+    name = "NAME=VALUE"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> tuple[str, int]:
+        if isinstance(value, tuple):
+            return value
+        text = str(value)
+        key, sep, raw = text.partition("=")
+        key, raw = key.strip(), raw.strip()
+        if not sep or not key:
+            raise OneLineParamError(f"--dim {text!r}: expected NAME=VALUE, e.g. --dim batch=8", ctx=ctx, param=param)
+        try:
+            number = int(raw)
+        except ValueError:
+            raise OneLineParamError(f"--dim {text!r}: {raw!r} is not an integer (e.g. --dim {key}=8)", ctx=ctx, param=param) from None
+        if number <= 0:
+            raise OneLineParamError(f"--dim {text!r}: a dimension must be a positive integer", ctx=ctx, param=param)
+        return key, number
+
+
+_GRAPH_OPTIONS = [
+    click.option("--dim", "dims", type=DimType(), multiple=True, help="Set a symbolic dimension of an ONNX model, e.g. --dim batch=32 (repeatable)."),
+    click.option("--training/--inference", "training", default=None, help="Schedule the training graph (ONNX default) or the forward pass alone. JSON graphs are taken as given unless --training."),
+    click.option("--convention", type=click.Choice(["checkmate", "autograd"]), default=None, help="How to build the training graph [ONNX: autograd; JSON: checkmate]."),
+    click.option("--optimizer", type=click.Choice(["sgd", "momentum", "adam"]), default="sgd", show_default=True, help="Optimizer state in fixed memory: 0, 1 or 2 copies of the parameters."),
+    click.option("--cost", "cost", type=click.Choice(["flops", "bytes", "unit", "roofline"]), default="roofline", show_default=True, help="What a node's cost means for ONNX models; roofline = seconds on --device."),
+    click.option("--device", default="a100", show_default=True, metavar="NAME|FILE.json", help="Device for roofline time: cpu, a100, h100, or a JSON profile."),
+    click.option("--keep-views", is_flag=True, default=False, help="Keep zero-copy view ops (Reshape, Squeeze, …) as nodes instead of folding them."),
+]
+
+
 def graph_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """Options shared by every command that reads a graph."""
+    for option in reversed(_GRAPH_OPTIONS):
+        func = option(func)
     return func
 
 
 def _load_options(**kwargs: Any) -> LoadOptions:
-    return LoadOptions()
+    """The shared graph options as :class:`LoadOptions`; loader warnings go to stderr."""
+    dims = tuple(kwargs.get("dims") or ())
+    names = [k for k, _ in dims]
+    dup = next((k for k in names if names.count(k) > 1), None)
+    if dup is not None:
+        raise InputError(f"--dim {dup} is given more than once")
+    return LoadOptions(
+        dims=dims,
+        training=kwargs.get("training"),
+        convention=kwargs.get("convention"),
+        optimizer=kwargs.get("optimizer") or "sgd",
+        cost=kwargs.get("cost") or "roofline",
+        device=kwargs.get("device") or "a100",
+        keep_views=bool(kwargs.get("keep_views")),
+        extra={"warn": _warn},
+    )
+
+
+def _warn(message: str) -> None:
+    _stderr().print(f"remat: warning: {message}", highlight=False, markup=False, soft_wrap=True)
 
 
 FORMAT_OPTION = click.option(
