@@ -7,8 +7,10 @@ or 1 (no plan fits / a check failed); see DESIGN §5.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +66,17 @@ class RematGroup(click.Group):
         except KeyboardInterrupt:
             _stderr().print("remat: interrupted", highlight=False)
             ctx.exit(130)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as exc:  # a bug: still one line, the traceback on request
+            if os.environ.get("REMAT_DEBUG"):
+                raise
+            _stderr().print(
+                f"remat: internal error: {type(exc).__name__}: {exc} "
+                "(please report it; REMAT_DEBUG=1 shows the traceback)",
+                highlight=False, markup=False, soft_wrap=True,
+            )
+            ctx.exit(EXIT_FAILED)
 
 
 def _stderr() -> Console:
@@ -508,9 +521,9 @@ def batch(
     files = batch_mod.discover(paths, globs)
     if not files:
         raise InputError(f"no graph files found under {', '.join(paths)}" + (f" matching {', '.join(globs)}" if globs else ""))
-    tasks = batch_mod.make_tasks(
-        files, strategies=names, budgets=budgets, load=_load_options(**graph_kw), max_nodes=max_nodes, out_dir=out_dir
-    )
+    # one --dim list serves many models: a model without that dimension just ignores it
+    load = replace(_load_options(**graph_kw), strict_dims=len(files) == 1)
+    tasks = batch_mod.make_tasks(files, strategies=names, budgets=budgets, load=load, max_nodes=max_nodes, out_dir=out_dir)
     previous: list[batch_mod.Row] = []
     if resume:
         previous = batch_mod.read_rows(jsonl_path) if jsonl_path else []
@@ -597,7 +610,6 @@ def check(
     from remat_cli import check as check_mod
     from remat_cli import config as config_mod
     from remat_cli.report.batch_view import BatchProgress, render_check
-    from dataclasses import replace
 
     overhead = config_mod.parse_overhead(max_overhead) if max_overhead is not None else None
     config_path = Path(config_file) if config_file else config_mod.find_config()
@@ -612,7 +624,7 @@ def check(
         raise InputError("no models given and no remat.toml (or [tool.remat] in pyproject.toml) found here or above")
     specs = check_mod.specs_from_entries(
         entries,
-        cli_load=_load_options(**graph_kw),
+        cli_load=replace(_load_options(**graph_kw), strict_dims=len(entries) == 1),
         budget=budget,
         max_overhead=overhead,
         strategy=strategy,

@@ -453,3 +453,23 @@ def test_parallel_rows_equal_serial_in_process_rows(tmp_path_factory, kinds, job
         if r.status == OK:
             assert r.budget_bytes is None or r.peak_bytes <= r.budget_bytes
         assert r.status in (OK, NO_PLAN, BAD_INPUT)
+
+
+def test_one_dim_list_serves_models_with_and_without_that_dimension(tmp_path: Path) -> None:
+    """`--dim sequence=…` across a directory skips models that have no such dimension,
+    while a single model still refuses an unknown name (a typo)."""
+    import shutil
+
+    from click.testing import CliRunner
+
+    from remat_cli.cli import cli
+
+    samples = REPO / "sample_graphs"
+    for name in ("resnet18.onnx", "gpt2.onnx"):
+        shutil.copy(samples / name, tmp_path / name)
+    res = CliRunner().invoke(cli, ["batch", str(tmp_path), "-j", "1", "--dim", "batch=2", "--dim", "sequence=16", "--jsonl", str(tmp_path / "o.jsonl")])
+    rows = read_rows(tmp_path / "o.jsonl")
+    assert res.exit_code == 0, res.output
+    assert [r.status for r in rows] == ["ok", "ok"]
+    single = CliRunner().invoke(cli, ["info", str(tmp_path / "resnet18.onnx"), "--dim", "batch=2", "--dim", "sequence=16"])
+    assert single.exit_code == 2 and "no dimension named 'sequence'" in single.output

@@ -200,3 +200,17 @@ def test_real_subprocess_entry_points(tmp_path):
     fail = subprocess.run([sys.executable, "-m", "remat_cli", "info", str(bad)], capture_output=True, text=True)
     assert fail.returncode == 2 and fail.stderr.count("\n") == 1 and "not valid JSON" in fail.stderr
     assert fail.stdout == ""
+
+
+def test_internal_errors_are_one_line_unless_debugging(monkeypatch):
+    import remat_cli.cli as cli_mod
+
+    def boom(*_a, **_k):
+        raise ZeroDivisionError("synthetic bug")
+
+    monkeypatch.setattr(cli_mod, "summarize", boom)
+    line = one_error_line(run("info", UNET), code=1)
+    assert "internal error: ZeroDivisionError: synthetic bug" in line
+    monkeypatch.setenv("REMAT_DEBUG", "1")
+    with pytest.raises(ZeroDivisionError):
+        run("info", UNET)

@@ -30,6 +30,7 @@ class LoadOptions:
     cost: str = "roofline"
     device: str = "a100"
     keep_views: bool = False
+    strict_dims: bool = True  # a --dim the model lacks is an error (False: ignored, for batches)
     extra: dict[str, Any] = field(default_factory=dict)
 
 

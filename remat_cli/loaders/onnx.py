@@ -93,6 +93,7 @@ def load(path: Path, data: bytes, options: Any) -> Graph:
         cost=options.cost,
         device=profile,
         warn=warn,
+        strict_dims=getattr(options, "strict_dims", True),
     )
     training = True if options.training is None else bool(options.training)
     convention = options.convention or "autograd"
@@ -172,6 +173,7 @@ def read_model(
     cost: str = "roofline",
     device: DeviceProfile | None = None,
     warn: Callable[[str], None] | None = None,
+    strict_dims: bool = True,
 ) -> Graph:
     """The forward graph of an ONNX ``ModelProto`` (changed in place: dims are set on it)."""
     warn = warn or (lambda _msg: None)
@@ -179,7 +181,7 @@ def read_model(
     _drop_weight_data(model)
     g = model.graph
     dims = dict(dims or {})
-    _set_dims(g, dims, source)
+    _set_dims(g, dims, source, strict=strict_dims)
     initializers = {t.name: t for t in g.initializer}
     graph_inputs = [i for i in g.input if i.name not in initializers]
     input_names = {i.name for i in graph_inputs}
@@ -457,8 +459,12 @@ def _drop_weight_data(model) -> None:
 
 
 
-def _set_dims(g, dims: dict[str, int], source: str) -> None:
-    """Name anonymous input dimensions (``input.axis``), check ``dims``' names, set them."""
+def _set_dims(g, dims: dict[str, int], source: str, strict: bool = True) -> None:
+    """Name anonymous input dimensions (``input.axis``), check ``dims``' names, set them.
+
+    ``strict`` refuses a name the model does not have (a typo); a batch over mixed models
+    passes ``strict=False`` so that ``--dim sequence=…`` skips models without one.
+    """
     initializers = {t.name for t in g.initializer}
     names: dict[str, None] = {}
     for inp in g.input:
@@ -478,7 +484,7 @@ def _set_dims(g, dims: dict[str, int], source: str) -> None:
         if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
             known.update(d.dim_param for d in vi.type.tensor_type.shape.dim if d.HasField("dim_param"))
     for key in dims:
-        if key not in known:
+        if strict and key not in known:
             have = ", ".join(sorted(names)) if names else "none (every input dimension is fixed)"
             raise InputError(f"{source}: --dim {key}: the model has no dimension named {key!r}; its input dimensions: {have}")
     if not dims:
