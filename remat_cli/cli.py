@@ -131,9 +131,10 @@ def info(graph_file: str, fmt: str, **graph_kw: Any) -> None:
 @click.option("-s", "--strategy", default="store-all", show_default=True, metavar="NAME", help="Strategy to plan with; see `remat strategies`.")
 @click.option("-b", "--budget", type=BudgetType(), default="none", show_default=True, help="Memory budget, fixed memory included: 12GiB, 800MB, 123456, 0.5x, 50% or none.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the plan: remat-plan JSON, or twremat c/f text if it ends in .txt.")
+@click.option("--time-limit", type=click.FloatRange(min=0.1), default=60.0, show_default=True, metavar="SECONDS", help="Time limit of the exact solver, in seconds.")
 @graph_options
 @FORMAT_OPTION
-def plan(graph_file: str, strategy: str, budget: Budget, output: str | None, fmt: str, **graph_kw: Any) -> None:
+def plan(graph_file: str, strategy: str, budget: Budget, output: str | None, fmt: str, time_limit: float, **graph_kw: Any) -> None:
     """Plan a schedule for GRAPH under a memory budget and report what it costs.
 
     The plan is replayed by the simulator before anything is printed; a plan that does
@@ -141,7 +142,7 @@ def plan(graph_file: str, strategy: str, budget: Budget, output: str | None, fmt
     the strategy can meet when known).
     """
     graph = load_graph(graph_file, _load_options(**graph_kw))
-    result = make_plan(graph, strategy, budget)
+    result = make_plan(graph, strategy, budget, {"time_limit": time_limit})
     if output:
         write_plan(result, output)
     if fmt == "json":
