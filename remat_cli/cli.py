@@ -16,12 +16,14 @@ import click
 from rich.console import Console
 
 from remat_cli import __version__
+from remat_cli.batch import DEFAULT_STRATEGY
 from remat_cli.budget import Budget, parse_budget
 from remat_cli.errors import EXIT_FAILED, InputError, RematError
 from remat_cli.loaders import LoadOptions, load_graph
 from remat_cli.loaders import remat_json, twremat
 from remat_cli.plan import read_plan, write_plan
 from remat_cli.planner import make_plan
+from remat_cli.report.facts import plan_facts
 from remat_cli.report.tables import (
     plan_report_json,
     render_info,
@@ -72,13 +74,74 @@ def _stdout() -> Console:
     return Console(highlight=False)
 
 
+class OneLineParamError(click.BadParameter):
+    """A bad option value shown as one line (``remat: error: …``), exit 2, no usage text."""
+
+    def show(self, file: Any = None) -> None:
+        _stderr().print(f"remat: error: {self.message}", highlight=False, markup=False, soft_wrap=True)
+
+
+class DimType(click.ParamType):
+    """``NAME=VALUE``: set the symbolic dimension NAME (e.g. ``batch``) to a positive integer."""
+
+    name = "NAME=VALUE"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> tuple[str, int]:
+        if isinstance(value, tuple):
+            return value
+        text = str(value)
+        key, sep, raw = text.partition("=")
+        key, raw = key.strip(), raw.strip()
+        if not sep or not key:
+            raise OneLineParamError(f"--dim {text!r}: expected NAME=VALUE, e.g. --dim batch=8", ctx=ctx, param=param)
+        try:
+            number = int(raw)
+        except ValueError:
+            raise OneLineParamError(f"--dim {text!r}: {raw!r} is not an integer (e.g. --dim {key}=8)", ctx=ctx, param=param) from None
+        if number <= 0:
+            raise OneLineParamError(f"--dim {text!r}: a dimension must be a positive integer", ctx=ctx, param=param)
+        return key, number
+
+
+_GRAPH_OPTIONS = [
+    click.option("--dim", "dims", type=DimType(), multiple=True, help="Set a symbolic dimension of an ONNX model, e.g. --dim batch=32 (repeatable)."),
+    click.option("--training/--inference", "training", default=None, help="Schedule the training graph (ONNX default) or the forward pass alone. JSON graphs are taken as given unless --training."),
+    click.option("--convention", type=click.Choice(["checkmate", "autograd"]), default=None, help="How to build the training graph [ONNX: autograd; JSON: checkmate]."),
+    click.option("--optimizer", type=click.Choice(["sgd", "momentum", "adam"]), default="sgd", show_default=True, help="Optimizer state in fixed memory: 0, 1 or 2 copies of the parameters."),
+    click.option("--cost", "cost", type=click.Choice(["flops", "bytes", "unit", "roofline"]), default="roofline", show_default=True, help="What a node's cost means for ONNX models; roofline = seconds on --device."),
+    click.option("--device", default="a100", show_default=True, metavar="NAME|FILE.json", help="Device for roofline time: cpu, a100, h100, or a JSON profile."),
+    click.option("--keep-views", is_flag=True, default=False, help="Keep zero-copy view ops (Reshape, Squeeze, …) as nodes instead of folding them."),
+]
+
+
 def graph_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """Options shared by every command that reads a graph."""
+    for option in reversed(_GRAPH_OPTIONS):
+        func = option(func)
     return func
 
 
 def _load_options(**kwargs: Any) -> LoadOptions:
-    return LoadOptions()
+    """The shared graph options as :class:`LoadOptions`; loader warnings go to stderr."""
+    dims = tuple(kwargs.get("dims") or ())
+    names = [k for k, _ in dims]
+    dup = next((k for k in names if names.count(k) > 1), None)
+    if dup is not None:
+        raise InputError(f"--dim {dup} is given more than once")
+    return LoadOptions(
+        dims=dims,
+        training=kwargs.get("training"),
+        convention=kwargs.get("convention"),
+        optimizer=kwargs.get("optimizer") or "sgd",
+        cost=kwargs.get("cost") or "roofline",
+        device=kwargs.get("device") or "a100",
+        keep_views=bool(kwargs.get("keep_views")),
+        extra={"warn": _warn},
+    )
+
+
+def _warn(message: str) -> None:
+    _stderr().print(f"remat: warning: {message}", highlight=False, markup=False, soft_wrap=True)
 
 
 FORMAT_OPTION = click.option(
@@ -105,6 +168,7 @@ def cli() -> None:
       remat info sample_graphs/unet_train.json
       remat plan sample_graphs/unet_train.json --strategy store-all
       remat plan model.onnx --budget 12GiB -o plan.json
+      remat tradeoff sample_graphs/unet_train.json --plot tradeoff.png
       remat validate model.onnx plan.json
 
     Budgets are sizes (12GiB, 800MB, 123456 bytes) or ratios of the store-all peak
@@ -113,7 +177,7 @@ def cli() -> None:
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("graph_file", metavar="GRAPH", type=click.Path(dir_okay=False))
+@click.argument("graph_file", metavar="GRAPH")
 @graph_options
 @FORMAT_OPTION
 def info(graph_file: str, fmt: str, **graph_kw: Any) -> None:
@@ -127,36 +191,157 @@ def info(graph_file: str, fmt: str, **graph_kw: Any) -> None:
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("graph_file", metavar="GRAPH", type=click.Path(dir_okay=False))
+@click.argument("graph_file", metavar="GRAPH")
 @click.option("-s", "--strategy", default="store-all", show_default=True, metavar="NAME", help="Strategy to plan with; see `remat strategies`.")
 @click.option("-b", "--budget", type=BudgetType(), default="none", show_default=True, help="Memory budget, fixed memory included: 12GiB, 800MB, 123456, 0.5x, 50% or none.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the plan: remat-plan JSON, or twremat c/f text if it ends in .txt.")
+@click.option("--timeline", type=click.Path(dir_okay=False), metavar="OUT.png|svg", help="Plot memory over the schedule (needs remat-cli[plot]).")
+@click.option("--trace", type=click.Path(dir_okay=False), metavar="OUT.json", help="Write a Chrome trace (Perfetto, chrome://tracing): memory counter + one slice per compute.")
+@click.option("--dot", type=click.Path(dir_okay=False), metavar="OUT.dot", help="Write the graph as Graphviz DOT, kept / recomputed / target nodes styled.")
 @click.option("--time-limit", type=click.FloatRange(min=0.1), default=60.0, show_default=True, metavar="SECONDS", help="Time limit of the exact solver, in seconds.")
 @graph_options
 @FORMAT_OPTION
-def plan(graph_file: str, strategy: str, budget: Budget, output: str | None, fmt: str, time_limit: float, **graph_kw: Any) -> None:
+def plan(
+    graph_file: str,
+    strategy: str,
+    budget: Budget,
+    output: str | None,
+    timeline: str | None,
+    trace: str | None,
+    dot: str | None,
+    fmt: str,
+    time_limit: float,
+    **graph_kw: Any,
+) -> None:
     """Plan a schedule for GRAPH under a memory budget and report what it costs.
 
     The plan is replayed by the simulator before anything is printed; a plan that does
     not fit the budget is never reported as fitting (exit 1, naming the smallest budget
-    the strategy can meet when known).
+    the strategy can meet when known). The report splits the peak into fixed memory and
+    activations, and names the values recomputed most.
+
+    \b
+    Examples:
+      remat plan g.json --budget 0.5x --timeline mem.png
+      remat plan g.json --budget 8GiB --trace plan.trace.json --dot plan.dot
     """
+    if timeline:
+        from remat_cli.report.plots import check_plot_path, require_matplotlib
+
+        check_plot_path(timeline, "--timeline")
+        require_matplotlib("--timeline")
     graph = load_graph(graph_file, _load_options(**graph_kw))
     result = make_plan(graph, strategy, budget, {"time_limit": time_limit})
+    facts = plan_facts(result)
+    written: list[str] = []
     if output:
         write_plan(result, output)
+        written.append(f"plan written to {output}")
+    if timeline:
+        from remat_cli.report.plots import plot_timeline
+
+        plot_timeline(result, timeline, facts)
+        written.append(f"timeline written to {timeline}")
+    if trace:
+        from remat_cli.report.trace import write_trace
+
+        write_trace(result, trace, facts)
+        written.append(f"trace written to {trace} (open in https://ui.perfetto.dev)")
+    if dot:
+        from remat_cli.report.dot import write_dot
+
+        write_dot(result, dot, facts)
+        written.append(f"graph written to {dot} (render: dot -Tsvg {dot})")
     if fmt == "json":
-        click.echo(json.dumps(plan_report_json(result), indent=1))
+        click.echo(json.dumps(plan_report_json(result, facts), indent=1))
+        err = _stderr()
+        for line in written:
+            err.print(line, markup=False)
     else:
         console = _stdout()
-        render_plan(result, console)
-        if output:
-            console.print(f"plan written to {output}")
+        render_plan(result, console, facts)
+        for line in written:
+            console.print(line, markup=False)
 
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("graph_file", metavar="GRAPH", type=click.Path(dir_okay=False))
-@click.argument("plan_file", metavar="PLAN", type=click.Path(dir_okay=False))
+@click.option("-S", "--strategies", "strategy_list", metavar="A,B,…", default=None, help="Strategies to compare (default: every fast one; 'all' adds the slow ones).")
+@click.option("-n", "--points", type=click.IntRange(min=1), default=8, show_default=True, help="Number of budgets, evenly spaced from the lower bound to the store-all peak.")
+@click.option("--budgets", "budget_list", metavar="B1,B2,…", default=None, help="Explicit budgets instead of --points: 0.9x,0.7x,8GiB,…")
+@click.option("--plot", type=click.Path(dir_okay=False), metavar="OUT.png|svg", help="Plot overhead (and est. step time) against peak memory (needs remat-cli[plot]).")
+@graph_options
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True, help="table for people; csv or json for machines.")
+def tradeoff(graph_file: str, strategy_list: str | None, points: int, budget_list: str | None, plot: str | None, fmt: str, **graph_kw: Any) -> None:
+    """Sweep budgets from the lower bound to the store-all peak and compare strategies.
+
+    For every budget and strategy: the extra compute (overhead), estimated step time when
+    the graph has a time model, or "no fit". Marks the Pareto frontier across strategies
+    (no other plan is both smaller and cheaper) and the smallest budget each meets.
+    Every plan is checked by the simulator.
+
+    \b
+    Examples:
+      remat tradeoff g.json --points 10 --plot tradeoff.png
+      remat tradeoff g.json --strategies store-all,treewidth --budgets 0.9x,0.7x,8GiB
+      remat tradeoff g.json --format csv > sweep.csv
+    """
+    from remat_cli.report.tradeoff import parse_budget_list, resolve_strategies, sweep, tradeoff_to_csv, tradeoff_to_json
+
+    if plot:
+        from remat_cli.report.plots import check_plot_path, require_matplotlib
+
+        check_plot_path(plot, "--plot")
+        require_matplotlib("--plot")
+    chosen = resolve_strategies(strategy_list)
+    budgets = parse_budget_list(budget_list) if budget_list is not None else None
+    graph = load_graph(graph_file, _load_options(**graph_kw))
+    result = _with_progress(lambda progress: sweep(graph, chosen, budgets, points=points, progress=progress))
+    if fmt == "json":
+        click.echo(json.dumps(tradeoff_to_json(result), indent=1))
+    elif fmt == "csv":
+        click.echo(tradeoff_to_csv(result), nl=False)
+    else:
+        from remat_cli.report.tables import render_tradeoff
+
+        render_tradeoff(result, _stdout())
+    err = _stderr()
+    for p in result.points:
+        if p.status == "error":
+            err.print(f"remat: warning: {p.strategy} at {p.budget_bytes} B failed: {p.message}", markup=False)
+    if plot:
+        from remat_cli.report.plots import plot_tradeoff
+
+        plot_tradeoff(result, plot)
+        (err if fmt != "table" else _stdout()).print(f"plot written to {plot}", markup=False)
+
+
+def _with_progress(work: Callable[[Callable[[int, int, str], None] | None], Any]) -> Any:
+    """Run ``work(progress)`` with a rich progress bar on stderr when it is a terminal."""
+    err = _stderr()
+    if not err.is_terminal:
+        return work(None)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("planning", total=None)
+
+        def progress(done: int, total: int, label: str) -> None:
+            bar.update(task, completed=done, total=total, description=label[:30])
+
+        return work(progress)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("graph_file", metavar="GRAPH")
+@click.argument("plan_file", metavar="PLAN")
 @click.option("-b", "--budget", type=BudgetType(), default="none", help="Also fail (exit 1) if the plan peaks above this budget.")
 @graph_options
 @FORMAT_OPTION
@@ -194,7 +379,7 @@ def validate(graph_file: str, plan_file: str, budget: Budget, fmt: str, **graph_
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("input_file", metavar="IN", type=click.Path(dir_okay=False))
+@click.argument("input_file", metavar="IN")
 @click.argument("output_file", metavar="OUT", type=click.Path(dir_okay=False))
 @click.option("--to", "to", type=click.Choice(["remat-json", "twremat"]), default=None, help="Output format (default: twremat for .txt, else remat JSON).")
 @graph_options
@@ -233,6 +418,234 @@ def strategies(fmt: str) -> None:
         text = row["summary"] + (f" [{'; '.join(notes)}]" if notes else "")
         table.add_row(row["name"], text)
     console.print(table)
+
+
+# --------------------------------------------------------------------------- many models
+
+
+def _executor(executor: str, scheduler: str | None, jobs: int | None, timeout: float | None) -> Any:
+    from remat_cli.executors import DaskExecutor, LocalExecutor
+
+    if executor == "dask":
+        return DaskExecutor(scheduler or "", timeout=timeout)
+    if scheduler:
+        raise InputError("--scheduler needs --executor dask")
+    return LocalExecutor(jobs, timeout=timeout)
+
+
+EXECUTOR_OPTIONS = [
+    click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Worker processes (default: one per core)."),
+    click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True, help="Where to run: local worker processes, or a Dask distributed cluster (pip install 'remat-cli[dask]')."),
+    click.option("--scheduler", metavar="ADDRESS", help="Dask scheduler address for --executor dask, e.g. tcp://10.0.0.5:8786."),
+    click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS", help="Stop a file's worker after this long and report it (default: no limit)."),
+    click.option("--max-nodes", type=click.IntRange(min=1), default=None, help="Skip (and report) graphs with more nodes than this."),
+]
+
+
+def executor_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Options shared by `batch` and `check`: parallelism, executor, limits per file."""
+    for option in reversed(EXECUTOR_OPTIONS):
+        func = option(func)
+    return func
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("paths", metavar="PATH...", nargs=-1, required=True, type=click.Path())
+@click.option("-s", "--strategy", "strategies", multiple=True, metavar="NAME", help=f"Strategy to plan with (repeat for several; default: {DEFAULT_STRATEGY}).")
+@click.option("-b", "--budget", type=BudgetType(), default="none", show_default=True, help="Memory budget for every file: 12GiB, 800MB, 0.5x, 50% or none.")
+@click.option("--budgets", "budget_list", metavar="LIST", help="A budget sweep instead of --budget: comma-separated, e.g. 1x,0.8x,0.6x,0.5x.")
+@click.option("--glob", "globs", multiple=True, metavar="PATTERN", help="Only files whose path below PATH (or name) matches, e.g. '*.onnx' (repeatable).")
+@executor_options
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write one CSV row per file, strategy and budget.")
+@click.option("--jsonl", "jsonl_path", type=click.Path(dir_okay=False), help="Write one JSON record per line per file, strategy and budget.")
+@click.option("--out-dir", type=click.Path(file_okay=False), help="Write each plan there (remat-plan JSON, mirroring the input tree).")
+@click.option("--resume", is_flag=True, help="Reuse results already in --jsonl/--csv for files (and options) that have not changed.")
+@click.option("--fail-fast/--keep-going", default=False, show_default=True, help="Stop at the first failing file, or plan every file whatever fails.")
+@graph_options
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True, help="Summary on stdout: table for people, json or csv for machines.")
+def batch(
+    paths: tuple[str, ...],
+    strategies: tuple[str, ...],
+    budget: Budget,
+    budget_list: str | None,
+    globs: tuple[str, ...],
+    jobs: int | None,
+    executor: str,
+    scheduler: str | None,
+    timeout: float | None,
+    max_nodes: int | None,
+    csv_path: str | None,
+    jsonl_path: str | None,
+    out_dir: str | None,
+    resume: bool,
+    fail_fast: bool,
+    fmt: str,
+    **graph_kw: Any,
+) -> None:
+    """Plan every graph file under PATH... (directories are searched recursively).
+
+    Files are recognised by content (ONNX, remat JSON, node-link JSON, twremat text) and
+    planned in parallel, each in its own worker: a file that cannot be read, fails, hangs
+    past --timeout or crashes its worker becomes a row with its error, and the rest go
+    on. Rows come out in file order whatever the parallelism. Exit 1 if any file failed
+    or any plan did not fit; 130 when interrupted (the results so far are kept).
+
+    \b
+    Examples:
+      remat batch models/ --budget 0.5x --csv results.csv
+      remat batch models/ --glob '*.onnx' --budgets 1x,0.75x,0.5x --jsonl sweep.jsonl --resume
+      remat batch models/ --executor dask --scheduler tcp://10.0.0.5:8786 --jsonl out.jsonl
+    """
+    from remat_cli import batch as batch_mod
+    from remat_cli.report.batch_view import BatchProgress, render_rows, rows_csv, rows_json
+    from remat_cli.strategies import get_strategy
+
+    names = strategies or (batch_mod.DEFAULT_STRATEGY,)
+    for name in names:
+        get_strategy(name)  # an unknown name is bad usage before any work starts
+    budgets = batch_mod.parse_budget_list(budget_list) if budget_list else (budget,)
+    if resume and not (jsonl_path or csv_path):
+        raise InputError("--resume needs --jsonl or --csv: the results to resume from")
+    run_on = _executor(executor, scheduler, jobs, timeout)
+    files = batch_mod.discover(paths, globs)
+    if not files:
+        raise InputError(f"no graph files found under {', '.join(paths)}" + (f" matching {', '.join(globs)}" if globs else ""))
+    tasks = batch_mod.make_tasks(
+        files, strategies=names, budgets=budgets, load=_load_options(**graph_kw), max_nodes=max_nodes, out_dir=out_dir
+    )
+    previous: list[batch_mod.Row] = []
+    if resume:
+        previous = batch_mod.read_rows(jsonl_path) if jsonl_path else []
+        if not previous and csv_path:
+            previous = batch_mod.read_rows(csv_path)
+    writers = [batch_mod.RowWriter(p) for p in (jsonl_path, csv_path) if p]
+    err = _stderr()
+    try:
+        with batch_mod.interrupt_flag() as stop, BatchProgress(err, len(tasks)) as progress:
+            result = batch_mod.run_batch(
+                tasks,
+                executor=run_on,
+                previous=previous,
+                fail_fast=fail_fast,
+                on_start=progress.start,
+                on_done=progress.done,
+                writers=writers,
+                out_dir=out_dir,
+                stop=stop,
+            )
+    finally:
+        for w in writers:
+            w.close()
+    if fmt == "json":
+        click.echo(rows_json(result.rows))
+    elif fmt == "csv":
+        click.echo(rows_csv(result.rows), nl=False)
+    else:
+        render_rows(result.rows, _stdout(), f"{len(files)} file{'s' if len(files) != 1 else ''}, {run_on.describe()}")
+    bad_files = len({r.file for r in result.rows if r.failed})
+    note = f"{result.done} of {result.files} files done"
+    if result.reused:
+        note += f" ({result.reused} reused from earlier results)"
+    note += f", {bad_files} with failures"
+    if result.interrupted:
+        err.print(f"remat: interrupted: {note}; the results so far are kept", highlight=False, markup=False)
+        click.get_current_context().exit(130)
+    if result.stopped:
+        note += "; stopped at the first failure (--fail-fast)"
+    err.print(note, highlight=False, markup=False)
+    if result.failures:
+        click.get_current_context().exit(EXIT_FAILED)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("models", metavar="[MODEL]...", nargs=-1, type=click.Path())
+@click.option("-b", "--budget", type=BudgetType(), default=None, help="Memory budget every model must fit (overrides the configuration).")
+@click.option("--max-overhead", default=None, metavar="PCT", help="Also fail when the plan adds more compute than this: 30% or 0.3.")
+@click.option("-s", "--strategy", default=None, metavar="NAME", help=f"Strategy to plan with (default: the configuration's, else {DEFAULT_STRATEGY}).")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Configuration file (default: the nearest remat.toml or pyproject.toml with [tool.remat]).")
+@click.option("--junit", type=click.Path(dir_okay=False), help="Write a JUnit XML report (one test case per model) for CI dashboards.")
+@executor_options
+@graph_options
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True, help="One line per model, or JSON for machines.")
+def check(
+    models: tuple[str, ...],
+    budget: Budget | None,
+    max_overhead: str | None,
+    strategy: str | None,
+    config_file: str | None,
+    junit: str | None,
+    jobs: int | None,
+    executor: str,
+    scheduler: str | None,
+    timeout: float | None,
+    max_nodes: int | None,
+    fmt: str,
+    **graph_kw: Any,
+) -> None:
+    """Check that every MODEL has a plan within the budget (and overhead limit): for CI.
+
+    With no MODEL, the models, dims, budgets and limits come from remat.toml (or
+    [tool.remat] in pyproject.toml), found from the current directory up; models named
+    on the command line take that file's defaults. Command-line options win over the
+    file. Prints one line per model saying why it passes or fails.
+
+    \b
+    Exit codes: 0 every model passes, 1 some model fails, 2 bad input.
+    Examples:
+      remat check model.onnx --budget 24GiB --max-overhead 30%
+      remat check --junit remat-report.xml        # models from remat.toml
+    """
+    from remat_cli import batch as batch_mod
+    from remat_cli import check as check_mod
+    from remat_cli import config as config_mod
+    from remat_cli.report.batch_view import BatchProgress, render_check
+    from dataclasses import replace
+
+    overhead = config_mod.parse_overhead(max_overhead) if max_overhead is not None else None
+    config_path = Path(config_file) if config_file else config_mod.find_config()
+    conf = config_mod.load_config(config_path) if config_path else None
+    if models:
+        defaults = conf.defaults if conf else config_mod.ModelEntry(path="", name="")
+        files = dict.fromkeys(f for m in models for f in batch_mod.discover([m]))  # in the order given
+        entries = [replace(defaults, path=f, name=f) for f in files]
+    elif conf is not None:
+        entries = list(conf.models)
+    else:
+        raise InputError("no models given and no remat.toml (or [tool.remat] in pyproject.toml) found here or above")
+    specs = check_mod.specs_from_entries(
+        entries,
+        cli_load=_load_options(**graph_kw),
+        budget=budget,
+        max_overhead=overhead,
+        strategy=strategy,
+        max_nodes=max_nodes,
+        default_strategy=batch_mod.DEFAULT_STRATEGY,
+    )
+    if conf is not None:
+        jobs = jobs or conf.jobs
+        timeout = timeout or conf.timeout
+        if not models:  # the file's report is for the file's models
+            junit = junit or (str(Path(conf.source).parent / conf.junit) if conf.junit else None)
+    run_on = _executor(executor, scheduler, jobs, timeout)
+    with batch_mod.interrupt_flag() as stop, BatchProgress(_stderr(), len(specs), "checking") as progress:
+        report = check_mod.run_check(specs, executor=run_on, on_start=progress.start, on_done=progress.done, stop=stop)
+    if junit:
+        check_mod.write_junit(report, junit)
+    if fmt == "json":
+        doc = {
+            "models": report.models,
+            "passed": report.counts["pass"],
+            "exit_code": report.exit_code,
+            "results": [{"name": r.spec.name, "file": r.spec.path, "verdict": r.verdict, "reason": r.reason, **r.row.to_record()} for r in report.results],
+        }
+        click.echo(json.dumps(doc, indent=1))
+    else:
+        render_check(report, _stdout())
+    if report.interrupted:
+        _stderr().print("remat: interrupted", highlight=False)
+        click.get_current_context().exit(130)
+    if report.exit_code:
+        click.get_current_context().exit(report.exit_code)
 
 
 def main() -> None:

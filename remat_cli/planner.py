@@ -16,7 +16,7 @@ from remat_cli.graph import Graph
 from remat_cli.plan import Plan
 from remat_cli.report.units import fmt_bytes
 from remat_cli.simulate import simulate
-from remat_cli.strategies import get_strategy
+from remat_cli.strategies import Strategy, get_strategy
 from remat_cli.strategies.store_all import store_all_schedule
 
 __all__ = ["make_plan", "store_all_peak", "resolve_budget", "check_lower_bound"]
@@ -54,7 +54,7 @@ def check_lower_bound(graph: Graph, budget_bytes: int | None) -> None:
 
 def make_plan(
     graph: Graph,
-    strategy: str,
+    strategy: str | Strategy,
     budget: Budget | int | None = None,
     options: Mapping[str, Any] | None = None,
     *,
@@ -62,10 +62,12 @@ def make_plan(
 ) -> Plan:
     """Plan ``graph`` with ``strategy`` under ``budget``; validated, never over budget.
 
-    Raises :class:`NoPlanError` (exit 1) when the budget is below LB or the strategy
-    cannot meet it.
+    ``strategy`` is a registered name or a :class:`Strategy` object (sweeps and tests
+    pass objects). Raises :class:`NoPlanError` (exit 1) when the budget is below LB or
+    the strategy cannot meet it.
     """
-    strat = get_strategy(strategy)
+    strat = strategy if isinstance(strategy, Strategy) else get_strategy(strategy)
+    strategy = strat.name
     if reference_peak is None:
         reference_peak = store_all_peak(graph)
     budget_bytes = resolve_budget(graph, budget, reference_peak)

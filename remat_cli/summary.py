@@ -92,5 +92,23 @@ def summarize(graph: Graph, *, top: int = 10) -> GraphSummary:
         store_all_order=order_name,
         by_op=tuple(shares),
         largest=tuple((graph.ids[v], graph.ops[v], int(graph.mem[v])) for v in order.tolist()),
-        extra=dict(graph.meta.get("info", {})) if isinstance(graph.meta.get("info"), dict) else {},
+        extra={
+            **(dict(graph.meta.get("info", {})) if isinstance(graph.meta.get("info"), dict) else {}),
+            **_companion(graph),
+        },
     )
+
+
+def _companion(graph: Graph) -> dict[str, Any]:
+    """Store-all peak and LB of the graph's other variant (training <-> inference), when the
+    loader offers one (ONNX models), so ``remat info`` shows both."""
+    make = graph.meta.get("_companion")
+    if not callable(make):
+        return {}
+    from remat_cli.report.units import fmt_bytes
+
+    label, other = make()
+    schedule, _ = store_all_schedule(other)
+    sim = simulate(other, schedule)
+    assert sim.metrics is not None
+    return {f"store-all peak ({label})": f"{fmt_bytes(sim.metrics.peak_bytes)} (lower bound {fmt_bytes(other.lb)}, fixed {fmt_bytes(other.fixed_mem)})"}

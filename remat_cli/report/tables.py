@@ -8,13 +8,24 @@ from typing import Any
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from remat_cli.plan import Plan, metrics_to_json, plan_to_json
+from remat_cli.report.facts import PlanFacts, plan_facts
+from remat_cli.report.tradeoff import SweepPoint, Tradeoff
 from remat_cli.report.units import fmt_bytes, fmt_cost, fmt_count, fmt_pct, fmt_ratio, fmt_seconds
 from remat_cli.simulate import Metrics
 from remat_cli.summary import GraphSummary
 
-__all__ = ["render_info", "render_plan", "render_metrics", "summary_to_json", "plan_report_json", "kv_table"]
+__all__ = [
+    "render_info",
+    "render_plan",
+    "render_metrics",
+    "render_tradeoff",
+    "summary_to_json",
+    "plan_report_json",
+    "kv_table",
+]
 
 
 def kv_table(console: Console, title: str | None = None) -> Table:
@@ -52,7 +63,7 @@ def render_info(s: GraphSummary, console: Console) -> None:
     t.add_row("fixed memory", fmt_bytes(s.fixed_bytes))
     t.add_row("activations (all)", fmt_bytes(s.activation_bytes))
     t.add_row("lower bound", f"{fmt_bytes(s.lower_bound_bytes)}  at {s.lower_bound_node} ({s.lower_bound_op or 'op'})")
-    t.add_row("store-all peak", f"{fmt_bytes(s.store_all.peak_bytes)}  ({s.store_all_order} order)")
+    t.add_row("store-all peak", f"{fmt_bytes(s.store_all.peak_bytes)}  (order: {s.store_all_order})")
     t.add_row("base cost", f"{fmt_cost(s.base_cost, s.cost_unit)} ({s.cost_unit})")
     if s.base_seconds is not None:
         t.add_row("est. step time", fmt_seconds(s.base_seconds))
@@ -80,36 +91,183 @@ def summary_to_json(s: GraphSummary) -> dict[str, Any]:
     return out
 
 
-def render_metrics(m: Metrics, console: Console, cost_unit: str, title: str) -> Table:
-    """Peak, bounds, cost and overhead of one valid schedule, as a key/value table."""
+def render_metrics(
+    m: Metrics, console: Console, cost_unit: str, title: str, *, base_seconds: float | None = None
+) -> Table:
+    """Peak, bounds, cost and overhead of one valid schedule, as a key/value table.
+
+    ``base_seconds`` (one pass of every needed node) adds the time overhead in seconds.
+    """
     t = kv_table(console, title)
     t.add_row("peak", f"{fmt_bytes(m.peak_bytes)}  (fixed {fmt_bytes(m.fixed_bytes)} + activations {fmt_bytes(m.activation_peak_bytes)})")
     t.add_row("lower bound", fmt_bytes(m.lower_bound_bytes))
     t.add_row("cost", f"{fmt_cost(m.cost, cost_unit)}  (base {fmt_cost(m.base_cost, cost_unit)})")
     t.add_row("overhead", fmt_pct(m.overhead))
     t.add_row("recomputations", f"{fmt_count(m.recomputations)} of {fmt_count(m.computes)} computes")
-    t.add_row("est. seconds", fmt_seconds(m.est_seconds) if m.est_seconds is not None else "- (graph has no time model)")
+    if m.est_seconds is None:
+        t.add_row("est. seconds", "- (graph has no time model)")
+    elif base_seconds is None:
+        t.add_row("est. seconds", fmt_seconds(m.est_seconds))
+    else:
+        extra = m.est_seconds - base_seconds
+        if extra <= 1e-9 * max(base_seconds, 1e-12):  # float noise: every needed node runs once
+            extra = 0.0
+        t.add_row("est. seconds", f"{fmt_seconds(m.est_seconds)}  (base {fmt_seconds(base_seconds)}, +{fmt_seconds(extra)})")
     t.add_row("steps", fmt_count(m.steps))
     return t
 
 
-def render_plan(plan: Plan, console: Console) -> None:
-    """``remat plan``: the plan's metrics against its budget."""
+def render_plan(plan: Plan, console: Console, facts: PlanFacts | None = None) -> None:
+    """``remat plan``: the plan's metrics against its budget, what it recomputes most and
+    how much of the forward pass it keeps."""
+    facts = facts or plan_facts(plan)
     m = plan.metrics
-    t = render_metrics(m, console, plan.graph.cost_unit, f"plan for {plan.graph.name}: {plan.strategy}")
+    t = render_metrics(m, console, plan.graph.cost_unit, f"plan for {plan.graph.name}: {plan.strategy}", base_seconds=facts.base_seconds)
     if plan.budget_bytes is None:
         t.add_row("budget", "none")
     else:
         t.add_row("budget", f"{fmt_bytes(plan.budget_bytes)} ({fmt_ratio(plan.budget_ratio)} of store-all {fmt_bytes(plan.store_all_peak)}) - fits")
+    if m.recomputations:
+        t.add_row("recomputed values", f"{fmt_count(facts.recomputed_nodes)} distinct")
+    fw = facts.forward
+    label = "forward kept" if plan.graph.is_training else "computed once"
+    t.add_row(
+        label,
+        f"{fmt_count(fw.kept_nodes)} of {fmt_count(fw.nodes)} values ({100 * fw.fraction:.0f}%), "
+        f"{fmt_bytes(fw.kept_bytes)} of {fmt_bytes(fw.bytes)} ({100 * fw.bytes_fraction:.0f}%)",
+    )
     for key, value in plan.info.items():
         t.add_row(str(key), str(value))
     t.add_row("solve time", fmt_seconds(plan.solve_seconds))
     console.print(t)
+    if facts.recomputed_most:
+        most = _list_table(console, "values recomputed most", [("node", "left"), ("op", "left"), ("size", "right"), ("computes", "right")])
+        most.columns[0].max_width = 36
+        most.columns[0].overflow = "ellipsis"
+        most.columns[1].max_width = 16
+        most.columns[1].overflow = "ellipsis"
+        for r in facts.recomputed_most:
+            most.add_row(r.node, r.op, fmt_bytes(r.bytes), f"{r.computes}x")
+        console.print(most)
 
 
-def plan_report_json(plan: Plan) -> dict[str, Any]:
-    """The report of ``remat plan --format json``: the plan document without its schedule."""
+def plan_report_json(plan: Plan, facts: PlanFacts | None = None) -> dict[str, Any]:
+    """The report of ``remat plan --format json``: the plan document without its schedule,
+    plus the report's derived facts (raw bytes, counts and seconds)."""
+    facts = facts or plan_facts(plan)
     doc = plan_to_json(plan)
     doc.pop("schedule")
     doc["fits"] = plan.fits
+    doc["activation_peak_bytes"] = plan.metrics.activation_peak_bytes
+    doc["base_seconds"] = facts.base_seconds
+    doc["recomputed_values"] = facts.recomputed_nodes
+    doc["recomputed_most"] = [asdict(r) for r in facts.recomputed_most]
+    fw = facts.forward
+    doc["forward_kept"] = {
+        "nodes": fw.nodes,
+        "kept_nodes": fw.kept_nodes,
+        "bytes": fw.bytes,
+        "kept_bytes": fw.kept_bytes,
+        "fraction": fw.fraction,
+        "bytes_fraction": fw.bytes_fraction,
+    }
     return doc
+
+
+# ------------------------------------------------------------------ trade-off
+def render_tradeoff(t: Tradeoff, console: Console) -> None:
+    """``remat tradeoff``: reference figures, the budget x strategy grid (split so each
+    table fits the console width), the Pareto frontier, and each strategy's best."""
+    head = kv_table(console, f"trade-off for {t.graph_name}")
+    head.add_row("lower bound", fmt_bytes(t.lower_bound_bytes) + (f"  (fixed {fmt_bytes(t.fixed_bytes)})" if t.fixed_bytes else ""))
+    head.add_row("store-all peak", fmt_bytes(t.store_all_peak_bytes))
+    base = f"{fmt_cost(t.base_cost, t.cost_unit)} ({t.cost_unit})"
+    if t.base_seconds is not None:
+        base += f", est. {fmt_seconds(t.base_seconds)}"
+    head.add_row("base cost", base)
+    console.print(head)
+    console.print()
+    width = max(console.width, 40)
+    for chunk in _chunks(t.strategies, width):
+        grid = _list_table(console, "", [("budget", "right"), ("ratio", "right")] + [(s, "right") for s in chunk])
+        grid.title = None
+        for b in t.budgets:
+            row = [fmt_bytes(b), fmt_ratio(b / t.store_all_peak_bytes if t.store_all_peak_bytes else None)]
+            row += [_cell(t.point(b, s), t.has_seconds) for s in chunk]
+            grid.add_row(*row)
+        console.print(grid)
+    console.print(
+        "cells: extra compute" + (" / est. step time" if t.has_seconds else "")
+        + "; * = on the Pareto frontier",
+        style="dim" if console.is_terminal else None,
+        highlight=False,
+    )
+    console.print()
+    front = _list_table(console, "Pareto frontier (peak vs cost)", [("peak", "right"), ("ratio", "right"), ("overhead", "right")] + ([("est. time", "right")] if t.has_seconds else []) + [("strategies", "left")])
+    front.columns[-1].overflow = "fold"
+    groups: dict[tuple[int, float], list[str]] = {}
+    first: dict[tuple[int, float], SweepPoint] = {}
+    for p in t.frontier:
+        key = (int(p.peak_bytes or 0), float(p.cost or 0.0))
+        groups.setdefault(key, [])
+        if p.strategy not in groups[key]:
+            groups[key].append(p.strategy)
+        first.setdefault(key, p)
+    for key, names in groups.items():
+        p = first[key]
+        row = [fmt_bytes(p.peak_bytes), fmt_ratio(key[0] / t.store_all_peak_bytes if t.store_all_peak_bytes else None), fmt_pct(p.overhead)]
+        if t.has_seconds:
+            row.append(fmt_seconds(p.est_seconds))
+        row.append(", ".join(names))
+        front.add_row(*row)
+    console.print(front)
+    console.print()
+    best = _list_table(console, "smallest budget each strategy meets", [("strategy", "left"), ("smallest budget", "right"), ("lowest peak", "right"), ("overhead", "right")] + ([("est. time", "right")] if t.has_seconds else []))
+    for b in t.best:
+        if b.smallest_budget_bytes is None:
+            note = "fits none"
+            if b.stated_min_budget_bytes is not None:
+                note += f"; needs {fmt_bytes(b.stated_min_budget_bytes)}"
+            if b.errors:
+                note = f"failed ({b.errors} errors)"
+            row = [b.strategy, note, "-", "-"] + (["-"] if t.has_seconds else [])
+        else:
+            ratio = b.smallest_budget_bytes / t.store_all_peak_bytes if t.store_all_peak_bytes else None
+            row = [b.strategy, f"{fmt_bytes(b.smallest_budget_bytes)} {fmt_ratio(ratio)}", fmt_bytes(b.lowest_peak_bytes), fmt_pct(b.overhead_at_lowest)]
+            if t.has_seconds:
+                row.append(fmt_seconds(b.est_seconds_at_lowest))
+        best.add_row(*row)
+    console.print(best)
+
+
+def _cell(p: SweepPoint, seconds: bool) -> Text:
+    """One grid cell: overhead (and est. seconds), a frontier mark, or why there is no plan."""
+    if p.status == "below-lb":
+        return Text("< LB", style="dim")
+    if p.status == "no-fit":
+        return Text("no fit", style="dim")
+    if p.status == "error":
+        return Text("error", style="red")
+    text = fmt_pct(p.overhead) + ("*" if p.on_frontier else " ")
+    if seconds and p.est_seconds is not None:
+        text += "\n" + fmt_seconds(p.est_seconds) + " "
+    style = "bold green" if p.on_frontier else ("yellow" if (p.overhead or 0) > 0.5 else "")
+    return Text(text, style=style)
+
+
+def _chunks(names: tuple[str, ...], width: int) -> list[tuple[str, ...]]:
+    """Split strategy columns into groups whose table fits ``width`` columns."""
+    fixed = 20  # budget + ratio columns with padding
+    out: list[tuple[str, ...]] = []
+    cur: list[str] = []
+    used = fixed
+    for name in names:
+        w = max(len(name), 8) + 2
+        if cur and used + w > width:
+            out.append(tuple(cur))
+            cur, used = [], fixed
+        cur.append(name)
+        used += w
+    if cur:
+        out.append(tuple(cur))
+    return out

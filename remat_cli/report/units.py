@@ -42,6 +42,8 @@ def fmt_pct(x: float | None) -> str:
         return "-"
     if math.isinf(x):
         return "inf"
+    if abs(x) < 5e-4:  # float noise around zero must not read "-0.0%"
+        x = 0.0
     return f"{x * 100:+.1f}%"
 
 

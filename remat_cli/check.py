@@ -1,0 +1,260 @@
+"""``remat check``: pass/fail memory gates for CI, with a JUnit XML report.
+
+A model passes when its strategy finds a plan within its budget (fixed memory included)
+and, if a limit is set, with at most ``max_overhead`` extra compute. Exit codes follow
+DESIGN §5: 0 every model passes, 1 some model fails (or hangs, or crashes its worker),
+2 some model is bad input (unreadable file, bad dims, no budget).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from remat_cli.batch import BAD_INPUT, NO_PLAN, OK, FileResult, FileTask, Row, make_tasks, run_batch
+from remat_cli.budget import Budget
+from remat_cli.config import ModelEntry
+from remat_cli.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, InputError
+from remat_cli.loaders import LoadOptions
+from remat_cli.report.units import fmt_bytes, fmt_pct, fmt_seconds
+from remat_cli.strategies import get_strategy
+
+__all__ = ["CheckSpec", "CheckResult", "CheckReport", "specs_from_entries", "merge_load", "run_check", "verdict", "write_junit", "junit_tree"]
+
+PASS = "pass"
+FAIL = "fail"
+ERROR = "error"
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    """One model to check: where it is, how to load it, and its limits."""
+
+    path: str
+    name: str
+    load: LoadOptions
+    budget: Budget
+    strategy: str
+    max_overhead: float | None = None
+    max_nodes: int | None = None
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The verdict on one model (``pass``, ``fail`` or ``error``), why, and its batch row."""
+
+    spec: CheckSpec
+    verdict: str
+    reason: str
+    row: Row
+
+    @property
+    def bad_input(self) -> bool:
+        return self.row.status == BAD_INPUT
+
+    def line(self) -> str:
+        """``PASS name: why`` (one line per model)."""
+        return f"{self.verdict.upper()} {self.spec.name}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """Every model's result, in the order given, and whether Ctrl-C cut the run short."""
+
+    results: tuple[CheckResult, ...]
+    models: int
+    interrupted: bool = False
+
+    @property
+    def exit_code(self) -> int:
+        if any(r.bad_input for r in self.results):
+            return EXIT_BAD_INPUT
+        if self.interrupted or len(self.results) < self.models or any(r.verdict != PASS for r in self.results):
+            return EXIT_FAILED
+        return EXIT_OK
+
+    @property
+    def counts(self) -> dict[str, int]:
+        out = {PASS: 0, FAIL: 0, ERROR: 0}
+        for r in self.results:
+            out[r.verdict] += 1
+        return out
+
+
+def merge_load(base: LoadOptions, override: LoadOptions) -> LoadOptions:
+    """``override``'s settings over ``base``: dims merged by name, other fields where set."""
+    default = LoadOptions()
+    changes: dict[str, Any] = {}
+    for f in fields(LoadOptions):
+        value = getattr(override, f.name)
+        if f.name == "dims":
+            merged = dict(base.dims)
+            merged.update(dict(value))
+            changes["dims"] = tuple(sorted(merged.items()))
+        elif value != getattr(default, f.name):
+            changes[f.name] = value
+    return replace(base, **changes)
+
+
+def specs_from_entries(
+    entries: Sequence[ModelEntry],
+    *,
+    cli_load: LoadOptions = LoadOptions(),
+    budget: Budget | None = None,
+    max_overhead: float | None = None,
+    strategy: str | None = None,
+    max_nodes: int | None = None,
+    default_strategy: str,
+) -> list[CheckSpec]:
+    """Check specs from config entries; command-line values win over the file's."""
+    specs = []
+    for e in entries:
+        chosen_budget = budget if budget is not None else e.budget
+        if chosen_budget is None or chosen_budget.is_none:
+            raise InputError(f"{e.name}: no budget to check against: pass --budget or set budget in the configuration")
+        load = LoadOptions(
+            dims=e.dims,
+            training=e.training,
+            convention=e.convention,
+            optimizer=e.optimizer or LoadOptions().optimizer,
+            device=e.device or LoadOptions().device,
+            cost=e.cost_model or LoadOptions().cost,
+        )
+        name = strategy or e.strategy or default_strategy
+        get_strategy(name)  # an unknown name is bad usage before any work starts
+        specs.append(
+            CheckSpec(
+                path=e.path,
+                name=e.name,
+                load=merge_load(load, cli_load),
+                budget=chosen_budget,
+                strategy=name,
+                max_overhead=max_overhead if max_overhead is not None else e.max_overhead,
+                max_nodes=max_nodes if max_nodes is not None else e.max_nodes,
+            )
+        )
+    return specs
+
+
+def verdict(spec: CheckSpec, row: Row) -> CheckResult:
+    """Judge one model's batch row against its budget and overhead limit."""
+    if row.status == OK:
+        peak = f"peak {fmt_bytes(row.peak_bytes)} <= budget {fmt_bytes(row.budget_bytes)}"
+        overhead = row.overhead or 0.0
+        if spec.max_overhead is not None and overhead > spec.max_overhead + 1e-12:
+            return CheckResult(
+                spec, FAIL,
+                f"overhead {fmt_pct(overhead)} is above the limit {fmt_pct(spec.max_overhead)} ({peak}, {row.strategy})",
+                row,
+            )
+        limit = f" <= {fmt_pct(spec.max_overhead)}" if spec.max_overhead is not None else ""
+        return CheckResult(spec, PASS, f"{peak}, overhead {fmt_pct(overhead)}{limit} ({row.strategy})", row)
+    if row.status == NO_PLAN:
+        hint = f"; smallest budget known to work: {fmt_bytes(row.min_budget_bytes)}" if row.min_budget_bytes else ""
+        return CheckResult(spec, FAIL, f"no plan fits: {_strip_path(row.message, spec.path)}{hint}", row)
+    return CheckResult(spec, ERROR, f"{row.status}: {_strip_path(row.message, spec.path)}", row)
+
+
+def _strip_path(message: str, path: str) -> str:
+    prefix = f"{path}: "
+    return message[len(prefix):] if message.startswith(prefix) else message
+
+
+def run_check(
+    specs: Sequence[CheckSpec],
+    *,
+    executor: Any = None,
+    on_start: Callable[[FileTask], None] | None = None,
+    on_done: Callable[[FileTask, FileResult], None] | None = None,
+    stop: threading.Event | None = None,
+) -> CheckReport:
+    """Plan every model (in parallel on ``executor``) and judge each one."""
+    tasks: list[FileTask] = []
+    for spec in specs:
+        tasks += make_tasks(
+            [spec.path],
+            strategies=[spec.strategy],
+            budgets=[spec.budget],
+            load=spec.load,
+            max_nodes=spec.max_nodes,
+            names=[spec.name],
+        )
+    result = run_batch(tasks, executor=executor, on_start=on_start, on_done=on_done, stop=stop)
+    by_path: dict[tuple[str, str], Row] = {(r.file, r.key): r for r in result.rows}
+    results = []
+    for spec, task in zip(specs, tasks):
+        row = by_path.get((task.path, task.keys[0]))
+        if row is not None:
+            results.append(verdict(spec, row))
+    return CheckReport(tuple(results), models=len(specs), interrupted=result.interrupted)
+
+
+# Characters XML 1.0 cannot carry at all (even escaped): shown as \xNN instead.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _xml_text(text: str) -> str:
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def junit_tree(report: CheckReport, suite: str = "remat check") -> ET.ElementTree:
+    """JUnit XML: one ``testsuite`` with one ``testcase`` per model.
+
+    A failed check is a ``failure``; a model that could not be checked (bad input, hang,
+    crash) is an ``error``; the plan's figures go in ``system-out``.
+    """
+    counts = report.counts
+    total_time = sum(r.row.solve_seconds or 0.0 for r in report.results)
+    attrs = {
+        "name": suite,
+        "tests": str(len(report.results)),
+        "failures": str(counts[FAIL]),
+        "errors": str(counts[ERROR]),
+        "skipped": "0",
+        "time": f"{total_time:.3f}",
+    }
+    root = ET.Element("testsuites", attrs)
+    ts = ET.SubElement(root, "testsuite", attrs)
+    for r in report.results:
+        case = ET.SubElement(
+            ts,
+            "testcase",
+            {"classname": "remat.check", "name": _xml_text(r.spec.name), "file": _xml_text(r.spec.path), "time": f"{r.row.solve_seconds or 0.0:.3f}"},
+        )
+        if r.verdict == FAIL:
+            ET.SubElement(case, "failure", {"message": _xml_text(r.reason), "type": r.row.status}).text = _xml_text(r.line())
+        elif r.verdict == ERROR:
+            ET.SubElement(case, "error", {"message": _xml_text(r.reason), "type": r.row.status}).text = _xml_text(r.line())
+        ET.SubElement(case, "system-out").text = _xml_text(_details(r))
+    ET.indent(root)
+    return ET.ElementTree(root)
+
+
+def _details(r: CheckResult) -> str:
+    row = r.row
+    lines = [f"strategy: {row.strategy}", f"budget: {row.budget} ({fmt_bytes(row.budget_bytes)})"]
+    if row.peak_bytes is not None:
+        lines += [
+            f"peak: {fmt_bytes(row.peak_bytes)} ({row.peak_bytes} B)",
+            f"store-all peak: {fmt_bytes(row.store_all_peak_bytes)}",
+            f"lower bound: {fmt_bytes(row.lower_bound_bytes)}",
+            f"overhead: {fmt_pct(row.overhead)}",
+            f"recomputations: {row.recomputations}",
+            f"solve time: {fmt_seconds(row.solve_seconds)}",
+        ]
+    if row.message:
+        lines.append(f"message: {row.message}")
+    return "\n".join(lines)
+
+
+def write_junit(report: CheckReport, path: str | Path) -> None:
+    """Write :func:`junit_tree` to ``path``."""
+    try:
+        junit_tree(report).write(str(path), encoding="utf-8", xml_declaration=True)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write the JUnit report: {exc.strerror or exc}") from None

@@ -1,0 +1,97 @@
+"""The worker pools: hangs are killed, crashes are rows, Ctrl-C stops the workers.
+
+The functions the workers run are defined here (module level, so workers can import
+them): they really abort, really sleep, really return.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from remat_cli.executors import Event, LocalExecutor, Outcome, describe_exit, run_isolated
+
+
+def square_or_misbehave(x: int) -> int:
+    """-1 aborts the process (SIGABRT), -2 hangs, -3 raises; anything else is squared."""
+    if x == -1:
+        os.abort()
+    if x == -2:
+        time.sleep(600)
+    if x == -3:
+        raise ValueError("bad item")
+    return x * x
+
+
+def pid_of_worker(_: int) -> int:
+    time.sleep(0.05)
+    return os.getpid()
+
+
+def _done(events: list[Event]) -> dict[int, Outcome]:
+    out: dict[int, Outcome] = {}
+    for e in events:
+        if e.kind == "done":
+            assert e.index not in out, "every item is answered once"
+            assert e.outcome is not None
+            out[e.index] = e.outcome
+    return out
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_crash_hang_and_exception_become_outcomes_and_the_rest_completes(jobs: int) -> None:
+    items = [1, -1, 2, -2, 3, -3, 4, 5]
+    events = list(LocalExecutor(jobs, timeout=1.5).run(square_or_misbehave, items))
+    done = _done(events)
+    assert sorted(done) == list(range(len(items)))
+    starts = [e.index for e in events if e.kind == "start"]
+    assert sorted(starts) == list(range(len(items)))
+    for i, x in enumerate(items):
+        o = done[i]
+        if x == -1:
+            assert o.failure == "crash" and "SIGABRT" in o.message
+        elif x == -2:
+            assert o.failure == "timeout" and "1.5 s" in o.message
+        elif x == -3:
+            assert o.failure == "error" and "ValueError: bad item" in o.message
+        else:
+            assert o.failure is None and o.value == x * x
+
+
+def test_workers_are_reused_and_bounded_by_jobs() -> None:
+    pids = [o.value for o in _done(list(LocalExecutor(2).run(pid_of_worker, list(range(12))))).values()]
+    assert len(set(pids)) <= 2
+    assert os.getpid() not in pids
+
+
+def test_should_stop_ends_the_run_and_kills_running_work() -> None:
+    started = time.monotonic()
+    seen: list[Event] = []
+    gen = LocalExecutor(2, timeout=None).run(square_or_misbehave, [-2, -2, -2, 1], lambda: len(seen) >= 2)
+    for e in gen:
+        seen.append(e)
+    assert time.monotonic() - started < 60  # the sleeping workers did not hold the run
+    assert not any(e.kind == "done" for e in seen)
+
+
+def test_closing_the_generator_kills_workers() -> None:
+    gen = LocalExecutor(1).run(pid_of_worker, [0, 1, 2])
+    first = next(gen)
+    assert first.kind == "start"
+    gen.close()  # like --fail-fast breaking out of the loop
+
+
+def test_run_isolated_reports_value_crash_and_timeout() -> None:
+    assert run_isolated(square_or_misbehave, 7, 30) == Outcome(value=49)
+    crash = run_isolated(square_or_misbehave, -1, 30)
+    assert crash.failure == "crash" and "SIGABRT" in crash.message
+    hang = run_isolated(square_or_misbehave, -2, 1.0)
+    assert hang.failure == "timeout"
+
+
+def test_describe_exit() -> None:
+    assert describe_exit(-11) == "signal SIGSEGV"
+    assert describe_exit(3) == "exit status 3"
+    assert describe_exit(None) == "an unknown cause"
