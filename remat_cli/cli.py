@@ -413,7 +413,7 @@ def strategies(fmt: str) -> None:
     table = kv_table(console, "strategies")
     for row in rows:
         notes = [] if row["uses_budget"] else ["ignores --budget"]
-        if not row["fast"]:
+        if not row["fast"] and row["name"] != "auto":  # auto runs the others; it is not slow itself
             notes.append("slow: not run by auto")
         text = row["summary"] + (f" [{'; '.join(notes)}]" if notes else "")
         table.add_row(row["name"], text)

