@@ -15,6 +15,13 @@ segment t+1 (and, when ``f``, a_t itself) resident. Its options:
   ``Solve(s, s'-1, f2)`` where ``f2`` says whether a_{s'-1} is kept after B_{s'} instead of
   being recomputed.
 
+``h`` says whether a_{s-1} must outlive ``Solve(s, t)`` or may be freed after its last
+read (to be rebuilt later from an earlier checkpoint). A gradient node reads the
+activations of two neighbouring segments (Checkmate's convention: bwd(u) reads u and u's
+consumers), so it can be attached to either; the DP is solved with every gradient on its
+later segment, on its earlier one, and (for at most ``switch_segments`` segments) with a
+switch point between the two, and the cheapest plan wins.
+
 Memory is counted exactly as the simulator counts it (workspace, frees after last use)
 per segment, in slots of ``q`` bytes (``q`` = 1 byte, or the sizes' gcd, whenever the
 table stays small), vectorised over the available memory. Time O(L³·M) for L segments
@@ -155,14 +162,24 @@ def solve_chain(graph: Graph, seg: Segmentation, max_slots: int = 500) -> ChainT
     cf = [sum(cost[v] for v in nodes[k]) for k in range(L)]
     cb = [sum(cost[v] for v in bwd[k]) for k in range(L)]
 
-    idx = np.arange(S + 1)
-
     def shifted(arr: np.ndarray, c: int) -> np.ndarray:
-        src = idx - c
-        return np.where(src < 0, _INF, arr[np.clip(src, 0, S)])
+        """out[m] = arr[m - c]: infinite below 0, the last level above S (more memory)."""
+        out = np.empty(S + 1)
+        if c >= 0:
+            c = min(c, S + 1)
+            out[:c] = _INF
+            out[c:] = arr[: S + 1 - c]
+        else:
+            c = min(-c, S + 1)
+            out[: S + 1 - c] = arr[c:]
+            out[S + 1 - c :] = arr[S]
+        return out
 
-    def need(level: int) -> np.ndarray:
-        return idx >= level
+    def above(val: np.ndarray | float, level: int) -> np.ndarray:
+        """``val`` where at least ``level`` slots are available, infinite below."""
+        out = np.full(S + 1, val, dtype=float) if np.isscalar(val) else val.copy()
+        out[: max(0, min(level, S + 1))] = _INF
+        return out
 
     C: dict[tuple[int, int, int, int], np.ndarray] = {}
     CH: dict[tuple[int, int, int, int], np.ndarray] = {}
@@ -184,19 +201,19 @@ def solve_chain(graph: Graph, seg: Segmentation, max_slots: int = 500) -> ChainT
                     drop = (1 - h) * xf[s]  # a_{s-1} freed once segment s has read it
                     if s == t:
                         if f:
-                            ok = need(max(fallk[s][h], bwdp[s] - drop - x[s]))
+                            level = max(fallk[s][h], bwdp[s] - drop - x[s])
                             c0 = cf[s] - cost[a[s]] + cb[s]
                         else:
-                            ok = need(max(fall[s][h], bwdp[s] - drop))
+                            level = max(fall[s][h], bwdp[s] - drop)
                             c0 = cf[s] + cb[s]
-                        offer(np.where(ok, c0, _INF), 0)
+                        offer(above(c0, level), 0)
                     else:
                         shift = kbar[s] + (1 - ra[s]) * x[s] - drop
                         SH[key + (1,)] = shift
                         SH[key + (-1,)] = ra[s]
-                        ok = need(max(fall[s][h], bwdp[s] - drop + d[s + 1] - d[t + 1] - f * x[t]))
+                        level = max(fall[s][h], bwdp[s] - drop + d[s + 1] - d[t + 1] - f * x[t])
                         sub = shifted(C[(s + 1, t, f, ra[s])], shift)
-                        offer(np.where(ok, cf[s] + sub + cb[s], _INF), 1)
+                        offer(above(sub + (cf[s] + cb[s]), level), 1)
                         adv_peak = adv_first[s]
                         adv_cost = 0.0
                         for sp in range(s + 1, t + 1):
@@ -205,8 +222,7 @@ def solve_chain(graph: Graph, seg: Segmentation, max_slots: int = 500) -> ChainT
                             adv_cost += cf[sp - 1]
                             SH[key + (-2 - sp,)] = x[sp - 1]
                             for f2 in (0, 1):
-                                right = shifted(C[(sp, t, f, f2)], x[sp - 1])
-                                right = np.where(need(adv_peak), right + adv_cost, _INF)
+                                right = above(shifted(C[(sp, t, f, f2)], x[sp - 1]) + adv_cost, adv_peak)
                                 code = 2 + 2 * (sp - s - 1) + f2
                                 shift = d[sp] + f2 * x[sp - 1] - d[t + 1] - f * x[t]
                                 SH[key + (code,)] = shift
@@ -262,7 +278,7 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
     smallest = store_metrics.peak_bytes
     rules: list[str | int] = ["max", "min"]
     count = segment(graph).count
-    if count <= int(options.get("switch_segments", 0)):
+    if count <= int(options.get("switch_segments", 12)):
         rules += list(range(1, count))
     for rule in rules:
         found, floor = _best_plan(graph, budget, rule, options)
