@@ -379,7 +379,12 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
             bounds.append(res.bound if res.bound is not None else base)
     if best is None:
         if finished:
-            peaks = [p for p in (min_peak(graph, o, time_limit) for o in orders[:4]) if p is not None]
+            peaks = []
+            for o in orders[:4]:
+                left = max(1.0, deadline + time_limit - time.perf_counter())  # at most one more limit
+                p = min_peak(graph, o, left)
+                if p is not None:
+                    peaks.append(p)
             mb = min(peaks) if peaks else store_metrics.peak_bytes
             raise NoPlanError(
                 f"exact: no schedule fits budget {fmt_bytes(budget)} ({budget} B); the smallest "
