@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from brute_force import optimal_cost
 from remat_cli import generators as gen
 from remat_cli.errors import NoPlanError
-from remat_cli.graph import Graph
+from remat_cli.graph import Graph, NodeSpec
 from remat_cli.planner import make_plan, store_all_peak
 from remat_cli.simulate import simulate
 from remat_cli.strategies import STRATEGIES
@@ -278,3 +278,25 @@ def test_cli_plan_with_exact_and_a_declining_baseline(tmp_path) -> None:
     low = runner.invoke(cli, ["plan", str(path), "-s", "chen-sqrt", "-b", str(graph.lb)])
     assert low.exit_code == 1
     assert "chen-sqrt" in low.output
+
+
+@pytest.mark.parametrize("graph", [
+    Graph.from_nodes([NodeSpec("a", mem=4, cost=1.0)]),
+    Graph.from_nodes([NodeSpec("a", mem=4, cost=1.0, kind="backward"), NodeSpec("b", ["a"], mem=2, cost=1.0, kind="backward")]),
+    Graph.from_nodes([
+        NodeSpec("x", mem=3, cost=1.0), NodeSpec("g", ["x"], mem=1, cost=1.0, kind="backward"),
+        NodeSpec("y", ["g"], mem=2, cost=1.0, kind="forward"), NodeSpec("z", ["y", "x"], mem=2, cost=1.0, kind="backward"),
+    ]),
+    checkmate_training_graph(gen.chain(5, mem=0)),
+    checkmate_training_graph(gen.chain(5, cost=0.0)),
+    checkmate_training_graph(gen.chain(6, fixed_mem=1000)),
+], ids=["single", "all-backward", "forward-after-backward", "zero-sizes", "zero-costs", "fixed-memory"])
+def test_odd_graphs_get_valid_plans_or_a_clear_decline(graph: Graph) -> None:
+    peak = store_all_peak(graph)
+    for name in STRATEGIES:
+        for budget in (graph.lb, peak):
+            got = _plan_or_none(graph, name, budget)
+            if isinstance(got, NoPlanError):
+                assert budget < peak or not STRATEGIES[name].uses_budget, name
+                continue
+            assert simulate(graph, got.schedule).valid and got.metrics.peak_bytes <= budget, name

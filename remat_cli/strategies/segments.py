@@ -62,7 +62,10 @@ class Segmentation:
 
 
 def split(graph: Graph) -> tuple[list[int], list[int]]:
-    """Needed nodes as (forward part, backward part), each in topological order."""
+    """Needed nodes as (forward part, backward part), each in topological order.
+
+    A graph without backward nodes is all forward part; so is one without forward nodes.
+    """
     order = graph.needed_nodes.tolist()
     preds = graph.pred_lists
     kinds = graph.kinds
@@ -70,7 +73,10 @@ def split(graph: Graph) -> tuple[list[int], list[int]]:
     for v in order:
         if kinds[v] == "backward" or any(is_bwd[u] for u in preds[v]):
             is_bwd[v] = True
-    return [v for v in order if not is_bwd[v]], [v for v in order if is_bwd[v]]
+    forward = [v for v in order if not is_bwd[v]]
+    if not forward:  # nothing to checkpoint: schedule the graph as one forward part
+        return order, []
+    return forward, [v for v in order if is_bwd[v]]
 
 
 def segment(graph: Graph, rule: str | int = "max") -> Segmentation:
