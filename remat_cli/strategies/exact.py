@@ -85,9 +85,15 @@ class _Model:
             for i in self.preds[k]:
                 users[i].append(k)
         self.users = users
-        mem = [int(graph.mem[v]) for v in order]
-        ws = [int(graph.workspace[v]) for v in order]
-        cost = [float(graph.cost[v]) for v in order]
+        # bytes and costs are scaled to about 1..1000 so that HiGHS's simplex stays
+        # well-conditioned (real models have values of 1e8 bytes and 1e12 FLOPs)
+        big = max([int(graph.mem[v]) for v in order] + [int(graph.workspace[v]) for v in order] + [1])
+        self.mscale = big / 1000.0 if big > 1000 else 1.0
+        top = max([float(graph.cost[v]) for v in order] + [0.0])
+        self.cscale = top / 1000.0 if top > 1000 else 1.0
+        mem = [int(graph.mem[v]) / self.mscale for v in order]
+        ws = [int(graph.workspace[v]) / self.mscale for v in order]
+        cost = [float(graph.cost[v]) / self.cscale for v in order]
         tri = lambda t: t * (t + 1) // 2  # noqa: E731
         self.r0 = 0
         self.s0 = tri(T)
@@ -144,7 +150,7 @@ class _Model:
                 if minimise_peak:
                     row(entries + [(nvar - 1, -1.0)], -inf, 0.0)
                 else:
-                    row(entries, -inf, float(limit))
+                    row(entries, -inf, float(limit) / self.mscale)
             # frees: only after a compute, not kept, no later consumer in this stage
             for k in range(t + 1):
                 for i in (*self.preds[k], k):
@@ -191,7 +197,7 @@ class _Model:
         A = coo_matrix((self.vals, (self.rows, self.cols)), shape=(len(self.lo), self.nvar)).tocsr()
         constraints = [LinearConstraint(A, np.asarray(self.lo), np.asarray(self.hi))]
         if cutoff is not None:
-            constraints.append(LinearConstraint(self.c.reshape(1, -1), -np.inf, cutoff))
+            constraints.append(LinearConstraint(self.c.reshape(1, -1), -np.inf, cutoff / self.cscale))
         return milp(
             self.c,
             constraints=constraints,
@@ -252,9 +258,11 @@ def solve_milp(
     bound = getattr(res, "mip_dual_bound", None)
     if res.status == 0 and res.x is not None:
         bound = float(res.fun) if bound is None or not math.isfinite(bound) else bound
+    if bound is not None:
+        bound *= model.cscale
     return MilpResult(
         schedule,
-        None if res.x is None else float(res.fun),
+        None if res.x is None else float(res.fun) * model.cscale,
         None if bound is None or not math.isfinite(bound) else float(bound),
         _status(res),
         elapsed,
@@ -270,7 +278,7 @@ def lp_lower_bound(graph: Graph, budget: int, order: Sequence[int] | None = None
     res = model.solve(time_limit, relax=True)
     if res.status != 0 or res.x is None:
         return None
-    return max(float(res.fun), graph.base_cost)
+    return max(float(res.fun) * model.cscale, graph.base_cost)
 
 
 def min_peak(graph: Graph, order: Sequence[int] | None = None, time_limit: float = 60.0) -> int | None:
@@ -280,7 +288,7 @@ def min_peak(graph: Graph, order: Sequence[int] | None = None, time_limit: float
     res = model.solve(time_limit)
     if res.x is None:
         return None
-    return graph.fixed_mem + int(math.ceil(res.x[model.pvar] - 1e-6))
+    return graph.fixed_mem + int(math.ceil(res.x[model.pvar] * model.mscale - 1e-6))
 
 
 def topological_orders(graph: Graph, limit: int) -> list[list[int]] | None:
@@ -367,7 +375,9 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
         if res.schedule is not None:
             m = simulate(graph, res.schedule).metrics
             assert m is not None, "exact: the MILP schedule is invalid"
-            assert m.peak_bytes <= budget, "exact: the MILP schedule is over budget"
+            if m.peak_bytes > budget:  # only by the solver's tolerance on scaled bytes
+                finished = False
+                continue
             if best is None or (m.cost, m.peak_bytes) < (best[1].cost, best[1].peak_bytes):
                 best, source = (res.schedule, m), "MILP"
         if res.status == "optimal":
