@@ -13,12 +13,16 @@ are freed for good after their last use in the order, as store-all does.
   (size(t) · staleness(t)), the neighbourhood being the evicted ancestors that would have
   to be recomputed with it and the evicted values that depend on it.
 
-Time O(steps · resident) for the victim search; a run that recomputes more than
-``max_factor`` times the graph gives up (DTR can thrash near the lower bound).
+Victims are found in O(log n) (greedy, a heap) or by scoring a seeded sample of at most
+64 resident values (dtr, as DTR's own implementation samples); a run that computes more
+than ``max_factor`` (10) times the graph gives up (eviction can thrash near the lower
+bound) and the strategy declines.
 """
 
 from __future__ import annotations
 
+import heapq
+import random
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -39,7 +43,7 @@ Score = Callable[["_State", int], tuple]
 class _State:
     """What a score may look at: sizes, costs, residency, last access, evicted set."""
 
-    __slots__ = ("graph", "mem", "cost", "resident", "evicted", "last_access", "clock", "preds", "succs")
+    __slots__ = ("graph", "mem", "cost", "resident", "evicted", "last_access", "computed_at", "clock", "preds", "succs")
 
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
@@ -50,12 +54,14 @@ class _State:
         self.resident = bytearray(graph.n)
         self.evicted = bytearray(graph.n)  # freed while still needed later
         self.last_access = [0] * graph.n
+        self.computed_at = [0] * graph.n
         self.clock = 0
 
 
 def largest_first(state: _State, v: int) -> tuple:
-    """GreedyRemat: the largest value first; ties to the least recently used."""
-    return (-state.mem[v], state.last_access[v], v)
+    """GreedyRemat: the largest value first; ties to the one computed longest ago. The key
+    is fixed while v is resident, so the replay keeps candidates in a heap."""
+    return (-state.mem[v], state.computed_at[v], v)
 
 
 def dtr_score(state: _State, v: int, limit: int = 32) -> tuple:
@@ -74,8 +80,15 @@ def dtr_score(state: _State, v: int, limit: int = 32) -> tuple:
     return (total / (state.mem[v] * staleness), v)
 
 
-def evict_schedule(graph: Graph, budget: int, score: Score, order: list[int], max_factor: int = 50) -> Schedule | None:
-    """Replay ``order`` within ``budget`` evicting by ``score``; None when it cannot."""
+def evict_schedule(
+    graph: Graph, budget: int, score: Score, order: list[int], max_factor: int = 10, sample: int = 64
+) -> Schedule | None:
+    """Replay ``order`` within ``budget`` evicting by ``score``; None when it cannot.
+
+    ``largest_first`` keeps candidates in a heap. Other scores change with time, so (as
+    DTR's implementation does) at most ``sample`` resident values, drawn by a seeded
+    generator, are scored per eviction; all of them when fewer are resident.
+    """
     st = _State(graph)
     mem, preds = st.mem, st.preds
     ws = graph.workspace.tolist()
@@ -86,7 +99,11 @@ def evict_schedule(graph: Graph, budget: int, score: Score, order: list[int], ma
             uses[u] += 1
     pins = [0] * n
     resident = st.resident
-    live: set[int] = set()
+    live: list[int] = []  # resident values of nonzero size, for sampling
+    where: dict[int, int] = {}
+    heap: list[tuple] = []
+    use_heap = score is largest_first
+    rng = random.Random(0)
     cur = graph.fixed_mem
     b = ScheduleBuilder()
     budget_computes = max_factor * max(len(order), 1)
@@ -95,24 +112,53 @@ def evict_schedule(graph: Graph, budget: int, score: Score, order: list[int], ma
     def free(v: int) -> None:
         nonlocal cur
         resident[v] = 0
-        live.discard(v)
+        k = where.pop(v, None)
+        if k is not None:
+            last = live.pop()
+            if last != v:
+                live[k] = last
+                where[last] = k
         cur -= mem[v]
         b.free(v)
 
-    def make_room(need: int) -> bool:
-        nonlocal cur
-        while cur + need > budget:
-            best = None
-            best_key = None
-            for v in live:
-                if pins[v] == 0 and mem[v] > 0:
+    def pick_from_heap() -> int | None:
+        stash = []
+        found = None
+        while heap:
+            key = heapq.heappop(heap)
+            v = key[-1]
+            if not resident[v] or key != largest_first(st, v):
+                continue  # stale entry: v was freed (it is pushed again when recomputed)
+            if pins[v]:
+                stash.append(key)
+                continue
+            found = v
+            break
+        for item in stash:
+            heapq.heappush(heap, item)
+        return found
+
+    def pick_scored() -> int | None:
+        pool = live if len(live) <= sample else rng.sample(live, sample)
+        best, best_key = None, None
+        for _ in range(2):
+            for v in pool:
+                if pins[v] == 0:
                     key = score(st, v)
                     if best_key is None or key < best_key:
                         best, best_key = v, key
-            if best is None:
+            if best is not None or pool is live:
+                break
+            pool = live  # every sampled value was pinned: look at all of them
+        return best
+
+    def make_room(need: int) -> bool:
+        while cur + need > budget:
+            victim = pick_from_heap() if use_heap else pick_scored()
+            if victim is None:
                 return False
-            free(best)
-            st.evicted[best] = 1
+            free(victim)
+            st.evicted[victim] = 1
         return True
 
     def compute(v: int) -> bool:
@@ -123,9 +169,14 @@ def evict_schedule(graph: Graph, budget: int, score: Score, order: list[int], ma
         b.compute(v)
         resident[v] = 1
         st.evicted[v] = 0
-        live.add(v)
-        cur += mem[v]
         st.clock += 1
+        st.computed_at[v] = st.clock
+        if mem[v] > 0:
+            where[v] = len(live)
+            live.append(v)
+            if use_heap:
+                heapq.heappush(heap, largest_first(st, v))
+        cur += mem[v]
         st.last_access[v] = st.clock
         for u in preds[v]:
             st.last_access[u] = st.clock
@@ -176,7 +227,7 @@ def _runner(name: str, score: Score) -> Callable[[Graph, "int | None", Mapping[s
         if budget is None or store_peak <= budget:
             return StrategyResult(store, {"evict": "largest" if name == "greedy" else "DTR h(t)", "plan": "store-all fits"})
         order = store.compute_nodes.tolist()
-        max_factor = int(options.get("max_factor", 50))
+        max_factor = int(options.get("max_factor", 10))
         schedule = evict_schedule(graph, budget, score, order, max_factor)
         if schedule is not None:
             return StrategyResult(schedule, {"evict": "largest" if name == "greedy" else "DTR h(t)"})
