@@ -57,7 +57,7 @@ __all__ = [
 ]
 
 # The strategy `remat batch` and `remat check` use when none is given.
-DEFAULT_STRATEGY = "store-all"
+DEFAULT_STRATEGY = "auto"
 
 OK = "ok"
 NO_PLAN = "no-plan"  # the strategy cannot meet the budget

@@ -211,6 +211,7 @@ def info(graph_file: str, fmt: str, **graph_kw: Any) -> None:
 @click.option("--timeline", type=click.Path(dir_okay=False), metavar="OUT.png|svg", help="Plot memory over the schedule (needs remat-cli[plot]).")
 @click.option("--trace", type=click.Path(dir_okay=False), metavar="OUT.json", help="Write a Chrome trace (Perfetto, chrome://tracing): memory counter + one slice per compute.")
 @click.option("--dot", type=click.Path(dir_okay=False), metavar="OUT.dot", help="Write the graph as Graphviz DOT, kept / recomputed / target nodes styled.")
+@click.option("--time-limit", type=click.FloatRange(min=0.1), default=60.0, show_default=True, metavar="SECONDS", help="Time limit of the exact solver, in seconds.")
 @graph_options
 @FORMAT_OPTION
 def plan(
@@ -222,6 +223,7 @@ def plan(
     trace: str | None,
     dot: str | None,
     fmt: str,
+    time_limit: float,
     **graph_kw: Any,
 ) -> None:
     """Plan a schedule for GRAPH under a memory budget and report what it costs.
@@ -242,7 +244,7 @@ def plan(
         check_plot_path(timeline, "--timeline")
         require_matplotlib("--timeline")
     graph = load_graph(graph_file, _load_options(**graph_kw))
-    result = make_plan(graph, strategy, budget)
+    result = make_plan(graph, strategy, budget, {"time_limit": time_limit})
     facts = plan_facts(result)
     written: list[str] = []
     if output:
@@ -424,7 +426,7 @@ def strategies(fmt: str) -> None:
     table = kv_table(console, "strategies")
     for row in rows:
         notes = [] if row["uses_budget"] else ["ignores --budget"]
-        if not row["fast"]:
+        if not row["fast"] and row["name"] != "auto":  # auto runs the others; it is not slow itself
             notes.append("slow: not run by auto")
         text = row["summary"] + (f" [{'; '.join(notes)}]" if notes else "")
         table.add_row(row["name"], text)

@@ -152,7 +152,7 @@ def test_all_good_files_exit_0_and_budget_sweep_rows(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     assert [r["status"] for r in json.loads(res.stdout)] == [OK] * 3
     # a sweep: one row per file and budget; store-all fits 1x and not 0.5x
-    res = CliRunner().invoke(cli, ["batch", str(root), "-j", "2", "--budgets", "1x,0.5x", "--format", "json"])
+    res = CliRunner().invoke(cli, ["batch", str(root), "-j", "2", "-s", "store-all", "--budgets", "1x,0.5x", "--format", "json"])
     assert res.exit_code == 1
     rows = [Row.from_record(r) for r in json.loads(res.stdout)]
     assert [(Path(r.file).name, r.budget, r.status) for r in rows] == [
@@ -334,7 +334,7 @@ def test_ctrl_c_stops_workers_and_keeps_results_so_far(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "remat_cli", "batch", str(root), "-j", "1", "--budgets", "none,0.9x,0.8x", "--jsonl", str(out)],
+        [sys.executable, "-m", "remat_cli", "batch", str(root), "-j", "1", "-s", "store-all", "--budgets", "none,0.9x,0.8x", "--jsonl", str(out)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
     )
     deadline = time.monotonic() + 60
@@ -356,7 +356,7 @@ def test_ctrl_c_stops_workers_and_keeps_results_so_far(tmp_path: Path) -> None:
     assert [r.file for r in rows] == sorted((r.file for r in rows), key=lambda f: Path(f).parts)
     # and a resumed run finishes the job, reusing what the interrupted one kept
     res = subprocess.run(
-        [sys.executable, "-m", "remat_cli", "batch", str(root), "--budgets", "none,0.9x,0.8x", "--jsonl", str(out), "--resume"],
+        [sys.executable, "-m", "remat_cli", "batch", str(root), "-s", "store-all", "--budgets", "none,0.9x,0.8x", "--jsonl", str(out), "--resume"],
         env=env, capture_output=True, text=True, timeout=300,
     )
     assert f"({len(files)} reused" in res.stderr

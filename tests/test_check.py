@@ -116,7 +116,7 @@ def test_junit_xml_structure(models: tuple[Path, list[int]]) -> None:
     (root / "models" / "zz_broken.json").write_text('{"format": "remat-graph"}')
     report_path = root / "report.xml"
     top = max(peaks)
-    res = _run([str(root / "models"), "--budget", str(top - 1), "--junit", str(report_path)], cwd=root)
+    res = _run([str(root / "models"), "--strategy", "store-all", "--budget", str(top - 1), "--junit", str(report_path)], cwd=root)
     assert res.exit_code == 2
     tree = ET.parse(report_path)
     suites = tree.getroot()

@@ -1,0 +1,340 @@
+"""chain-dp: optimal checkpointing of a heterogeneous chain by dynamic programming.
+
+Griewank's revolve (2000) generalised to chains whose stages differ in cost and size, as
+in Beaumont, Eyraud-Dubois, Herrmann, Joly, Shilova, *Optimal checkpointing for
+heterogeneous chains* (rotor, 2019). The chain is the forward part cut at articulation
+points (:mod:`.segments`); segment k has forward nodes N_k (boundary a_k, the value the
+next segment reads) and backward nodes B_k.
+
+``Solve(s, t, f)`` runs the backward of segments s..t given a_{s-1} and the gradients of
+segment t+1 (and, when ``f``, a_t itself) resident. Its options:
+
+* one segment: recompute N_s keeping its values ("F_all"), run B_s;
+* F_all on s, ``Solve(s+1, t, f)``, then B_s;
+* advance through s..s'-1 keeping only a_{s'-1} ("F_ck"), ``Solve(s', t, f)``, then
+  ``Solve(s, s'-1, f2)`` where ``f2`` says whether a_{s'-1} is kept after B_{s'} instead of
+  being recomputed.
+
+``h`` says whether a_{s-1} must outlive ``Solve(s, t)`` or may be freed after its last
+read (to be rebuilt later from an earlier checkpoint). A gradient node reads the
+activations of two neighbouring segments (Checkmate's convention: bwd(u) reads u and u's
+consumers), so it can be attached to either; the DP is solved with every gradient on its
+later segment, on its earlier one, and (for at most ``switch_segments`` segments) with a
+switch point between the two, and the cheapest plan wins.
+
+Memory is counted exactly as the simulator counts it (workspace, frees after last use)
+per segment, in slots of ``q`` bytes (``q`` = 1 byte, or the sizes' gcd, whenever the
+table stays small), vectorised over the available memory. Time O(L³·M) for L segments
+and M slots; more than ``max_segments`` segments are merged into groups. Every plan is
+replayed by the simulator; if the model misjudged a general (non-chain) graph the next
+smaller memory level is tried.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from remat_cli.errors import NoPlanError
+from remat_cli.graph import Graph
+from remat_cli.report.units import fmt_bytes
+from remat_cli.simulate import Metrics, simulate
+from remat_cli.strategies.base import Strategy, StrategyResult
+from remat_cli.strategies.segments import Segmentation, schedule_from_sequence, segment
+from remat_cli.strategies.store_all import store_all_schedule
+
+__all__ = ["STRATEGY", "ChainTable", "solve_chain"]
+
+_INF = math.inf
+
+
+@dataclass(frozen=True, eq=False)
+class ChainTable:
+    """The solved DP: cost per state (s, t, f, h) over memory slots, and how to rebuild plans."""
+
+    seg: Segmentation
+    q: int  # bytes per slot
+    slots: int
+    cost: dict[tuple[int, int, int, int], np.ndarray]
+    choice: dict[tuple[int, int, int, int], np.ndarray]
+    shifts: dict[tuple[int, int, int, int, int], int]  # (s, t, f, h, code) -> slots handed down
+
+    def min_slots(self) -> int | None:
+        """Fewest slots at which some plan exists."""
+        ok = np.flatnonzero(np.isfinite(self.top))
+        return int(ok[0]) if ok.size else None
+
+    @property
+    def top(self) -> np.ndarray:
+        return self.cost[(0, self.seg.count - 1, 0, 0)]
+
+    def sequence(self, m: int) -> list[int]:
+        """Compute sequence of the optimal plan with ``m`` slots available (must be feasible)."""
+        out: list[int] = []
+        self._emit(0, self.seg.count - 1, 0, 0, m, out)
+        return out
+
+    def _emit(self, s: int, t: int, f: int, h: int, m: int, out: list[int]) -> None:
+        m = min(m, self.slots)
+        ch = int(self.choice[(s, t, f, h)][m])
+        nodes, bwd = self.seg.nodes, self.seg.bwd
+        if ch == 0:
+            out.extend(nodes[s][:-1] if f else nodes[s])
+            out.extend(bwd[s])
+        elif ch == 1:
+            out.extend(nodes[s])
+            sub_h = self.shifts[(s, t, f, h, -1)]
+            self._emit(s + 1, t, f, sub_h, m - self.shifts[(s, t, f, h, 1)], out)
+            out.extend(bwd[s])
+        else:
+            assert ch >= 2, "chain-dp: rebuilding an infeasible state"
+            sp, f2 = s + 1 + (ch - 2) // 2, (ch - 2) % 2
+            for k in range(s, sp):
+                out.extend(nodes[k])
+            self._emit(sp, t, f, f2, m - self.shifts[(s, t, f, h, -2 - sp)], out)
+            self._emit(s, sp - 1, f2, h, m - self.shifts[(s, t, f, h, ch)], out)
+
+
+def solve_chain(graph: Graph, seg: Segmentation, max_slots: int = 500) -> ChainTable:
+    """Fill the DP table for every memory level up to the sum of all values.
+
+    State (s, t, f, h): backward of segments s..t to run; resident on entry are a_{s-1},
+    the values D_{t+1} that segments ≤ t read from segment t+1, and a_t when ``f``; ``h``
+    says whether a_{s-1} must still be resident on exit (else it is freed after its last
+    read). Excess memory is counted above that entry baseline.
+    """
+    mem = graph.mem.tolist()
+    ws = graph.workspace.tolist()
+    cost = graph.cost.tolist()
+    preds = graph.pred_lists
+    L = seg.count
+    nodes, bwd = seg.nodes, seg.bwd
+
+    seg_of_b: dict[int, int] = {b: k for k in range(L) for b in bwd[k]}
+    read_by: dict[int, int] = {}  # value -> earliest backward segment reading it
+    for b, k in seg_of_b.items():
+        for u in preds[b]:
+            read_by[u] = min(read_by.get(u, L), k)
+
+    sizes = [v for v in (*mem, *ws) if v > 0]
+    g = math.gcd(*sizes) if sizes else 1
+    total = int(graph.mem[graph.needed].sum() + graph.workspace.max(initial=0)) or 1
+    q = g * max(1, math.ceil(total / (g * max_slots)))
+    S = max(1, math.ceil(total / q))
+
+    def slots(b: float) -> int:
+        return math.ceil(b / q)
+
+    a = [seg.boundary(k) for k in range(L)]
+    x = [slots(mem[v]) for v in a]
+    # D_k: values of segment k (forward or backward) read by backward segments < k
+    D = [{v for v in (*nodes[k], *bwd[k]) if read_by.get(v, L) < k} for k in range(L)] + [set()]
+    d = [slots(sum(mem[v] for v in D[k])) for k in range(L + 1)]
+    K = [{v for v in nodes[k] if read_by.get(v, L) <= k} for k in range(L)]  # kept by F_all
+    ra = [int(a[k] in K[k]) for k in range(L)]
+    kbar = [slots(sum(mem[v] for v in K[k])) for k in range(L)]
+    # a_{k-1} can go once segment k's forward has read it, unless backward k.. reads it too
+    succs = graph.succ_lists
+    late = [False] + [any(seg_of_b.get(w, -1) >= k for w in succs[a[k - 1]]) for k in range(1, L)]
+    xf = [0] + [
+        x[k - 1] if not late[k] and a[k - 1] in {u for v in nodes[k] for u in preds[v]} else 0 for k in range(1, L)
+    ]
+    fall = [[0, 0] for _ in range(L)]
+    fallk = [[0, 0] for _ in range(L)]
+    adv_first, adv_in, bwdp = [], [], []
+    for k in range(L):
+        prev = {a[k - 1]: 0} if k else {}
+        for h in (0, 1):
+            hold = set(prev) if h or late[k] else set()
+            fall[k][h] = slots(_local(mem, ws, preds, nodes[k], prev, hold | K[k] | {a[k]}))
+            fallk[k][h] = slots(_local(mem, ws, preds, nodes[k][:-1], {**prev, a[k]: 0}, hold | K[k] | {a[k]}))
+        adv_first.append(slots(_local(mem, ws, preds, nodes[k], prev, set(prev) | {a[k]})))
+        counted = {a[k - 1]: mem[a[k - 1]]} if k else {}
+        adv_in.append(slots(_local(mem, ws, preds, nodes[k], counted, {a[k]})))
+        start = {v: mem[v] for v in K[k]}
+        start.update({v: 0 for v in D[k + 1]})
+        later = {u for u, j in read_by.items() if j < k}
+        bwdp.append(slots(_local(mem, ws, preds, bwd[k], start, later)))
+    cf = [sum(cost[v] for v in nodes[k]) for k in range(L)]
+    cb = [sum(cost[v] for v in bwd[k]) for k in range(L)]
+
+    def shifted(arr: np.ndarray, c: int) -> np.ndarray:
+        """out[m] = arr[m - c]: infinite below 0, the last level above S (more memory)."""
+        out = np.empty(S + 1)
+        if c >= 0:
+            c = min(c, S + 1)
+            out[:c] = _INF
+            out[c:] = arr[: S + 1 - c]
+        else:
+            c = min(-c, S + 1)
+            out[: S + 1 - c] = arr[c:]
+            out[S + 1 - c :] = arr[S]
+        return out
+
+    def above(val: np.ndarray | float, level: int) -> np.ndarray:
+        """``val`` where at least ``level`` slots are available, infinite below."""
+        out = np.full(S + 1, val, dtype=float) if np.isscalar(val) else val.copy()
+        out[: max(0, min(level, S + 1))] = _INF
+        return out
+
+    C: dict[tuple[int, int, int, int], np.ndarray] = {}
+    CH: dict[tuple[int, int, int, int], np.ndarray] = {}
+    SH: dict[tuple[int, int, int, int, int], int] = {}
+    for length in range(L):
+        for s in range(L - length):
+            t = s + length
+            for f in (0, 1):
+                for h in (0, 1):
+                    key = (s, t, f, h)
+                    best = np.full(S + 1, _INF)
+                    ch = np.full(S + 1, -1, dtype=np.int32)
+
+                    def offer(val: np.ndarray, code: int) -> None:
+                        better = val < best
+                        best[better] = val[better]
+                        ch[better] = code
+
+                    drop = (1 - h) * xf[s]  # a_{s-1} freed once segment s has read it
+                    if s == t:
+                        if f:
+                            level = max(fallk[s][h], bwdp[s] - drop - x[s])
+                            c0 = cf[s] - cost[a[s]] + cb[s]
+                        else:
+                            level = max(fall[s][h], bwdp[s] - drop)
+                            c0 = cf[s] + cb[s]
+                        offer(above(c0, level), 0)
+                    else:
+                        shift = kbar[s] + (1 - ra[s]) * x[s] - drop
+                        SH[key + (1,)] = shift
+                        SH[key + (-1,)] = ra[s]
+                        level = max(fall[s][h], bwdp[s] - drop + d[s + 1] - d[t + 1] - f * x[t])
+                        sub = shifted(C[(s + 1, t, f, ra[s])], shift)
+                        offer(above(sub + (cf[s] + cb[s]), level), 1)
+                        adv_peak = adv_first[s]
+                        adv_cost = 0.0
+                        for sp in range(s + 1, t + 1):
+                            if sp - 1 > s:
+                                adv_peak = max(adv_peak, adv_in[sp - 1])
+                            adv_cost += cf[sp - 1]
+                            SH[key + (-2 - sp,)] = x[sp - 1]
+                            for f2 in (0, 1):
+                                right = above(shifted(C[(sp, t, f, f2)], x[sp - 1]) + adv_cost, adv_peak)
+                                code = 2 + 2 * (sp - s - 1) + f2
+                                shift = d[sp] + f2 * x[sp - 1] - d[t + 1] - f * x[t]
+                                SH[key + (code,)] = shift
+                                offer(right + shifted(C[(s, sp - 1, f2, h)], shift), code)
+                    C[key] = best
+                    CH[key] = ch
+    return ChainTable(seg, q, S, C, CH, SH)
+
+
+def _local(mem, ws, preds, seq: Sequence[int], start: Mapping[int, int], keep: set[int]) -> float:
+    """Peak memory of computing ``seq`` from ``start`` (node -> bytes counted),
+    freeing each value after its last reader in ``seq`` unless it is in ``keep``.
+    Values in ``start`` counted as 0 belong to the caller's baseline; freeing one lowers
+    the count below it."""
+    last: dict[int, int] = {}
+    for p, v in enumerate(seq):
+        for u in preds[v]:
+            last[u] = p
+    cur = float(sum(start.values()))
+    peak = -_INF
+    resident = set(start)
+    for p, v in enumerate(seq):
+        peak = max(peak, cur + mem[v] + ws[v])
+        cur += mem[v]
+        resident.add(v)
+        for u in (*preds[v], v):
+            if last.get(u, p) == p and u not in keep and u in resident:
+                resident.discard(u)
+                cur -= mem[u]
+    return peak if peak > -_INF else 0.0
+
+
+def _merge_starts(seg: Segmentation, groups: int) -> list[int]:
+    """Start segments of ``groups`` groups holding about equal numbers of nodes."""
+    sizes = [len(a) + len(b) for a, b in zip(seg.nodes, seg.bwd)]
+    total = sum(sizes)
+    starts = [0]
+    done = 0
+    for i, size in enumerate(sizes[:-1]):
+        done += size
+        if done >= total * len(starts) / groups and len(starts) < groups:
+            starts.append(i + 1)
+    return starts
+
+
+def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> StrategyResult:
+    store_schedule, _ = store_all_schedule(graph)
+    store_metrics = simulate(graph, store_schedule).metrics
+    assert store_metrics is not None
+    if budget is None or store_metrics.peak_bytes <= budget:
+        return StrategyResult(store_schedule, {"segments": segment(graph).count, "plan": "store-all fits"})
+    best: tuple[float, int, StrategyResult] | None = None
+    smallest = store_metrics.peak_bytes
+    rules: list[str | int] = ["max", "min"]
+    count = segment(graph).count
+    if count <= int(options.get("switch_segments", 12)):
+        rules += list(range(1, count))
+    for rule in rules:
+        found, floor = _best_plan(graph, budget, rule, options)
+        smallest = min(smallest, floor)
+        if found is not None and (best is None or found[:2] < best[:2]):
+            best = found
+    if best is None:
+        raise NoPlanError(
+            f"chain-dp cannot fit budget {fmt_bytes(budget)} ({budget} B); its smallest plan peaks at "
+            f"{fmt_bytes(smallest)} ({smallest} B)",
+            min_budget=smallest,
+        )
+    return best[2]
+
+
+def _best_plan(
+    graph: Graph, budget: int, rule: str | int, options: Mapping[str, Any]
+) -> tuple[tuple[float, int, StrategyResult] | None, int]:
+    """Cheapest plan within ``budget`` for one way of attaching gradients to segments, and
+    the peak of the smallest plan this DP has (a budget at which it always succeeds)."""
+    seg = segment(graph, rule=rule)
+    info: dict[str, Any] = {"segments": seg.count, "attach": rule}
+    max_segments = int(options.get("max_segments", 40))
+    if seg.count > max_segments:
+        seg = seg.merged(_merge_starts(seg, max_segments))
+        info["groups"] = seg.count
+    table = solve_chain(graph, seg, int(options.get("max_slots", 500)))
+    m_min = table.min_slots()
+    final_cost = table.top
+    info["slot_bytes"] = table.q
+
+    def plan_at(m: int) -> tuple[float, int, StrategyResult]:
+        schedule = schedule_from_sequence(graph, table.sequence(m))
+        metrics = simulate(graph, schedule).metrics
+        assert metrics is not None, "chain-dp: rebuilt sequence is invalid"
+        return metrics.cost, metrics.peak_bytes, StrategyResult(schedule, info)
+
+    assert m_min is not None, "chain-dp: the table has no feasible level"
+    m = min(table.slots, (budget - graph.fixed_mem) // table.q)
+    for _ in range(24):
+        if m < m_min:
+            break
+        found = plan_at(m)
+        if found[1] <= budget:
+            return found, found[1]
+        nxt = np.flatnonzero(final_cost[:m] > final_cost[m])  # next level with a different plan
+        m = int(nxt[-1]) if nxt.size else m_min - 1
+    found = plan_at(m_min)
+    return (found if found[1] <= budget else None), found[1]
+
+
+STRATEGY = Strategy(
+    name="chain-dp",
+    summary="Optimal dynamic program for heterogeneous chains (revolve / rotor) over the chain "
+    "of articulation-point segments; exact on pure chains.",
+    run=_run,
+    uses_budget=True,
+    reference="Griewank & Walther 2000 (revolve); Beaumont et al. 2019, arXiv:1911.13214 (rotor)",
+)

@@ -1,0 +1,132 @@
+"""Chen et al. 2016, *Training Deep Nets with Sublinear Memory Cost* (arXiv:1604.06174).
+
+Both strategies cut the forward part at articulation points (:mod:`.segments`), keep
+the values at chosen segment boundaries from the forward pass, and recompute each
+segment once in the backward pass, just before its gradients are computed.
+
+* ``chen-sqrt`` (§4.1): about √n groups of about √n forward nodes each; the plan does not
+  depend on the budget. Peak O(√n) values, one extra forward pass.
+* ``chen-greedy`` (§4.3, Algorithm 2 with the budget search): walk the forward part and
+  close a group at the first articulation point after more than ``b`` bytes of forward
+  values; ``b`` is searched over a grid and the cheapest plan that fits the budget wins.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from remat_cli.errors import NoPlanError
+from remat_cli.graph import Graph
+from remat_cli.report.units import fmt_bytes
+from remat_cli.simulate import Metrics, simulate
+from remat_cli.strategies.base import Strategy, StrategyResult
+from remat_cli.strategies.segments import Segmentation, checkpoint_sequence, schedule_from_sequence, segment
+from remat_cli.strategies.store_all import store_all_schedule
+
+__all__ = ["SQRT", "GREEDY", "chen_plan", "sqrt_groups", "greedy_groups"]
+
+
+def chen_plan(graph: Graph, seg: Segmentation, starts: list[int]) -> tuple[StrategyResult, Metrics]:
+    """Group the segments at ``starts``, keep group boundaries, recompute each group once."""
+    groups = seg.merged(starts)
+    kept = {groups.boundary(g) for g in range(groups.count)}
+    schedule = schedule_from_sequence(graph, checkpoint_sequence(groups, kept))
+    metrics = simulate(graph, schedule).metrics
+    assert metrics is not None, "chen: checkpoint sequence is invalid"
+    info = {"segments": seg.count, "groups": groups.count}
+    keep = tuple(sorted(kept))
+    return StrategyResult(schedule, info, keep), metrics
+
+
+def sqrt_groups(seg: Segmentation) -> list[int]:
+    """Start segments of about √L groups of about √L forward nodes (L forward nodes)."""
+    sizes = [len(x) for x in seg.nodes]
+    total = sum(sizes)
+    k = max(1, round(math.sqrt(total)))
+    per = total / k
+    starts = [0]
+    done = 0
+    for i, size in enumerate(sizes[:-1]):
+        done += size
+        if done >= per * len(starts) - 1e-9:
+            starts.append(i + 1)
+    return starts
+
+
+def greedy_groups(graph: Graph, seg: Segmentation, threshold: float) -> list[int]:
+    """Chen's Algorithm 2: close a group once its forward values exceed ``threshold`` bytes."""
+    mem = graph.mem
+    starts = [0]
+    temp = 0
+    for i, part in enumerate(seg.nodes[:-1]):
+        temp += int(mem[list(part)].sum())
+        if temp > threshold:
+            starts.append(i + 1)
+            temp = 0
+    return starts
+
+
+def _run_sqrt(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> StrategyResult:
+    seg = segment(graph)
+    result, _ = chen_plan(graph, seg, sqrt_groups(seg))
+    return result
+
+
+def _run_greedy(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> StrategyResult:
+    store_schedule, _ = store_all_schedule(graph)
+    store_metrics = simulate(graph, store_schedule).metrics
+    assert store_metrics is not None
+    if budget is None or store_metrics.peak_bytes <= budget:
+        seg = segment(graph)
+        return StrategyResult(store_schedule, {"segments": seg.count, "groups": 1, "threshold": "none (store-all fits)"})
+    seg = segment(graph)
+    fwd_mem = [int(graph.mem[list(p)].sum()) for p in seg.nodes]
+    total = sum(fwd_mem)
+    smallest = max(1, min(fwd_mem))
+    steps = int(options.get("grid", 48))
+    thresholds = sorted({0.0, float(total)} | {smallest * (total / smallest) ** (i / steps) for i in range(steps + 1)})
+    best: tuple[float, int, StrategyResult, float] | None = None
+    min_peak: int | None = None
+    seen: set[tuple[int, ...]] = set()
+    for b in thresholds:
+        starts = greedy_groups(graph, seg, b)
+        key = tuple(starts)
+        if key in seen:
+            continue
+        seen.add(key)
+        result, metrics = chen_plan(graph, seg, starts)
+        min_peak = metrics.peak_bytes if min_peak is None else min(min_peak, metrics.peak_bytes)
+        if metrics.peak_bytes <= budget:
+            cand = (metrics.cost, metrics.peak_bytes, result, b)
+            if best is None or cand[:2] < best[:2]:
+                best = cand
+    if best is None:
+        assert min_peak is not None
+        raise NoPlanError(
+            f"chen-greedy cannot fit budget {fmt_bytes(budget)} ({budget} B); its smallest plan peaks at "
+            f"{fmt_bytes(min_peak)} ({min_peak} B)",
+            min_budget=min(min_peak, store_metrics.peak_bytes),
+        )
+    _, _, result, b = best
+    return StrategyResult(result.schedule, {**result.info, "threshold": fmt_bytes(int(b))}, result.keep)
+
+
+SQRT = Strategy(
+    name="chen-sqrt",
+    summary="Chen et al. 2016: about √n segments cut at articulation points, boundaries kept, "
+    "each segment recomputed once in the backward pass.",
+    run=_run_sqrt,
+    uses_budget=False,
+    reference="Chen, Xu, Zhang, Guestrin 2016, arXiv:1604.06174 §4.1",
+)
+
+GREEDY = Strategy(
+    name="chen-greedy",
+    summary="Chen et al. 2016 greedy segmenting under a per-segment memory threshold, "
+    "searched for the cheapest plan that fits the budget.",
+    run=_run_greedy,
+    uses_budget=True,
+    reference="Chen, Xu, Zhang, Guestrin 2016, arXiv:1604.06174 §4.3",
+)

@@ -1,0 +1,266 @@
+"""Eviction-based rematerialization: one simulation, two eviction scores.
+
+The store-all order is replayed step by step under the budget. Before a compute that
+would exceed the budget, resident values are evicted (freed) one at a time, never an
+input of the compute under way or of a compute waiting for it; a value needed again
+after eviction is recomputed on demand, recursively from whatever is resident. Values
+are freed for good after their last use in the order, as store-all does.
+
+* ``greedy`` (GreedyRemat, as in Kumar et al. 2019's comparison and Checkmate's
+  baselines): evict the largest value.
+* ``dtr`` (Kirisame et al., *Dynamic Tensor Rematerialization*, ICLR 2021): evict the
+  value with the least h(t) = (cost(t) + cost of its evicted neighbourhood) /
+  (size(t) · staleness(t)), the neighbourhood being the evicted ancestors that would have
+  to be recomputed with it and the evicted values that depend on it.
+
+Victims are found in O(log n) (greedy, a heap) or by scoring a seeded sample of at most
+64 resident values (dtr, as DTR's own implementation samples); a run that computes more
+than ``max_factor`` (10) times the graph gives up (eviction can thrash near the lower
+bound) and the strategy declines.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from remat_cli.errors import NoPlanError
+from remat_cli.graph import Graph
+from remat_cli.report.units import fmt_bytes
+from remat_cli.schedule import Schedule, ScheduleBuilder
+from remat_cli.simulate import simulate
+from remat_cli.strategies.base import Strategy, StrategyResult
+from remat_cli.strategies.store_all import store_all_schedule
+
+__all__ = ["GREEDY", "DTR", "evict_schedule", "largest_first", "dtr_score"]
+
+# score(state, v) -> key; the resident, unpinned value with the SMALLEST key is evicted
+Score = Callable[["_State", int], tuple]
+
+
+class _State:
+    """What a score may look at: sizes, costs, residency, last access, evicted set."""
+
+    __slots__ = ("graph", "mem", "cost", "resident", "evicted", "last_access", "computed_at", "clock", "preds", "succs")
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.mem = graph.mem.tolist()
+        self.cost = graph.cost.tolist()
+        self.preds = graph.pred_lists
+        self.succs = graph.succ_lists
+        self.resident = bytearray(graph.n)
+        self.evicted = bytearray(graph.n)  # freed while still needed later
+        self.last_access = [0] * graph.n
+        self.computed_at = [0] * graph.n
+        self.clock = 0
+
+
+def largest_first(state: _State, v: int) -> tuple:
+    """GreedyRemat: the largest value first; ties to the one computed longest ago. The key
+    is fixed while v is resident, so the replay keeps candidates in a heap."""
+    return (-state.mem[v], state.computed_at[v], v)
+
+
+def dtr_score(state: _State, v: int, limit: int = 32) -> tuple:
+    """DTR's h(t): evicted-neighbourhood recompute cost / (size · staleness); smallest first."""
+    total = state.cost[v]
+    seen = {v}
+    stack = [v]
+    while stack and len(seen) < limit:
+        u = stack.pop()
+        for w in (*state.preds[u], *state.succs[u]):
+            if w not in seen and state.evicted[w]:
+                seen.add(w)
+                total += state.cost[w]
+                stack.append(w)
+    staleness = state.clock - state.last_access[v] + 1
+    return (total / (state.mem[v] * staleness), v)
+
+
+def evict_schedule(
+    graph: Graph, budget: int, score: Score, order: list[int], max_factor: int = 10, sample: int = 64
+) -> Schedule | None:
+    """Replay ``order`` within ``budget`` evicting by ``score``; None when it cannot.
+
+    ``largest_first`` keeps candidates in a heap. Other scores change with time, so (as
+    DTR's implementation does) at most ``sample`` resident values, drawn by a seeded
+    generator, are scored per eviction; all of them when fewer are resident.
+    """
+    st = _State(graph)
+    mem, preds = st.mem, st.preds
+    ws = graph.workspace.tolist()
+    n = graph.n
+    uses = [0] * n  # remaining uses by computes of ``order``
+    for v in order:
+        for u in preds[v]:
+            uses[u] += 1
+    pins = [0] * n
+    resident = st.resident
+    live: list[int] = []  # resident values of nonzero size, for sampling
+    where: dict[int, int] = {}
+    heap: list[tuple] = []
+    use_heap = score is largest_first
+    rng = random.Random(0)
+    cur = graph.fixed_mem
+    b = ScheduleBuilder()
+    budget_computes = max_factor * max(len(order), 1)
+    computes = 0
+
+    def free(v: int) -> None:
+        nonlocal cur
+        resident[v] = 0
+        k = where.pop(v, None)
+        if k is not None:
+            last = live.pop()
+            if last != v:
+                live[k] = last
+                where[last] = k
+        cur -= mem[v]
+        b.free(v)
+
+    def pick_from_heap() -> int | None:
+        stash = []
+        found = None
+        while heap:
+            key = heapq.heappop(heap)
+            v = key[-1]
+            if not resident[v] or key != largest_first(st, v):
+                continue  # stale entry: v was freed (it is pushed again when recomputed)
+            if pins[v]:
+                stash.append(key)
+                continue
+            found = v
+            break
+        for item in stash:
+            heapq.heappush(heap, item)
+        return found
+
+    def pick_scored() -> int | None:
+        pool = live if len(live) <= sample else rng.sample(live, sample)
+        best, best_key = None, None
+        for _ in range(2):
+            for v in pool:
+                if pins[v] == 0:
+                    key = score(st, v)
+                    if best_key is None or key < best_key:
+                        best, best_key = v, key
+            if best is not None or pool is live:
+                break
+            pool = live  # every sampled value was pinned: look at all of them
+        return best
+
+    def make_room(need: int) -> bool:
+        while cur + need > budget:
+            victim = pick_from_heap() if use_heap else pick_scored()
+            if victim is None:
+                return False
+            free(victim)
+            st.evicted[victim] = 1
+        return True
+
+    def compute(v: int) -> bool:
+        nonlocal cur, computes
+        if not make_room(mem[v] + ws[v]):
+            return False
+        computes += 1
+        b.compute(v)
+        resident[v] = 1
+        st.evicted[v] = 0
+        st.clock += 1
+        st.computed_at[v] = st.clock
+        if mem[v] > 0:
+            where[v] = len(live)
+            live.append(v)
+            if use_heap:
+                heapq.heappush(heap, largest_first(st, v))
+        cur += mem[v]
+        st.last_access[v] = st.clock
+        for u in preds[v]:
+            st.last_access[u] = st.clock
+        return True
+
+    def ensure(target: int) -> bool:
+        """Make ``target`` resident and pin it, recomputing evicted ancestors (iteratively)."""
+        stack = [(target, 0)]
+        while stack:
+            v, stage = stack.pop()
+            if stage == 0:
+                if resident[v]:
+                    pins[v] += 1
+                    continue
+                stack.append((v, 1))
+                for u in reversed(preds[v]):
+                    stack.append((u, 0))
+            else:  # inputs are resident and pinned: compute v, release them
+                if computes > budget_computes or not compute(v):
+                    return False
+                for u in preds[v]:
+                    pins[u] -= 1
+                    if uses[u] == 0 and pins[u] == 0 and resident[u]:
+                        free(u)
+                pins[v] += 1
+        return True
+
+    for v in order:
+        for u in preds[v]:
+            if not ensure(u):
+                return None
+        if not compute(v):
+            return None
+        for u in preds[v]:
+            pins[u] -= 1
+            uses[u] -= 1
+            if uses[u] == 0 and pins[u] == 0 and resident[u]:
+                free(u)
+        if uses[v] == 0:
+            free(v)
+    return b.build()
+
+
+def _runner(name: str, score: Score) -> Callable[[Graph, "int | None", Mapping[str, Any]], StrategyResult]:
+    def run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> StrategyResult:
+        store, _ = store_all_schedule(graph)
+        store_peak = simulate(graph, store).metrics.peak_bytes  # type: ignore[union-attr]
+        if budget is None or store_peak <= budget:
+            return StrategyResult(store, {"evict": "largest" if name == "greedy" else "DTR h(t)", "plan": "store-all fits"})
+        order = store.compute_nodes.tolist()
+        max_factor = int(options.get("max_factor", 10))
+        schedule = evict_schedule(graph, budget, score, order, max_factor)
+        if schedule is not None:
+            return StrategyResult(schedule, {"evict": "largest" if name == "greedy" else "DTR h(t)"})
+        lo, hi = max(budget, graph.lb - 1), store_peak  # hi always succeeds
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if evict_schedule(graph, mid, score, order, max_factor) is not None:
+                hi = mid
+            else:
+                lo = mid
+        raise NoPlanError(
+            f"{name} cannot fit budget {fmt_bytes(budget)} ({budget} B); the smallest budget it "
+            f"meets is {fmt_bytes(hi)} ({hi} B)",
+            min_budget=hi,
+        )
+
+    return run
+
+
+GREEDY = Strategy(
+    name="greedy",
+    summary="GreedyRemat: replay store-all; when the budget would be exceeded evict the largest "
+    "resident value; recompute evicted values on demand.",
+    run=_runner("greedy", largest_first),
+    uses_budget=True,
+    reference="Kumar et al. 2019 (NeurIPS) baseline; Jain et al. 2020 (Checkmate) §6",
+)
+
+DTR = Strategy(
+    name="dtr",
+    summary="Dynamic Tensor Rematerialization: the same replay, evicting the value with the "
+    "least recompute cost / (size · staleness).",
+    run=_runner("dtr", dtr_score),
+    uses_budget=True,
+    reference="Kirisame et al. 2021, Dynamic Tensor Rematerialization (ICLR)",
+)

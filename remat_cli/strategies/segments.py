@@ -1,0 +1,169 @@
+"""Shared machinery of the checkpointing baselines (chen-*, chain-dp).
+
+* :func:`split` separates the *forward part* (nodes that are not backward and have no
+  backward ancestor: forward nodes and the loss) from the *backward part*;
+* :func:`segment` cuts the forward part at its articulation points: positions of a
+  topological order after which the only forward value still read later is the one just
+  computed (Chen et al. 2016, §4.3). Consecutive pieces can be merged into groups;
+* each backward node is attached to a segment (the latest segment whose forward values
+  it reads), so the backward pass visits segments last to first;
+* :func:`schedule_from_sequence` turns a *compute sequence* (nodes, repetitions allowed)
+  into a schedule by freeing every computed instance right after its last reader.
+
+Works on any DAG: a graph without backward nodes is all forward part; a graph without
+articulation points is one segment. Every schedule built here still goes through the
+simulator before it is reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from remat_cli.graph import Graph
+from remat_cli.schedule import Schedule, ScheduleBuilder
+
+__all__ = ["Segmentation", "split", "segment", "schedule_from_sequence", "checkpoint_sequence"]
+
+
+@dataclass(frozen=True)
+class Segmentation:
+    """The forward part cut into consecutive segments, with the backward nodes of each.
+
+    ``nodes[k]`` are segment k's forward nodes in topological order (its last node is its
+    *boundary*, the only value later forward nodes read); ``bwd[k]`` its backward nodes in
+    an order that, concatenated from the last segment to the first, is topological.
+    """
+
+    forward: tuple[int, ...]
+    nodes: tuple[tuple[int, ...], ...]
+    bwd: tuple[tuple[int, ...], ...]
+
+    @property
+    def count(self) -> int:
+        return len(self.nodes)
+
+    def boundary(self, k: int) -> int:
+        return self.nodes[k][-1]
+
+    def backward_order(self) -> list[int]:
+        return [b for k in reversed(range(self.count)) for b in self.bwd[k]]
+
+    def merged(self, starts: Sequence[int]) -> Segmentation:
+        """Group consecutive segments: group g covers segments ``starts[g] .. starts[g+1]-1``."""
+        bounds = list(starts) + [self.count]
+        nodes = tuple(tuple(v for k in range(a, b) for v in self.nodes[k]) for a, b in zip(bounds, bounds[1:]))
+        bwd = tuple(
+            tuple(v for k in reversed(range(a, b)) for v in self.bwd[k]) for a, b in zip(bounds, bounds[1:])
+        )
+        return Segmentation(self.forward, nodes, bwd)
+
+
+def split(graph: Graph) -> tuple[list[int], list[int]]:
+    """Needed nodes as (forward part, backward part), each in topological order.
+
+    A graph without backward nodes is all forward part; so is one without forward nodes.
+    """
+    order = graph.needed_nodes.tolist()
+    preds = graph.pred_lists
+    kinds = graph.kinds
+    is_bwd = [False] * graph.n
+    for v in order:
+        if kinds[v] == "backward" or any(is_bwd[u] for u in preds[v]):
+            is_bwd[v] = True
+    forward = [v for v in order if not is_bwd[v]]
+    if not forward:  # nothing to checkpoint: schedule the graph as one forward part
+        return order, []
+    return forward, [v for v in order if is_bwd[v]]
+
+
+def segment(graph: Graph, rule: str | int = "max") -> Segmentation:
+    """Cut the forward part at every articulation point; attach backward nodes. O(V + E).
+
+    A backward node goes to the latest (``rule="max"``) or earliest (``"min"``) segment
+    whose forward values it reads, and never after a backward node it reads. An integer
+    ``rule`` p switches: earliest for nodes reading a segment before p, latest otherwise.
+    """
+    forward, backward = split(graph)
+    preds = graph.pred_lists
+    pos = {v: k for k, v in enumerate(forward)}
+    L = len(forward)
+    # position k is a cut unless some forward edge u->w has pos(u) < k < pos(w)
+    cover = np.zeros(L + 1, dtype=np.int64)
+    for w in forward:
+        pw = pos[w]
+        for u in preds[w]:
+            pu = pos[u]
+            if pw - pu >= 2:
+                cover[pu + 1] += 1
+                cover[pw] -= 1
+    covered = np.cumsum(cover)[:L]
+    ends = [k for k in range(L) if covered[k] == 0 or k == L - 1]
+    seg_of = {}
+    nodes = []
+    start = 0
+    for idx, end in enumerate(ends):
+        part = tuple(forward[start : end + 1])
+        for v in part:
+            seg_of[v] = idx
+        nodes.append(part)
+        start = end + 1
+    count = len(nodes)
+    bwd_seg: dict[int, int] = {}
+    for b in backward:  # topological: backward predecessors are already placed
+        fwd_in = [seg_of[u] for u in preds[b] if u in seg_of]
+        if not fwd_in:
+            s = count - 1
+        elif rule == "min" or (isinstance(rule, int) and min(fwd_in) < rule):
+            s = min(fwd_in)
+        else:
+            s = max(fwd_in)
+        for u in preds[b]:
+            if u in bwd_seg:
+                s = min(s, bwd_seg[u])
+        bwd_seg[b] = max(s, 0)
+    bwd: list[list[int]] = [[] for _ in range(count)]
+    for b in backward:
+        bwd[bwd_seg[b]].append(b)
+    return Segmentation(tuple(forward), tuple(nodes), tuple(tuple(x) for x in bwd))
+
+
+def schedule_from_sequence(graph: Graph, seq: Sequence[int]) -> Schedule:
+    """Schedule computing ``seq`` in order, freeing each instance right after its last reader.
+
+    An instance of v is read by the computes of v's consumers up to v's next compute; one
+    that nobody reads is freed at once. ``seq`` must compute each node's inputs before it.
+    """
+    preds = graph.pred_lists
+    n = graph.n
+    latest = [-1] * n  # position of the current instance of each node
+    last_read: dict[int, int] = {}  # instance (its position) -> position of its last reader
+    for p, v in enumerate(seq):
+        for u in preds[v]:
+            last_read[latest[u]] = p
+        latest[v] = p
+    frees_at: list[list[int]] = [[] for _ in seq]
+    for p, v in enumerate(seq):
+        frees_at[last_read.get(p, p)].append(v)
+    b = ScheduleBuilder()
+    for p, v in enumerate(seq):
+        b.compute(v)
+        for u in frees_at[p]:
+            b.free(u)
+    return b.build()
+
+
+def checkpoint_sequence(seg: Segmentation, kept: set[int]) -> list[int]:
+    """Chen's schedule: the forward pass once, then per segment (last to first) recompute
+    its forward nodes that are not ``kept`` and run its backward nodes. The last segment
+    is not recomputed: its values are still there from the forward pass.
+    """
+    seq = list(seg.forward)
+    last = seg.count - 1
+    for k in reversed(range(seg.count)):
+        if k != last:
+            seq.extend(v for v in seg.nodes[k] if v not in kept)
+        seq.extend(seg.bwd[k])
+    return seq
