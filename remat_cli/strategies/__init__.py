@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from remat_cli.errors import InputError
-from remat_cli.strategies import store_all
+from remat_cli.strategies import pathwidth, store_all, treewidth
 from remat_cli.strategies.base import Strategy, StrategyResult
 
 __all__ = ["Strategy", "StrategyResult", "STRATEGIES", "get_strategy", "fast_strategies"]
@@ -12,6 +12,8 @@ STRATEGIES: dict[str, Strategy] = {
     s.name: s
     for s in (
         store_all.STRATEGY,
+        treewidth.STRATEGY,
+        pathwidth.STRATEGY,
     )
 }
 

@@ -1,0 +1,430 @@
+"""treewidth: Kumar et al.'s divide and conquer over a balanced separator tree, with budgets.
+
+Reference: R. Kumar, M. Purohit, Z. Svitkina, E. Vee, J. Wang, *Efficient
+Rematerialization for Deep Networks*, NeurIPS 2019 (the tree-decomposition algorithm).
+
+**The bare recursion** (``--budget none``). ``solve(X, S, keep)`` computes the node set S,
+all owned by the subtree of separator-tree node X, assuming every value from outside the
+subtree that it reads is resident:
+
+1. for each node v owned by X that S needs (an ancestor of S inside the subtree), in
+   topological order: compute v's missing inputs by ``solve(child, inputs, keep=True)``,
+   compute v and keep it, free those inputs;
+2. compute the rest of S child by child (``solve(child, S ∩ child, keep)``);
+3. free the nodes of X computed in 1 unless ``keep`` asks for them.
+
+The top call is ``solve(root, targets, keep=False)``. Only ancestors of the targets are
+ever computed. We decompose the moral skeleton (a node and its inputs form a clique), so
+the inputs a call asks for always lie in one bag; their owners then lie on one
+root-to-leaf path, each call asks one child at a time, and with unit sizes
+
+* **peak ≤ (w+1)·(depth+1) values**: each stacked call holds at most its own bag's
+  owned nodes (≤ w+1), and the call that computes v holds v's returned inputs (≤ w) on
+  top, which only happens above the deepest level;
+* **computes of a node owned at depth d ≤ (w+2)^d**: a call spawns at most w+2 calls into
+  any one child (one per owned node, plus step 2), so in total at most
+  n·(w+2)^depth = n^(1+log2(w+2)) computes, polynomial for fixed w (depth ≤ log2 n).
+
+**With a budget** (ours, not the paper's; see docs/algorithms.md):
+
+* if the store-all plan fits, it is the plan (cost = base cost);
+* a call whose plain schedule (its missing ancestors once each, topological order,
+  freed after last use) fits what the pinned values leave of the budget runs it
+  instead of recursing;
+* values that the recursion would free are kept as an evictable cache and reused by
+  later calls; they are evicted (most recently cached first) only when a compute needs
+  the room;
+* the result is checked by the simulator; if it does not fit, the bare recursion is
+  tried, and if neither fits the answer is NoPlanError naming the smallest budget known
+  to work. Over a fixed ladder of budgets below B the cheapest fitting plan is kept
+  (``monotone`` option), so more budget never costs more.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from bisect import bisect_right
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from remat_cli.errors import NoPlanError
+from remat_cli.graph import Graph
+from remat_cli.report.units import fmt_bytes
+from remat_cli.schedule import Schedule, ScheduleBuilder
+from remat_cli.simulate import Metrics, simulate
+from remat_cli.strategies.base import Strategy, StrategyResult
+from remat_cli.strategies.decompose import SeparatorTree, separator_tree, tree_decomposition
+from remat_cli.strategies.store_all import store_all_schedule
+
+__all__ = ["STRATEGY", "recursive_schedule", "plan_over_separator_tree", "unit_peak_values", "compute_bound"]
+
+
+def recursive_schedule(graph: Graph, sep: SeparatorTree, limit: int | None = None) -> tuple[Schedule, bool]:
+    """The schedule of the recursion over ``sep``.
+
+    ``limit`` None gives the bare recursion. Otherwise ``limit`` is the activation budget
+    (bytes, fixed memory excluded) that the budgeted refinements spend. Returns the
+    schedule and whether the planner's own count stayed within the limit (the caller
+    must still check with the simulator).
+    """
+    planner = _Recursion(graph, sep, limit)
+    planner.solve(sep.root, [int(t) for t in graph.targets if graph.needed[t]], False)
+    return planner.b.build(), not planner.over
+
+
+def compute_bound(sep: SeparatorTree, v: int) -> int:
+    """Most times the bare recursion computes node ``v``: (w+2)^depth(owner(v))."""
+    return (sep.width + 2) ** int(sep.depth_of[sep.owner[v]])
+
+
+class _Recursion:
+    """State of one run: resident values, pins, the evictable cache, the steps so far."""
+
+    def __init__(self, graph: Graph, sep: SeparatorTree, limit: int | None) -> None:
+        self.preds = graph.pred_lists
+        self.succs = graph.succ_lists
+        self.mem = graph.mem.tolist()
+        self.ws = graph.workspace.tolist()
+        self.owner = sep.owner.tolist()
+        self.tin = sep.tin.tolist()
+        self.tout = sep.tout.tolist()
+        self.owned = sep.owned
+        self.children = sep.children
+        self.child_tins = [[self.tin[c] for c in ch] for ch in sep.children]
+        self.budgeted = limit is not None
+        self.limit = math.inf if limit is None else limit
+        n = graph.n
+        self.resident = [False] * n
+        self.pin = [0] * n
+        self.done = [False] * n  # computed at least once (targets need no second time)
+        self.cur = 0  # resident bytes
+        self.pinned = 0  # bytes of pinned resident values
+        self.stamp = [0] * n
+        self.clock = 0
+        self.cache: list[tuple[int, int, int]] = []  # (-stamp, stamp, v): most recent first
+        rank = np.empty(n, dtype=np.int64)
+        rank[graph.topo] = np.arange(n)
+        self.rank = rank.tolist()
+        self.b = ScheduleBuilder()
+        self.over = False
+
+    # -------------------------------------------------------------- memory primitives
+    def compute(self, v: int) -> None:
+        need = self.mem[v] + self.ws[v]
+        if self.cur + need > self.limit:
+            self._evict(need)
+        self.b.compute(v)
+        self.done[v] = True
+        self.resident[v] = True
+        self.pin[v] = 1
+        self.cur += self.mem[v]
+        self.pinned += self.mem[v]
+
+    def obtain(self, v: int) -> None:
+        """Make ``v`` resident and pinned: reuse it from the cache, or compute it."""
+        if self.resident[v]:
+            self.acquire(v)
+        else:
+            self.compute(v)
+
+    def acquire(self, u: int) -> None:
+        """Pin a resident value (taking it out of the cache if it was there)."""
+        if self.pin[u] == 0:
+            self.pinned += self.mem[u]
+            self.stamp[u] = -1  # invalidates its cache entry
+        self.pin[u] += 1
+
+    def release(self, u: int) -> None:
+        """Unpin; at zero pins the value is freed (bare) or cached (budgeted)."""
+        self.pin[u] -= 1
+        if self.pin[u]:
+            return
+        self.pinned -= self.mem[u]
+        if self.budgeted:
+            self.clock += 1
+            self.stamp[u] = self.clock
+            heapq.heappush(self.cache, (-self.clock, self.clock, u))
+        else:
+            self._free(u)
+
+    def _free(self, u: int) -> None:
+        self.b.free(u)
+        self.resident[u] = False
+        self.cur -= self.mem[u]
+
+    def _evict(self, need: int) -> None:
+        cache = self.cache
+        while self.cur + need > self.limit and cache:
+            _, stamp, u = heapq.heappop(cache)
+            if self.stamp[u] == stamp and self.resident[u] and self.pin[u] == 0:
+                self.stamp[u] = -1
+                self._free(u)
+        if self.cur + need > self.limit:
+            self.over = True
+
+    # -------------------------------------------------------------- the recursion
+    def _child_of(self, x: int, u: int) -> int:
+        """The child of separator node ``x`` whose subtree owns graph node ``u``."""
+        k = bisect_right(self.child_tins[x], self.tin[self.owner[u]]) - 1
+        return self.children[x][k]
+
+    def solve(self, x: int, targets: list[int], keep: bool, handoff: list[int] | tuple[int, ...] = ()) -> None:
+        """Compute ``targets`` (owned inside x's subtree); with ``keep`` leave each pinned once.
+
+        ``handoff``: pins the caller holds only for this call; they are released as soon as
+        this call has pinned what it reads itself, so each value lives only as long as a
+        reader still needs it.
+        """
+        resident = self.resident
+        preds = self.preds
+        todo: list[int] = []
+        done = self.done
+        for s in targets:
+            if keep:
+                if resident[s]:
+                    self.acquire(s)
+                else:
+                    todo.append(s)
+            elif not done[s]:  # a target computed once already needs nothing more
+                todo.append(s)
+        if not todo:
+            for u in handoff:
+                self.release(u)
+            return
+        # the ancestors of the targets that are missing (all inside x's subtree)
+        need: set[int] = set(todo)
+        boundary: set[int] = set()
+        stack = list(todo)
+        pin = self.pin
+        tin_x, tout_x = self.tin[x], self.tout[x]
+        tin, owner = self.tin, self.owner
+        while stack:
+            v = stack.pop()
+            for u in preds[v]:
+                if u in need:
+                    continue
+                # a cached value inside the subtree is planned as missing (and reused if
+                # it is still cached when its turn comes), so caching never pins memory
+                if resident[u] and (pin[u] or not tin_x <= tin[owner[u]] < tout_x):
+                    boundary.add(u)
+                else:
+                    need.add(u)
+                    stack.append(u)
+        for u in boundary:
+            self.acquire(u)
+        for u in handoff:
+            self.release(u)
+        wanted = set(todo) if keep else set()
+        if self.budgeted and self._plain_fits(need, boundary, wanted):
+            self._plain(need, boundary, wanted)
+            return
+        here: list[int] = []
+        for v in self.owned[x]:
+            if v not in need:
+                continue
+            missing: dict[int, list[int]] = {}
+            held: list[int] = []
+            for u in preds[v]:
+                if resident[u]:
+                    self.acquire(u)
+                    held.append(u)
+                else:
+                    assert tin_x < self.tin[owner[u]] < tout_x, "input outside the subtree"
+                    missing.setdefault(self._child_of(x, u), []).append(u)
+            for child, inputs in missing.items():
+                self.solve(child, inputs, True)
+            self.obtain(v)
+            here.append(v)
+            for inputs in missing.values():
+                for u in inputs:
+                    self.release(u)
+            for u in held:
+                self.release(u)
+        rest: dict[int, list[int]] = {}
+        for s in todo:
+            if owner[s] != x:
+                rest.setdefault(self._child_of(x, s), []).append(s)
+        # release each pinned value after the last child that may still read it
+        slot = {c: i for i, c in enumerate(rest)}
+        after: list[list[int]] = [[] for _ in range(len(rest) + 1)]
+        succs = self.succs
+        for p in [v for v in here if v not in wanted] + list(boundary):
+            last = -1
+            for w in succs[p]:
+                if w in need and owner[w] != x:
+                    last = max(last, slot.get(self._child_of(x, w), -1))
+            after[last + 1].append(p)
+        for u in after[0]:
+            self.release(u)
+        for i, (child, group) in enumerate(rest.items()):
+            self.solve(child, group, keep, after[i + 1])
+
+    # -------------------------------------------------------------- plain schedules
+    def _plain_fits(self, need: set[int], boundary: set[int], wanted: set[int]) -> bool:
+        """Whether computing ``need`` once each, topologically, stays within the limit
+        (the cache counts as free room: it is evicted on demand)."""
+        order, frees = self._plain_plan(need, boundary, wanted)
+        mem, ws = self.mem, self.ws
+        pin = self.pin
+        cur = self.pinned
+        limit = self.limit
+        for k, v in enumerate(order):
+            if cur + mem[v] + ws[v] > limit:
+                return False
+            cur += mem[v]
+            for u in frees[k]:
+                if u in need or pin[u] == 1:
+                    cur -= mem[u]
+        return True
+
+    def _plain_plan(self, need: set[int], boundary: set[int], wanted: set[int]) -> tuple[list[int], list[list[int]]]:
+        """Topological order of ``need`` and, per step, the values released after it."""
+        order = sorted(need, key=self.rank.__getitem__)
+        last: dict[int, int] = {}
+        preds = self.preds
+        for k, v in enumerate(order):
+            last[v] = k
+            for u in preds[v]:
+                last[u] = k
+        frees: list[list[int]] = [[] for _ in order]
+        for v in order:
+            if v not in wanted:
+                frees[last[v]].append(v)
+        for u in boundary:
+            frees[last[u]].append(u)
+        return order, frees
+
+    def _plain(self, need: set[int], boundary: set[int], wanted: set[int]) -> None:
+        order, frees = self._plain_plan(need, boundary, wanted)
+        for k, v in enumerate(order):
+            self.obtain(v)
+            for u in frees[k]:
+                self.release(u)
+
+
+# ---------------------------------------------------------------------- the strategy
+@dataclass(frozen=True)
+class _Attempt:
+    schedule: Schedule
+    metrics: Metrics
+    label: str
+
+
+def plan_over_separator_tree(graph: Graph, sep: SeparatorTree, budget: int | None, options: Mapping[str, Any], *, kind: str, decompose_seconds: float) -> StrategyResult:
+    """The strategy body shared by ``treewidth`` and ``pathwidth`` (``kind`` names which).
+
+    Every candidate schedule is measured by the simulator; a plan above ``budget`` is
+    never returned.
+    """
+    started = time.perf_counter()
+    info: dict[str, Any] = {
+        "decomposition": kind,
+        "width": sep.width,
+        "separator depth": sep.depth,
+        "bound (values)": (sep.width + 1) * (sep.depth + 1),
+        "decompose seconds": round(decompose_seconds, 4),
+    }
+    if budget is None:
+        schedule, _ = recursive_schedule(graph, sep, None)
+        metrics = _measure(graph, schedule)
+        info["mode"] = "bare recursion"
+        return _result(graph, schedule, metrics, info, started)
+    sa_schedule, _ = store_all_schedule(graph)
+    sa = _measure(graph, sa_schedule)
+    if sa.peak_bytes <= budget:
+        info["mode"] = "store-all fits the budget"
+        return _result(graph, sa_schedule, sa, info, started)
+    best: _Attempt | None = None
+    tried: list[int] = []
+    for b in _budget_ladder(budget, graph.lb, sa.peak_bytes, bool(options.get("monotone", True))):
+        schedule, _ = recursive_schedule(graph, sep, b - graph.fixed_mem)
+        metrics = _measure(graph, schedule)
+        tried.append(b)
+        if metrics.peak_bytes <= budget and (best is None or metrics.cost < best.metrics.cost):
+            best = _Attempt(schedule, metrics, "budgeted recursion" if b == budget else f"budgeted recursion at {fmt_bytes(b)}")
+    bare_schedule, _ = recursive_schedule(graph, sep, None)
+    bare = _measure(graph, bare_schedule)
+    info["bare peak (bytes)"] = bare.peak_bytes
+    if bare.peak_bytes <= budget and (best is None or bare.cost < best.metrics.cost):
+        best = _Attempt(bare_schedule, bare, "bare recursion")
+    if best is None:
+        least = min(bare.peak_bytes, sa.peak_bytes)
+        raise NoPlanError(
+            f"{kind} cannot fit budget {fmt_bytes(budget)} ({budget} B): its smallest plan "
+            f"(the bare recursion) peaks at {fmt_bytes(bare.peak_bytes)} ({bare.peak_bytes} B)",
+            min_budget=least,
+        )
+    info["mode"] = best.label
+    return _result(graph, best.schedule, best.metrics, info, started)
+
+
+def _budget_ladder(budget: int, lb: int, store_all: int, monotone: bool) -> list[int]:
+    """B itself and, for monotonicity, the points of a fixed geometric ladder (ratio 1.1
+    down from the store-all peak) that lie in [B/1.35, B): a plan found for a smaller
+    budget also fits B, so the cheapest of them is never worse than a nearby smaller B's."""
+    out = [budget]
+    if not monotone:
+        return out
+    point = float(store_all)
+    while point > max(lb, budget / 1.35):
+        point /= 1.1
+        b = int(point)
+        if lb <= b < budget and b >= budget / 1.35:
+            out.append(b)
+    return out
+
+
+def _measure(graph: Graph, schedule: Schedule) -> Metrics:
+    result = simulate(graph, schedule)
+    if result.metrics is None:
+        raise AssertionError(f"internal error: the recursion produced an invalid schedule: {result.error}")
+    return result.metrics
+
+
+def unit_peak_values(graph: Graph, schedule: Schedule) -> int:
+    """Peak of ``schedule`` in values: the simulator's peak on a unit-size copy of ``graph``."""
+    src, dst = graph.edges()
+    unit = Graph.from_arrays(
+        ids=graph.ids,
+        ops=graph.ops,
+        kinds=graph.kinds,
+        mem=np.ones(graph.n, dtype=np.int64),
+        cost=graph.cost,
+        src=src,
+        dst=dst,
+        targets=graph.targets,
+        name=graph.name,
+        _checked=True,
+    )
+    return _measure(unit, schedule).peak_bytes
+
+
+def _result(graph: Graph, schedule: Schedule, metrics: Metrics, info: dict[str, Any], started: float) -> StrategyResult:
+    info["peak (values)"] = unit_peak_values(graph, schedule)
+    info["schedule seconds"] = round(time.perf_counter() - started, 4)
+    return StrategyResult(schedule, info, None)
+
+
+def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> StrategyResult:
+    started = time.perf_counter()
+    td = tree_decomposition(graph)
+    sep = separator_tree(graph, td)
+    info_seconds = time.perf_counter() - started
+    result = plan_over_separator_tree(graph, sep, budget, options, kind=f"tree ({td.method})", decompose_seconds=info_seconds)
+    return result
+
+
+STRATEGY = Strategy(
+    name="treewidth",
+    summary="Kumar et al.: tree decomposition (min-fill/min-degree), balanced separator tree, "
+    "recursive schedule in O(w log n) values; with a budget it stops recursing where a plain "
+    "schedule fits and reuses values while the budget allows.",
+    run=_run,
+    uses_budget=True,
+    reference="Kumar, Purohit, Svitkina, Vee, Wang. Efficient Rematerialization for Deep Networks. NeurIPS 2019.",
+)
