@@ -64,7 +64,7 @@ from remat_cli.strategies.store_all import store_all_schedule
 __all__ = ["STRATEGY", "recursive_schedule", "plan_over_separator_tree", "unit_peak_values", "compute_bound"]
 
 
-def recursive_schedule(graph: Graph, sep: SeparatorTree, limit: int | None = None) -> tuple[Schedule, bool]:
+def recursive_schedule(graph: Graph, sep: SeparatorTree, limit: int | None = None, *, cache: bool = False) -> tuple[Schedule, bool]:
     """The schedule of the recursion over ``sep``.
 
     ``limit`` None gives the bare recursion. Otherwise ``limit`` is the activation budget
@@ -72,7 +72,7 @@ def recursive_schedule(graph: Graph, sep: SeparatorTree, limit: int | None = Non
     schedule and whether the planner's own count stayed within the limit (the caller
     must still check with the simulator).
     """
-    planner = _Recursion(graph, sep, limit)
+    planner = _Recursion(graph, sep, limit, cache)
     planner.solve(sep.root, [int(t) for t in graph.targets if graph.needed[t]], False)
     return planner.b.build(), not planner.over
 
@@ -85,7 +85,7 @@ def compute_bound(sep: SeparatorTree, v: int) -> int:
 class _Recursion:
     """State of one run: resident values, pins, the evictable cache, the steps so far."""
 
-    def __init__(self, graph: Graph, sep: SeparatorTree, limit: int | None) -> None:
+    def __init__(self, graph: Graph, sep: SeparatorTree, limit: int | None, cache: bool) -> None:
         self.preds = graph.pred_lists
         self.succs = graph.succ_lists
         self.mem = graph.mem.tolist()
@@ -97,6 +97,7 @@ class _Recursion:
         self.children = sep.children
         self.child_tins = [[self.tin[c] for c in ch] for ch in sep.children]
         self.budgeted = limit is not None
+        self.caching = cache and limit is not None
         self.limit = math.inf if limit is None else limit
         n = graph.n
         self.resident = [False] * n
@@ -145,7 +146,7 @@ class _Recursion:
         if self.pin[u]:
             return
         self.pinned -= self.mem[u]
-        if self.budgeted:
+        if self.caching:
             self.clock += 1
             self.stamp[u] = self.clock
             heapq.heappush(self.cache, (-self.clock, self.clock, u))
@@ -339,44 +340,49 @@ def plan_over_separator_tree(graph: Graph, sep: SeparatorTree, budget: int | Non
     if sa.peak_bytes <= budget:
         info["mode"] = "store-all fits the budget"
         return _result(graph, sa_schedule, sa, info, started)
-    best: _Attempt | None = None
-    tried: list[int] = []
-    for b in _budget_ladder(budget, graph.lb, sa.peak_bytes, bool(options.get("monotone", True))):
-        schedule, _ = recursive_schedule(graph, sep, b - graph.fixed_mem)
-        metrics = _measure(graph, schedule)
-        tried.append(b)
-        if metrics.peak_bytes <= budget and (best is None or metrics.cost < best.metrics.cost):
-            best = _Attempt(schedule, metrics, "budgeted recursion" if b == budget else f"budgeted recursion at {fmt_bytes(b)}")
+    candidates: list[_Attempt] = []
+    plain, _ = recursive_schedule(graph, sep, budget - graph.fixed_mem, cache=False)
+    candidates.append(_Attempt(plain, _measure(graph, plain), "budgeted recursion"))
     bare_schedule, _ = recursive_schedule(graph, sep, None)
     bare = _measure(graph, bare_schedule)
     info["bare peak (bytes)"] = bare.peak_bytes
-    if bare.peak_bytes <= budget and (best is None or bare.cost < best.metrics.cost):
-        best = _Attempt(bare_schedule, bare, "bare recursion")
-    if best is None:
+    candidates.append(_Attempt(bare_schedule, bare, "bare recursion"))
+    if options.get("cache", True):
+        for point in _ladder(budget, graph.lb, sa.peak_bytes):
+            if min((c.metrics.cost for c in candidates if c.metrics.peak_bytes <= budget), default=math.inf) <= sa.base_cost:
+                break  # nothing can be cheaper than computing each node once
+            schedule, _ = recursive_schedule(graph, sep, point - graph.fixed_mem, cache=True)
+            candidates.append(_Attempt(schedule, _measure(graph, schedule), f"budgeted recursion with cache at {fmt_bytes(point)}"))
+    fitting = [c for c in candidates if c.metrics.peak_bytes <= budget]
+    if not fitting:
         least = min(bare.peak_bytes, sa.peak_bytes)
         raise NoPlanError(
             f"{kind} cannot fit budget {fmt_bytes(budget)} ({budget} B): its smallest plan "
             f"(the bare recursion) peaks at {fmt_bytes(bare.peak_bytes)} ({bare.peak_bytes} B)",
             min_budget=least,
         )
+    best = min(fitting, key=lambda c: (c.metrics.cost, c.metrics.peak_bytes))
     info["mode"] = best.label
+    info["candidates tried"] = len(candidates)
     return _result(graph, best.schedule, best.metrics, info, started)
 
 
-def _budget_ladder(budget: int, lb: int, store_all: int, monotone: bool) -> list[int]:
-    """B itself and, for monotonicity, the points of a fixed geometric ladder (ratio 1.1
-    down from the store-all peak) that lie in [B/1.35, B): a plan found for a smaller
-    budget also fits B, so the cheapest of them is never worse than a nearby smaller B's."""
-    out = [budget]
-    if not monotone:
-        return out
-    point = float(store_all)
-    while point > max(lb, budget / 1.35):
-        point /= 1.1
-        b = int(point)
-        if lb <= b < budget and b >= budget / 1.35:
-            out.append(b)
-    return out
+def _ladder(budget: int, lb: int, store_all: int) -> list[int]:
+    """The fixed budget ladder at or below ``budget`` at which the cached variant runs,
+    highest first.
+
+    Points: store_all·(1 − k/20) for k = 1..19, then store_all/20 divided by 1.5 again
+    and again down to LB. The points depend on the graph only, not on B, so a larger
+    budget sees every point a smaller one saw and the cheapest plan can only get
+    cheaper (monotone cost); the cacheless recursion at B itself is monotone by
+    construction (docs/algorithms.md).
+    """
+    points = [int(store_all * (20 - k) / 20) for k in range(1, 20)]
+    low = store_all / 20 / 1.5
+    while low >= lb:
+        points.append(int(low))
+        low /= 1.5
+    return [p for p in points if lb <= p <= budget]
 
 
 def _measure(graph: Graph, schedule: Schedule) -> Metrics:
