@@ -64,7 +64,7 @@ from remat_cli.strategies.store_all import store_all_schedule
 __all__ = ["STRATEGY", "recursive_schedule", "plan_over_separator_tree", "unit_peak_values", "compute_bound"]
 
 
-def recursive_schedule(graph: Graph, sep: SeparatorTree, limit: int | None = None, *, cache: bool = False) -> tuple[Schedule, bool]:
+def recursive_schedule(graph: Graph, sep: SeparatorTree, limit: int | None = None, *, cache: bool = False, eager: bool = False) -> tuple[Schedule, bool]:
     """The schedule of the recursion over ``sep``.
 
     ``limit`` None gives the bare recursion. Otherwise ``limit`` is the activation budget
@@ -72,7 +72,7 @@ def recursive_schedule(graph: Graph, sep: SeparatorTree, limit: int | None = Non
     schedule and whether the planner's own count stayed within the limit (the caller
     must still check with the simulator).
     """
-    planner = _Recursion(graph, sep, limit, cache)
+    planner = _Recursion(graph, sep, limit, cache, eager)
     planner.solve(sep.root, [int(t) for t in graph.targets if graph.needed[t]], False)
     return planner.b.build(), not planner.over
 
@@ -85,7 +85,7 @@ def compute_bound(sep: SeparatorTree, v: int) -> int:
 class _Recursion:
     """State of one run: resident values, pins, the evictable cache, the steps so far."""
 
-    def __init__(self, graph: Graph, sep: SeparatorTree, limit: int | None, cache: bool) -> None:
+    def __init__(self, graph: Graph, sep: SeparatorTree, limit: int | None, cache: bool, eager: bool = False) -> None:
         self.preds = graph.pred_lists
         self.succs = graph.succ_lists
         self.mem = graph.mem.tolist()
@@ -98,6 +98,7 @@ class _Recursion:
         self.child_tins = [[self.tin[c] for c in ch] for ch in sep.children]
         self.budgeted = limit is not None
         self.caching = cache and limit is not None
+        self.eager = eager and self.caching
         self.limit = math.inf if limit is None else limit
         n = graph.n
         self.resident = [False] * n
@@ -174,21 +175,25 @@ class _Recursion:
         k = bisect_right(self.child_tins[x], self.tin[self.owner[u]]) - 1
         return self.children[x][k]
 
-    def solve(self, x: int, targets: list[int], keep: bool, handoff: list[int] | tuple[int, ...] = ()) -> None:
+    def solve(self, x: int, targets: list[int], keep: bool, handoff: list[int] | tuple[int, ...] = (), plain_only: bool = False, tentative: bool = False) -> bool:
         """Compute ``targets`` (owned inside x's subtree); with ``keep`` leave each pinned once.
 
         ``handoff``: pins the caller holds only for this call; they are released as soon as
         this call has pinned what it reads itself, so each value lives only as long as a
-        reader still needs it.
+        reader still needs it. ``tentative``: do nothing and return False if the targets
+        read a value the caller has not computed yet; ``plain_only``: also unless the
+        plain schedule fits (both used to prefetch several requests in one go).
         """
         resident = self.resident
         preds = self.preds
         todo: list[int] = []
         done = self.done
+        kept: list[int] = []
         for s in targets:
             if keep:
                 if resident[s]:
                     self.acquire(s)
+                    kept.append(s)
                 else:
                     todo.append(s)
             elif not done[s]:  # a target computed once already needs nothing more
@@ -196,7 +201,7 @@ class _Recursion:
         if not todo:
             for u in handoff:
                 self.release(u)
-            return
+            return True
         # the ancestors of the targets that are missing (all inside x's subtree)
         need: set[int] = set(todo)
         boundary: set[int] = set()
@@ -209,25 +214,41 @@ class _Recursion:
             for u in preds[v]:
                 if u in need:
                     continue
-                # a cached value inside the subtree is planned as missing (and reused if
-                # it is still cached when its turn comes), so caching never pins memory
-                if resident[u] and (pin[u] or not tin_x <= tin[owner[u]] < tout_x):
-                    boundary.add(u)
-                else:
-                    need.add(u)
-                    stack.append(u)
+                inside = tin_x <= tin[owner[u]] < tout_x
+                if resident[u]:
+                    # a cached value inside the subtree is planned as missing (and reused
+                    # if it is still cached when its turn comes): caching never pins memory
+                    if pin[u] or not inside:
+                        boundary.add(u)
+                        continue
+                elif not inside:
+                    if tentative:  # reads a value the caller has not computed yet
+                        for s in kept:
+                            self.release(s)
+                        return False
+                    raise AssertionError("the recursion reached outside its subtree")
+                need.add(u)
+                stack.append(u)
         for u in boundary:
             self.acquire(u)
-        for u in handoff:
-            self.release(u)
         wanted = set(todo) if keep else set()
         if self.budgeted and self._plain_fits(need, boundary, wanted):
+            for u in handoff:
+                self.release(u)
             self._plain(need, boundary, wanted)
-            return
+            return True
+        if plain_only:
+            for u in boundary:
+                self.release(u)
+            for s in kept:
+                self.release(s)
+            return False
+        for u in handoff:
+            self.release(u)
         here: list[int] = []
-        for v in self.owned[x]:
-            if v not in need:
-                continue
+        owned_need = [v for v in self.owned[x] if v in need]
+        prefetched: dict[int, list[int]] = {}  # index of the last reader -> values to unpin
+        for i, v in enumerate(owned_need):
             missing: dict[int, list[int]] = {}
             held: list[int] = []
             for u in preds[v]:
@@ -235,9 +256,10 @@ class _Recursion:
                     self.acquire(u)
                     held.append(u)
                 else:
-                    assert tin_x < self.tin[owner[u]] < tout_x, "input outside the subtree"
                     missing.setdefault(self._child_of(x, u), []).append(u)
             for child, inputs in missing.items():
+                if self.caching and self._prefetch(x, child, inputs, owned_need, i, prefetched):
+                    continue
                 self.solve(child, inputs, True)
             self.obtain(v)
             here.append(v)
@@ -245,6 +267,8 @@ class _Recursion:
                 for u in inputs:
                     self.release(u)
             for u in held:
+                self.release(u)
+            for u in prefetched.pop(i, ()):
                 self.release(u)
         rest: dict[int, list[int]] = {}
         for s in todo:
@@ -264,6 +288,25 @@ class _Recursion:
             self.release(u)
         for i, (child, group) in enumerate(rest.items()):
             self.solve(child, group, keep, after[i + 1])
+        return True
+
+    def _prefetch(self, x: int, child: int, inputs: list[int], owned_need: list[int], i: int, prefetched: dict[int, list[int]]) -> bool:
+        """Ask ``child`` at once for ``inputs`` and for what later nodes of x read from it,
+        if one plain schedule fits; the extra values stay pinned until their last reader."""
+        resident, preds = self.resident, self.preds
+        first = set(inputs)
+        last: dict[int, int] = {}
+        for j in range(i + 1, len(owned_need)):
+            for u in preds[owned_need[j]]:
+                if not resident[u] and u not in first and self.owner[u] != x and self._child_of(x, u) == child:
+                    last[u] = j
+        if not last:
+            return False
+        if not self.solve(child, inputs + list(last), True, plain_only=not self.eager, tentative=True):
+            return False
+        for u, j in last.items():
+            prefetched.setdefault(j, []).append(u)
+        return True
 
     # -------------------------------------------------------------- plain schedules
     def _plain_fits(self, need: set[int], boundary: set[int], wanted: set[int]) -> bool:
@@ -351,8 +394,12 @@ def plan_over_separator_tree(graph: Graph, sep: SeparatorTree, budget: int | Non
         for point in _ladder(budget, graph.lb, sa.peak_bytes):
             if min((c.metrics.cost for c in candidates if c.metrics.peak_bytes <= budget), default=math.inf) <= sa.base_cost:
                 break  # nothing can be cheaper than computing each node once
-            schedule, _ = recursive_schedule(graph, sep, point - graph.fixed_mem, cache=True)
-            candidates.append(_Attempt(schedule, _measure(graph, schedule), f"budgeted recursion with cache at {fmt_bytes(point)}"))
+            for eager in (True, False):  # the second only where the first does not fit
+                schedule, _ = recursive_schedule(graph, sep, point - graph.fixed_mem, cache=True, eager=eager)
+                attempt = _Attempt(schedule, _measure(graph, schedule), f"budgeted recursion with cache{' and prefetch' if eager else ''} at {fmt_bytes(point)}")
+                candidates.append(attempt)
+                if attempt.metrics.peak_bytes <= point:
+                    break
     fitting = [c for c in candidates if c.metrics.peak_bytes <= budget]
     if not fitting:
         least = min(bare.peak_bytes, sa.peak_bytes)
