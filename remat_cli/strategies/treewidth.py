@@ -247,6 +247,24 @@ class _Recursion:
             self.release(u)
         here: list[int] = []
         owned_need = [v for v in self.owned[x] if v in need]
+        succs = self.succs
+        # values only x's own nodes read are released right after their last reader
+        pos = {v: i for i, v in enumerate(owned_need)}
+        early: dict[int, list[int]] = {}  # index after which to release -> values
+        early_set: set[int] = set()
+        for p in list(boundary) + [v for v in owned_need if v not in wanted]:
+            last = pos.get(p, -1)
+            for w in succs[p]:
+                if w in need:
+                    j = pos.get(w)
+                    if j is None:
+                        break
+                    last = max(last, j)
+            else:
+                early.setdefault(last, []).append(p)
+                early_set.add(p)
+        for u in early.pop(-1, ()):
+            self.release(u)
         prefetched: dict[int, list[int]] = {}  # index of the last reader -> values to unpin
         for i, v in enumerate(owned_need):
             missing: dict[int, list[int]] = {}
@@ -270,15 +288,18 @@ class _Recursion:
                 self.release(u)
             for u in prefetched.pop(i, ()):
                 self.release(u)
+            for u in early.pop(i, ()):
+                self.release(u)
         rest: dict[int, list[int]] = {}
         for s in todo:
-            if owner[s] != x:
+            if owner[s] != x and (keep or not done[s]):
                 rest.setdefault(self._child_of(x, s), []).append(s)
-        # release each pinned value after the last child that may still read it
+        # release each other pinned value after the last child that may still read it
         slot = {c: i for i, c in enumerate(rest)}
         after: list[list[int]] = [[] for _ in range(len(rest) + 1)]
-        succs = self.succs
         for p in [v for v in here if v not in wanted] + list(boundary):
+            if p in early_set:
+                continue
             last = -1
             for w in succs[p]:
                 if w in need and owner[w] != x:
