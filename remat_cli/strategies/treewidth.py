@@ -391,7 +391,7 @@ def plan_over_separator_tree(graph: Graph, sep: SeparatorTree, budget: int | Non
         "decomposition": kind,
         "width": sep.width,
         "separator depth": sep.depth,
-        "bound (values)": (sep.width + 1) * (sep.depth + 1),
+        "bound (w+1)(depth+1) values": (sep.width + 1) * (sep.depth + 1),
         "decompose seconds": round(decompose_seconds, 4),
     }
     if budget is None:
