@@ -109,7 +109,7 @@ def quality_sweep(graphs: list[Graph]) -> None:
 def performance(graphs: list[Graph]) -> None:
     print("\n== performance (seconds; targets: 1,000 nodes < 2 s, 10,000 nodes < 30 s) ==")
     print("plan = the whole strategy run (its own decomposition included); simulate = the replay that measures it")
-    print(f"{'graph':>24} {'nodes':>6} {'tree dec':>9} {'tw':>3} {'sep':>6} {'path dec':>9} {'pw':>3} {'strategy':>10} {'budget':>6} {"plan":>9} {"simulate":>9} {'total':>7} {'cost':>7}")
+    print(f"{'graph':>24} {'nodes':>6} {'tree dec':>9} {'tw':>3} {'sep':>6} {'path dec':>9} {'pw':>3} {'strategy':>10} {'budget':>6} {'plan':>9} {'simulate':>9} {'total':>7} {'cost':>7}")
     for g in graphs:
         t0 = time.perf_counter()
         td = D.tree_decomposition(g)
