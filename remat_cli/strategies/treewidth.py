@@ -25,19 +25,21 @@ root-to-leaf path, each call asks one child at a time, and with unit sizes
   any one child (one per owned node, plus step 2), so in total at most
   n·(w+2)^depth = n^(1+log2(w+2)) computes, polynomial for fixed w (depth ≤ log2 n).
 
-**With a budget** (ours, not the paper's; see docs/algorithms.md):
+**With a budget** (ours, not the paper's; docs/algorithms.md §3):
 
 * if the store-all plan fits, it is the plan (cost = base cost);
 * a call whose plain schedule (its missing ancestors once each, topological order,
   freed after last use) fits what the pinned values leave of the budget runs it
   instead of recursing;
-* values that the recursion would free are kept as an evictable cache and reused by
-  later calls; they are evicted (most recently cached first) only when a compute needs
-  the room;
-* the result is checked by the simulator; if it does not fit, the bare recursion is
-  tried, and if neither fits the answer is NoPlanError naming the smallest budget known
-  to work. Over a fixed ladder of budgets below B the cheapest fitting plan is kept
-  (``monotone`` option), so more budget never costs more.
+* values the recursion would free stay in an evictable cache (most recently cached
+  evicted first) and are reused; the recursion plans as if they were gone, so the
+  cache never pins memory;
+* a bag that needs several inputs from one child asks for them at once (prefetch);
+* candidates: the cacheless recursion at B (monotone in B by construction), the bare
+  recursion, and the cached recursion with prefetch at each point of a fixed budget
+  ladder at or below B. Each is replayed by the simulator; the cheapest that fits wins,
+  so the cost never rises with B. If none fits: NoPlanError with the smallest budget
+  known to work.
 """
 
 from __future__ import annotations
