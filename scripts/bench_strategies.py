@@ -109,7 +109,7 @@ def quality_sweep(graphs: list[Graph]) -> None:
 def performance(graphs: list[Graph]) -> None:
     print("\n== performance (seconds; targets: 1,000 nodes < 2 s, 10,000 nodes < 30 s) ==")
     print("plan = the whole strategy run (its own decomposition included); simulate = the replay that measures it")
-    print(f"{'graph':>24} {'nodes':>6} {'tree dec':>9} {'tw':>3} {'sep':>6} {'path dec':>9} {'pw':>3} {'strategy':>10} {'budget':>6} {'plan':>9} {'simulate':>9} {'total':>7} {'cost':>7}")
+    print(f"{'graph':>24} {'nodes':>6} {'tree dec':>9} {'tw':>3} {'sep':>6} {'d':>3} {'path dec':>9} {'pw':>3} {'strategy':>10} {'budget':>6} {'plan':>9} {'simulate':>9} {'total':>7} {'cost':>7}")
     for g in graphs:
         t0 = time.perf_counter()
         td = D.tree_decomposition(g)
@@ -132,7 +132,7 @@ def performance(graphs: list[Graph]) -> None:
                 metrics = simulate(g, result.schedule).metrics
                 simulated = time.perf_counter()
                 print(
-                    f"{g.name:>24} {g.n:>6} {t1 - t0:>9.2f} {td.width:>3} {t2 - t1:>6.2f} {t3 - t2:>9.2f} {pd.width:>3} {name:>10} "
+                    f"{g.name:>24} {g.n:>6} {t1 - t0:>9.2f} {td.width:>3} {t2 - t1:>6.2f} {sep.depth:>3} {t3 - t2:>9.2f} {pd.width:>3} {name:>10} "
                     f"{'none' if r is None else f'{r}x':>6} {planned - started:>9.2f} {simulated - planned:>9.2f} {simulated - started:>7.2f} "
                     f"{metrics.cost / metrics.base_cost:>6.2f}x"
                 )

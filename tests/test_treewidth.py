@@ -219,3 +219,56 @@ def test_below_everything_raises_with_min_budget() -> None:
         if info.value.min_budget is not None:
             plan = make_plan(g, name, info.value.min_budget)
             assert plan.metrics.peak_bytes <= info.value.min_budget
+
+
+# ---------------------------------------------------------------------- edge cases and CLI
+def _specs_graph(specs, targets=None, fixed=0) -> Graph:
+    from remat_cli.graph import NodeSpec
+
+    return Graph.from_nodes([NodeSpec(*s) for s in specs], targets=targets, fixed_mem=fixed)
+
+
+@pytest.mark.parametrize("name", STRATS)
+def test_edge_cases(name: str) -> None:
+    single = _specs_graph([("a", (), 5, 1.0)])
+    isolated = _specs_graph([("a", (), 2, 1.0), ("b", (), 3, 1.0), ("c", ("a",), 1, 1.0)])
+    # workspace, fixed memory, and a node no target needs ("dead")
+    work = _specs_graph(
+        [("x", (), 4, 1.0), ("dead", ("x",), 100, 1.0), ("y", ("x",), 4, 2.0, "", 7), ("z", ("y", "x"), 4, 1.0)],
+        targets=["z"],
+        fixed=10,
+    )
+    for g in (single, isolated, work):
+        for budget in (None, g.lb, store_all_peak(g)):
+            try:
+                res = get_strategy(name).run(g, budget, {})
+            except NoPlanError:
+                assert budget is not None and budget < store_all_peak(g)
+                continue
+            m = validate(g, res.schedule)
+            assert budget is None or m.peak_bytes <= budget
+            assert not np.isin(res.schedule.compute_nodes, np.flatnonzero(~g.needed)).any()
+
+
+def test_cli_plan_and_info(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from remat_cli.cli import cli
+    from remat_cli.loaders import remat_json
+
+    path = tmp_path / "g.json"
+    path.write_text(remat_json.dumps(checkmate_training_graph(G.skip_chain(40))))
+    runner = CliRunner()
+    out = runner.invoke(cli, ["info", str(path)])
+    assert out.exit_code == 0, out.output
+    assert "treewidth upper bound" in out.output and "pathwidth seconds" in out.output
+    out = runner.invoke(cli, ["info", str(path), "--no-decompose"])
+    assert out.exit_code == 0 and "treewidth" not in out.output
+    for name in STRATS:
+        out = runner.invoke(cli, ["plan", str(path), "-s", name, "-b", "0.5x", "-o", str(tmp_path / "p.json"), "--format", "json"])
+        assert out.exit_code == 0, out.output
+        assert '"separator depth"' in out.output and '"peak (values)"' in out.output
+        out = runner.invoke(cli, ["validate", str(path), str(tmp_path / "p.json"), "-b", "0.5x"])
+        assert out.exit_code == 0, out.output
+    out = runner.invoke(cli, ["plan", str(path), "-s", "treewidth", "-b", "0.01x"])
+    assert out.exit_code == 1
