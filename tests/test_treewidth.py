@@ -166,6 +166,7 @@ def _sweep_checks(g: Graph, name: str, ratios) -> None:
             continue
         m = validate(g, res.schedule, what=name)
         assert m.peak_bytes <= budget, f"{name} over budget: {m.peak_bytes} > {budget}"
+        assert not any(k.startswith("discarded") for k in res.info), res.info
         if budget >= sa:
             assert m.cost == pytest.approx(m.base_cost)
         costs.append(m.cost)
