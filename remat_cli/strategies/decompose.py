@@ -406,29 +406,52 @@ def path_decomposition(graph: Graph, *, moral: bool = True, td: TreeDecompositio
     if td is not None:
         local = {v: i for i, v in enumerate(nodes.tolist())}
         candidates["tree walk"] = _tree_walk_order(td, local, m)
-    best: tuple[int, str, list[tuple[int, ...]]] | None = None
+    best: tuple[int, str] | None = None
     for name, order in candidates.items():
-        bags = _bags_from_order(adj, order)
-        width = max((len(b) for b in bags), default=1) - 1
+        width = _order_width(adj, order)
         if best is None or width < best[0]:
-            best = (width, name, bags)
+            best = (width, name)
     assert best is not None
     mapping = nodes.tolist()
-    bags_g = tuple(tuple(sorted(mapping[x] for x in b)) for b in best[2])
+    bags = _bags_from_order(adj, candidates[best[1]])
+    bags_g = tuple(tuple(sorted(mapping[x] for x in b)) for b in bags)
     return PathDecomposition(bags_g, best[0], best[1], time.perf_counter() - started)
+
+
+def _last_positions(adj: list[set[int]], order: list[int]) -> tuple[list[int], list[int]]:
+    pos = [0] * len(order)
+    for i, v in enumerate(order):
+        pos[v] = i
+    last = pos[:]
+    for v in range(len(order)):
+        for u in adj[v]:
+            if pos[u] > last[v]:
+                last[v] = pos[u]
+    return pos, last
+
+
+def _order_width(adj: list[set[int]], order: list[int]) -> int:
+    """Width of the order's bags (max |B_i| − 1) in O(E), without building them."""
+    m = len(order)
+    if m == 0:
+        return 0
+    _, last = _last_positions(adj, order)
+    ends = [0] * (m + 1)
+    for v in range(m):
+        ends[last[v]] += 1
+    active = 0
+    width = 0
+    for i in range(m):
+        active += 1  # order[i] joins
+        width = max(width, active)
+        active -= ends[i]
+    return width - 1
 
 
 def _bags_from_order(adj: list[set[int]], order: list[int]) -> list[tuple[int, ...]]:
     """Bags of the linear order: B_i = {π_i} ∪ (earlier nodes with a neighbour at or after i)."""
     m = len(order)
-    pos = [0] * m
-    for i, v in enumerate(order):
-        pos[v] = i
-    last = [pos[v] for v in range(m)]
-    for v in range(m):
-        for u in adj[v]:
-            if pos[u] > last[v]:
-                last[v] = pos[u]
+    _, last = _last_positions(adj, order)
     expire: list[list[int]] = [[] for _ in range(m)]
     for v in range(m):
         expire[last[v]].append(v)
