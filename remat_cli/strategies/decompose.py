@@ -51,6 +51,10 @@ __all__ = [
 MIN_FILL_EXACT_LIMIT = 3000
 #: A node with more neighbours than this has its fill-in estimated by d·(d−1)/2.
 FILL_DEGREE_CAP = 48
+#: The inputs of a node with more inputs than this are not joined into a clique (that
+#: would cost d² edges); the decomposition stays valid for the skeleton it was given,
+#: but the (w+1)·(depth+1) bound no longer covers that node's compute step.
+MORAL_DEGREE_CAP = 64
 
 
 @dataclass(frozen=True, eq=False)
@@ -113,7 +117,8 @@ def skeleton(graph: Graph, *, moral: bool = True) -> tuple[np.ndarray, list[set[
     """The undirected (moral) skeleton of the needed nodes, on local ids ``0..m-1``.
 
     Returns ``(nodes, adj)``: ``nodes[i]`` is the graph index of local node ``i`` (in
-    topological order) and ``adj[i]`` its neighbour set. O(E + Σ indeg²) with ``moral``.
+    topological order) and ``adj[i]`` its neighbour set. O(E + Σ indeg²) with ``moral``;
+    the inputs of a node with more than ``MORAL_DEGREE_CAP`` inputs are not joined.
     """
     nodes = graph.needed_nodes
     local = np.full(graph.n, -1, dtype=np.int64)
@@ -127,7 +132,7 @@ def skeleton(graph: Graph, *, moral: bool = True) -> tuple[np.ndarray, list[set[
         for a in ins:
             ai.add(a)
             adj[a].add(i)
-        if moral and len(ins) > 1:
+        if moral and 1 < len(ins) <= MORAL_DEGREE_CAP:
             for x in range(len(ins)):
                 ax = adj[ins[x]]
                 for y in range(x + 1, len(ins)):

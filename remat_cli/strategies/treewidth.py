@@ -60,7 +60,7 @@ from remat_cli.report.units import fmt_bytes
 from remat_cli.schedule import Schedule, ScheduleBuilder
 from remat_cli.simulate import Metrics, simulate
 from remat_cli.strategies.base import Strategy, StrategyResult
-from remat_cli.strategies.decompose import SeparatorTree, separator_tree, tree_decomposition
+from remat_cli.strategies.decompose import MORAL_DEGREE_CAP, SeparatorTree, separator_tree, tree_decomposition
 from remat_cli.strategies.store_all import store_all_schedule
 
 __all__ = ["STRATEGY", "recursive_schedule", "plan_over_separator_tree", "unit_peak_values", "compute_bound"]
@@ -396,6 +396,9 @@ def plan_over_separator_tree(graph: Graph, sep: SeparatorTree, budget: int | Non
         "bound (w+1)(depth+1) values": (sep.width + 1) * (sep.depth + 1),
         "decompose seconds": round(decompose_seconds, 4),
     }
+    wide = int(np.count_nonzero(np.diff(graph.pred_ptr)[graph.needed] > MORAL_DEGREE_CAP))
+    if wide:
+        info["nodes outside the bound"] = f"{wide} (more than {MORAL_DEGREE_CAP} inputs: not moralized)"
     if budget is None:
         schedule, _ = recursive_schedule(graph, sep, None)
         metrics = _measure(graph, schedule)
