@@ -6,7 +6,8 @@ adjacency sets of the needed nodes; networkx is never used here.
 
 The graph decomposed is the **moral skeleton** of the needed part of the DAG: the
 undirected edges u–v of the DAG plus an edge between every two inputs of the same node.
-So every compute step (a node and all its inputs) lies inside one bag. Without this a
+So every compute step (a node and all its inputs) lies inside one bag (nodes with more
+than ``MORAL_DEGREE_CAP`` inputs excepted, to keep the skeleton small). Without this a
 node with k inputs could force k+1 resident values while the skeleton has width 1,
 and no (w+1)·(depth+1) bound could hold. ``moral=False`` gives the plain skeleton.
 
