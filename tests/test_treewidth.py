@@ -83,6 +83,21 @@ def test_decompositions_are_valid(g: Graph) -> None:
         assert pd.width >= td.width or moral is False or pd.width >= 0
 
 
+def test_widths_match_networkx_heuristics() -> None:
+    """networkx's min-degree / min-fill heuristics as a reference: same widths up to ties."""
+    import networkx as nx
+    from networkx.algorithms.approximation import treewidth_min_degree, treewidth_min_fill_in
+
+    for i, kind in enumerate(FAMILIES * 3):
+        g = _family(kind, 12 + 3 * i, i)
+        _, adj = D.skeleton(g)
+        ref = nx.Graph()
+        ref.add_nodes_from(range(len(adj)))
+        ref.add_edges_from((a, b) for a, nb in enumerate(adj) for b in nb)
+        expected = min(treewidth_min_degree(ref)[0], treewidth_min_fill_in(ref)[0])
+        assert abs(D.tree_decomposition(g).width - expected) <= 1, (kind, i)
+
+
 def test_known_widths() -> None:
     """Chains have width 1, ladders 2, partial k-trees at most k (plain skeleton)."""
     assert D.tree_decomposition(G.chain(50), moral=False).width == 1
