@@ -31,9 +31,9 @@ root-to-leaf path, each call asks one child at a time, and with unit sizes
 * a call whose plain schedule (its missing ancestors once each, topological order,
   freed after last use) fits what the pinned values leave of the budget runs it
   instead of recursing;
-* values the recursion would free stay in an evictable cache (most recently cached
-  evicted first) and are reused; the recursion plans as if they were gone, so the
-  cache never pins memory;
+* values the recursion would free stay in an evictable cache (most recently cached,
+  or cheapest to recompute per byte, evicted first) and are reused; the recursion
+  plans as if they were gone, so the cache never pins memory;
 * a bag that needs several inputs from one child asks for them at once (prefetch);
 * candidates: the cacheless recursion at B (monotone in B by construction), the bare
   recursion, and the cached recursion with prefetch at each point of a fixed budget
@@ -66,15 +66,17 @@ from remat_cli.strategies.store_all import store_all_schedule
 __all__ = ["STRATEGY", "recursive_schedule", "plan_over_separator_tree", "unit_peak_values", "compute_bound"]
 
 
-def recursive_schedule(graph: Graph, sep: SeparatorTree, limit: int | None = None, *, cache: bool = False, eager: bool = False) -> tuple[Schedule, bool]:
+def recursive_schedule(graph: Graph, sep: SeparatorTree, limit: int | None = None, *, cache: bool = False, eager: bool = False, evict: str = "recent") -> tuple[Schedule, bool]:
     """The schedule of the recursion over ``sep``.
 
     ``limit`` None gives the bare recursion. Otherwise ``limit`` is the activation budget
-    (bytes, fixed memory excluded) that the budgeted refinements spend. Returns the
+    (bytes, fixed memory excluded) that the budgeted refinements spend: ``cache`` keeps
+    freed values for reuse (``evict`` "recent" or "cheap" says which go first), ``eager``
+    prefetches a child's inputs for several nodes of a bag at once. Returns the
     schedule and whether the planner's own count stayed within the limit (the caller
     must still check with the simulator).
     """
-    planner = _Recursion(graph, sep, limit, cache, eager)
+    planner = _Recursion(graph, sep, limit, cache, eager, evict)
     planner.solve(sep.root, [int(t) for t in graph.targets if graph.needed[t]], False)
     return planner.b.build(), not planner.over
 
@@ -87,7 +89,7 @@ def compute_bound(sep: SeparatorTree, v: int) -> int:
 class _Recursion:
     """State of one run: resident values, pins, the evictable cache, the steps so far."""
 
-    def __init__(self, graph: Graph, sep: SeparatorTree, limit: int | None, cache: bool, eager: bool = False) -> None:
+    def __init__(self, graph: Graph, sep: SeparatorTree, limit: int | None, cache: bool, eager: bool = False, evict: str = "recent") -> None:
         self.preds = graph.pred_lists
         self.succs = graph.succ_lists
         self.mem = graph.mem.tolist()
@@ -114,6 +116,14 @@ class _Recursion:
         rank = np.empty(n, dtype=np.int64)
         rank[graph.topo] = np.arange(n)
         self.rank = rank.tolist()
+        cost = graph.cost.tolist()
+        mem = self.mem
+        # eviction order: "recent" evicts the most recently cached value first; "cheap"
+        # evicts the value cheapest to recompute per byte first (recency breaks ties)
+        if evict == "cheap":
+            self.value = [cost[v] / mem[v] if mem[v] else math.inf for v in range(n)]
+        else:
+            self.value = [0.0] * n
         self.b = ScheduleBuilder()
         self.over = False
 
@@ -152,7 +162,7 @@ class _Recursion:
         if self.caching:
             self.clock += 1
             self.stamp[u] = self.clock
-            heapq.heappush(self.cache, (-self.clock, self.clock, u))
+            heapq.heappush(self.cache, (self.value[u], -self.clock, self.clock, u))
         else:
             self._free(u)
 
@@ -164,7 +174,7 @@ class _Recursion:
     def _evict(self, need: int) -> None:
         cache = self.cache
         while self.cur + need > self.limit and cache:
-            _, stamp, u = heapq.heappop(cache)
+            _, _, stamp, u = heapq.heappop(cache)
             if self.stamp[u] == stamp and self.resident[u] and self.pin[u] == 0:
                 self.stamp[u] = -1
                 self._free(u)
@@ -421,16 +431,18 @@ def plan_over_separator_tree(graph: Graph, sep: SeparatorTree, budget: int | Non
         for point in _ladder(budget, graph.lb, sa.peak_bytes):
             if min((c.metrics.cost for c in candidates if c.metrics.peak_bytes <= budget), default=math.inf) <= sa.base_cost:
                 break  # nothing can be cheaper than computing each node once
-            for eager in (True, False):  # the second only where the first does not fit
+            fitted = False
+            for eager, evict in ((True, "recent"), (True, "cheap"), (False, "recent")):
+                if fitted and not eager:
+                    break  # the cache-only run only where no prefetch run fits the point
                 try:
-                    schedule, _ = recursive_schedule(graph, sep, point - graph.fixed_mem, cache=True, eager=eager)
-                    attempt = _Attempt(schedule, _measure(graph, schedule), f"budgeted recursion with cache{' and prefetch' if eager else ''} at {fmt_bytes(point)}")
+                    schedule, _ = recursive_schedule(graph, sep, point - graph.fixed_mem, cache=True, eager=eager, evict=evict)
+                    attempt = _Attempt(schedule, _measure(graph, schedule), f"budgeted recursion with cache ({evict} evicted first){' and prefetch' if eager else ''} at {fmt_bytes(point)}")
                 except AssertionError:  # an internal error in a refinement: never let it
                     discarded += 1  # cost a plan; the tests require this to stay 0
                     continue
                 candidates.append(attempt)
-                if attempt.metrics.peak_bytes <= point:
-                    break
+                fitted = fitted or attempt.metrics.peak_bytes <= point
     fitting = [c for c in candidates if c.metrics.peak_bytes <= budget]
     if not fitting:
         least = min(bare.peak_bytes, sa.peak_bytes)
