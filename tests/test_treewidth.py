@@ -288,3 +288,13 @@ def test_cli_plan_and_info(tmp_path) -> None:
         assert out.exit_code == 0, out.output
     out = runner.invoke(cli, ["plan", str(path), "-s", "treewidth", "-b", "0.01x"])
     assert out.exit_code == 1
+
+
+def test_budget_ladder_does_not_depend_on_the_budget() -> None:
+    """Monotonicity rests on this: a larger budget sees every ladder point a smaller one saw."""
+    from remat_cli.strategies.treewidth import _ladder
+
+    full = _ladder(10**9, 37, 100_000)
+    assert full == sorted(full, reverse=True) and full[-1] >= 37
+    for budget in (40, 5_000, 49_999, 50_000, 99_999):
+        assert _ladder(budget, 37, 100_000) == [p for p in full if p <= budget]
