@@ -244,10 +244,11 @@ class _Recursion:
         for u in boundary:
             self.acquire(u)
         wanted = set(todo) if keep else set()
-        if self.budgeted and self._plain_fits(need, boundary, wanted):
+        plan = self._fitting_plain(need, boundary, wanted) if self.budgeted else None
+        if plan is not None:
             for u in handoff:
                 self.release(u)
-            self._plain(need, boundary, wanted)
+            self._plain(plan)
             return True
         if plain_only:
             for u in boundary:
@@ -342,26 +343,36 @@ class _Recursion:
         return True
 
     # -------------------------------------------------------------- plain schedules
-    def _plain_fits(self, need: set[int], boundary: set[int], wanted: set[int]) -> bool:
-        """Whether computing ``need`` once each, topologically, stays within the limit
-        (the cache counts as free room: it is evicted on demand)."""
-        order, frees = self._plain_plan(need, boundary, wanted)
+    def _fitting_plain(self, need: set[int], boundary: set[int], wanted: set[int]) -> tuple[list[int], list[list[int]]] | None:
+        """The lower-peak of two plain schedules of ``need`` (each node once: the graph's
+        topological order, and a memory-greedy one) if it stays within the limit, else
+        None. The cache counts as free room: it is evicted on demand."""
+        best: tuple[float, tuple[list[int], list[list[int]]]] | None = None
+        for greedy in (False, True):
+            plan = self._plain_plan(need, boundary, wanted, greedy)
+            peak = self._peak(plan, need)
+            if peak <= self.limit and (best is None or peak < best[0]):
+                best = (peak, plan)
+        return None if best is None else best[1]
+
+    def _peak(self, plan: tuple[list[int], list[list[int]]], need: set[int]) -> int:
+        """Peak of running ``plan`` on top of the pinned values."""
+        order, frees = plan
         mem, ws = self.mem, self.ws
         pin = self.pin
-        cur = self.pinned
-        limit = self.limit
+        cur = peak = self.pinned
         for k, v in enumerate(order):
-            if cur + mem[v] + ws[v] > limit:
-                return False
+            peak = max(peak, cur + mem[v] + ws[v])
             cur += mem[v]
             for u in frees[k]:
                 if u in need or pin[u] == 1:
                     cur -= mem[u]
-        return True
+        return peak
 
-    def _plain_plan(self, need: set[int], boundary: set[int], wanted: set[int]) -> tuple[list[int], list[list[int]]]:
-        """Topological order of ``need`` and, per step, the values released after it."""
-        order = sorted(need, key=self.rank.__getitem__)
+    def _plain_plan(self, need: set[int], boundary: set[int], wanted: set[int], greedy: bool) -> tuple[list[int], list[list[int]]]:
+        """A topological order of ``need`` (the graph's, or memory-greedy) and, per step,
+        the values released after it."""
+        order = self._greedy_order(need, wanted) if greedy else sorted(need, key=self.rank.__getitem__)
         last: dict[int, int] = {}
         preds = self.preds
         for k, v in enumerate(order):
@@ -376,8 +387,62 @@ class _Recursion:
             frees[last[u]].append(u)
         return order, frees
 
-    def _plain(self, need: set[int], boundary: set[int], wanted: set[int]) -> None:
-        order, frees = self._plain_plan(need, boundary, wanted)
+    def _greedy_order(self, need: set[int], wanted: set[int]) -> list[int]:
+        """Topological order of ``need`` that always runs the ready node whose step grows
+        memory least (its output minus the inputs it frees), ties to the earlier node in
+        the graph's order; as store-all's memory-greedy order, on the sub-problem only.
+        O(k log k) for k nodes with a lazily updated heap."""
+        preds, succs, mem, rank = self.preds, self.succs, self.mem, self.rank
+        remaining: dict[int, int] = {}
+        missing: dict[int, int] = {}
+        for v in need:
+            c = 0
+            for u in preds[v]:
+                remaining[u] = remaining.get(u, 0) + 1
+                if u in need:
+                    c += 1
+            missing[v] = c
+        pin = self.pin
+
+        def delta(v: int) -> int:
+            d = mem[v]
+            for u in preds[v]:
+                if remaining[u] == 1 and u not in wanted and (u in need or pin[u] == 1):
+                    d -= mem[u]
+            return d
+
+        current: dict[int, int] = {}
+        heap: list[tuple[int, int, int]] = []
+        for v in need:
+            if missing[v] == 0:
+                current[v] = delta(v)
+                heap.append((current[v], rank[v], v))
+        heapq.heapify(heap)
+        order: list[int] = []
+        placed: set[int] = set()
+        while heap:
+            d, _, v = heapq.heappop(heap)
+            if v in placed or d != current[v]:
+                continue
+            placed.add(v)
+            order.append(v)
+            for u in preds[v]:
+                remaining[u] -= 1
+                if remaining[u] == 1:  # its one reader left now frees it
+                    for w in succs[u]:
+                        if w in need and w not in placed and missing[w] == 0:
+                            current[w] = delta(w)
+                            heapq.heappush(heap, (current[w], rank[w], w))
+            for w in succs[v]:
+                if w in need:
+                    missing[w] -= 1
+                    if missing[w] == 0:
+                        current[w] = delta(w)
+                        heapq.heappush(heap, (current[w], rank[w], w))
+        return order
+
+    def _plain(self, plan: tuple[list[int], list[list[int]]]) -> None:
+        order, frees = plan
         for k, v in enumerate(order):
             self.obtain(v)
             for u in frees[k]:
