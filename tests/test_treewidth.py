@@ -296,5 +296,6 @@ def test_budget_ladder_does_not_depend_on_the_budget() -> None:
 
     full = _ladder(10**9, 37, 100_000)
     assert full == sorted(full, reverse=True) and full[-1] >= 37
+    assert 95_000 in full and 50_000 in full and 20_000 in full and 10_000 in full
     for budget in (40, 5_000, 49_999, 50_000, 99_999):
         assert _ladder(budget, 37, 100_000) == [p for p in full if p <= budget]

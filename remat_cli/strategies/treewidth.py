@@ -493,12 +493,12 @@ def plan_over_separator_tree(graph: Graph, sep: SeparatorTree, budget: int | Non
     candidates.append(_Attempt(bare_schedule, bare, "bare recursion"))
     discarded = 0
     if options.get("cache", True):
-        for point in _ladder(budget, graph.lb, sa.peak_bytes):
+        for point in _ladder(budget, max(graph.lb, int(0.8 * bare.peak_bytes)), sa.peak_bytes):
             if min((c.metrics.cost for c in candidates if c.metrics.peak_bytes <= budget), default=math.inf) <= sa.base_cost:
                 break  # nothing can be cheaper than computing each node once
             fitted = False
             for eager, evict in ((True, "recent"), (True, "cheap"), (False, "recent")):
-                if fitted and not eager:
+                if not eager and (fitted or point < bare.peak_bytes):
                     break  # the cache-only run only where no prefetch run fits the point
                 try:
                     schedule, _ = recursive_schedule(graph, sep, point - graph.fixed_mem, cache=True, eager=eager, evict=evict)
@@ -524,22 +524,23 @@ def plan_over_separator_tree(graph: Graph, sep: SeparatorTree, budget: int | Non
     return _result(graph, best.schedule, best.metrics, info, started)
 
 
-def _ladder(budget: int, lb: int, store_all: int) -> list[int]:
+def _ladder(budget: int, floor: int, store_all: int) -> list[int]:
     """The fixed budget ladder at or below ``budget`` at which the cached variant runs,
     highest first.
 
-    Points: store_all·(1 − k/20) for k = 1..19, then store_all/20 divided by 1.5 again
-    and again down to LB. The points depend on the graph only, not on B, so a larger
-    budget sees every point a smaller one saw and the cheapest plan can only get
-    cheaper (monotone cost); the cacheless recursion at B itself is monotone by
+    Points: store_all × 0.95, 0.90, …, 0.20, then halving again and again down to
+    ``floor`` (the caller passes max(LB, 0.8 × the bare recursion's peak): runs far
+    below the bare peak do not fit). The points depend on the graph only, not on B, so
+    a larger budget sees every point a smaller one saw and the cheapest plan can only
+    get cheaper (monotone cost); the cacheless recursion at B itself is monotone by
     construction (docs/algorithms.md).
     """
-    points = [int(store_all * (20 - k) / 20) for k in range(1, 20)]
-    low = store_all / 20 / 1.5
-    while low >= lb:
+    points = [int(store_all * (20 - k) / 20) for k in range(1, 17)]  # 0.95 … 0.20
+    low = store_all / 5 / 2
+    while low >= floor:
         points.append(int(low))
-        low /= 1.5
-    return [p for p in points if lb <= p <= budget]
+        low /= 2
+    return [p for p in points if floor <= p <= budget]
 
 
 def _measure(graph: Graph, schedule: Schedule) -> Metrics:
