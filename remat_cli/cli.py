@@ -191,12 +191,13 @@ def cli() -> None:
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("graph_file", metavar="GRAPH")
+@click.option("--decompose/--no-decompose", default=True, show_default=True, help="Also find treewidth and pathwidth upper bounds (moral skeleton) and time them.")
 @graph_options
 @FORMAT_OPTION
-def info(graph_file: str, fmt: str, **graph_kw: Any) -> None:
+def info(graph_file: str, fmt: str, decompose: bool, **graph_kw: Any) -> None:
     """Describe a graph: size, lower bound, store-all peak, where the memory is."""
     graph = load_graph(graph_file, _load_options(**graph_kw))
-    summary = summarize(graph)
+    summary = summarize(graph, decompose=decompose)
     if fmt == "json":
         click.echo(json.dumps(summary_to_json(summary), indent=1))
     else:

@@ -10,7 +10,7 @@ import numpy as np
 
 from remat_cli.graph import Graph
 
-__all__ = ["chain", "random_dag", "ladder", "grid", "unet", "diamonds", "skip_chain", "series_parallel", "partial_ktree", "from_edges"]
+__all__ = ["chain", "random_dag", "ladder", "grid", "unet", "diamonds", "skip_chain", "series_parallel", "partial_ktree", "transformer", "from_edges"]
 
 
 def from_edges(
@@ -172,3 +172,50 @@ def partial_ktree(n: int, k: int, p: float = 0.7, seed: int = 0, **kw) -> Graph:
         cliques.append(members + (v,))
     kept = [e for e in sorted(edges) if rng.random() < p or e[1] == e[0] + 1]
     return from_edges(n, kept, name=kw.pop("name", f"pkt{n}-{k}-{seed}"), **kw)
+
+
+def transformer(layers: int, seq: int = 512, hidden: int = 768, heads: int = 12, *, dtype_bytes: int = 4, **kw) -> Graph:
+    """A transformer-shaped forward graph: ``layers`` pre-norm blocks of
+    LayerNorm → Q, K, V → scores → softmax → attention → projection → residual add →
+    LayerNorm → MLP up → GELU → MLP down → residual add (13 nodes per block, one input
+    embedding node first). Sizes in bytes for one sequence; costs in FLOPs.
+    """
+    act = seq * hidden * dtype_bytes
+    scores = heads * seq * seq * dtype_bytes
+    mm = 2.0 * seq * hidden * hidden
+    edges: list[tuple[int, int]] = []
+    mem: list[int] = []
+    cost: list[float] = []
+    ops: list[str] = []
+
+    def add(op: str, size: int, flops: float, inputs: list[int]) -> int:
+        node = len(mem)
+        mem.append(size)
+        cost.append(flops)
+        ops.append(op)
+        edges.extend((u, node) for u in inputs)
+        return node
+
+    x = add("Embed", act, float(seq * hidden), [])
+    for _ in range(layers):
+        ln = add("LayerNorm", act, 5.0 * seq * hidden, [x])
+        q = add("MatMul", act, mm, [ln])
+        k = add("MatMul", act, mm, [ln])
+        v = add("MatMul", act, mm, [ln])
+        s = add("MatMul", scores, 2.0 * seq * seq * hidden, [q, k])
+        p = add("Softmax", scores, 5.0 * heads * seq * seq, [s])
+        a = add("MatMul", act, 2.0 * seq * seq * hidden, [p, v])
+        o = add("MatMul", act, mm, [a])
+        r = add("Add", act, float(seq * hidden), [x, o])
+        ln2 = add("LayerNorm", act, 5.0 * seq * hidden, [r])
+        up = add("MatMul", 4 * act, 4 * mm, [ln2])
+        g = add("Gelu", 4 * act, 8.0 * seq * hidden * 4, [up])
+        down = add("MatMul", act, 4 * mm, [g])
+        x = add("Add", act, float(seq * hidden), [r, down])
+    n = len(mem)
+    graph = from_edges(n, edges, mem=np.asarray(mem), cost=np.asarray(cost), name=kw.pop("name", f"transformer{layers}"), cost_unit="FLOP", **kw)
+    return Graph.from_arrays(
+        ids=graph.ids, ops=ops, kinds=graph.kinds, mem=graph.mem, cost=graph.cost,
+        src=graph.edges()[0], dst=graph.edges()[1], name=graph.name, cost_unit="FLOP",
+        fixed_mem=graph.fixed_mem, _checked=True,
+    )

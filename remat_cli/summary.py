@@ -49,8 +49,12 @@ class GraphSummary:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def summarize(graph: Graph, *, top: int = 10) -> GraphSummary:
-    """Summarize ``graph``; runs store-all through the simulator for its peak."""
+def summarize(graph: Graph, *, top: int = 10, decompose: bool = False) -> GraphSummary:
+    """Summarize ``graph``; runs store-all through the simulator for its peak.
+
+    With ``decompose``, also the treewidth and pathwidth upper bounds of the moral
+    skeleton (what the treewidth/pathwidth strategies use) and how long each took.
+    """
     schedule, order_name = store_all_schedule(graph)
     sim = simulate(graph, schedule)
     assert sim.metrics is not None
@@ -92,11 +96,23 @@ def summarize(graph: Graph, *, top: int = 10) -> GraphSummary:
         store_all_order=order_name,
         by_op=tuple(shares),
         largest=tuple((graph.ids[v], graph.ops[v], int(graph.mem[v])) for v in order.tolist()),
-        extra={
-            **(dict(graph.meta.get("info", {})) if isinstance(graph.meta.get("info"), dict) else {}),
-            **_companion(graph),
-        },
+        extra=_extra(graph, decompose),
     )
+
+
+def _extra(graph: Graph, decompose: bool) -> dict[str, Any]:
+    """Loader facts, the other variant's store-all peak, and decomposition widths."""
+    extra: dict[str, Any] = dict(graph.meta.get("info", {})) if isinstance(graph.meta.get("info"), dict) else {}
+    extra.update(_companion(graph))
+    if decompose:
+        from remat_cli.strategies.decompose import decomposition_widths
+
+        w = decomposition_widths(graph)
+        extra["treewidth upper bound"] = w["treewidth_ub"]
+        extra["treewidth seconds"] = round(float(w["treewidth_seconds"]), 3)
+        extra["pathwidth upper bound"] = w["pathwidth_ub"]
+        extra["pathwidth seconds"] = round(float(w["pathwidth_seconds"]), 3)
+    return extra
 
 
 def _companion(graph: Graph) -> dict[str, Any]:

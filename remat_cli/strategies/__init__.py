@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from remat_cli.errors import InputError
-from remat_cli.strategies import auto, chain_dp, chen, exact, greedy, store_all
+from remat_cli.strategies import auto, chain_dp, chen, exact, greedy, pathwidth, store_all, treewidth
 from remat_cli.strategies.base import Strategy, StrategyResult
 
 __all__ = ["Strategy", "StrategyResult", "STRATEGIES", "get_strategy", "fast_strategies"]
@@ -12,6 +12,8 @@ STRATEGIES: dict[str, Strategy] = {
     s.name: s
     for s in (
         store_all.STRATEGY,
+        treewidth.STRATEGY,
+        pathwidth.STRATEGY,
         chen.SQRT,
         chen.GREEDY,
         chain_dp.STRATEGY,

@@ -1,0 +1,637 @@
+"""Tree and path decompositions of a computation graph, and the separator tree built on them.
+
+What the treewidth and pathwidth strategies (Kumar et al., *Efficient Rematerialization
+for Deep Networks*, NeurIPS 2019) divide and conquer over. Everything works on integer
+adjacency sets of the needed nodes; networkx is never used here.
+
+The graph decomposed is the **moral skeleton** of the needed part of the DAG: the
+undirected edges u–v of the DAG plus an edge between every two inputs of the same node.
+So every compute step (a node and all its inputs) lies inside one bag (nodes with more
+than ``MORAL_DEGREE_CAP`` inputs excepted, to keep the skeleton small). Without this a
+node with k inputs could force k+1 resident values while the skeleton has width 1,
+and no (w+1)·(depth+1) bound could hold. ``moral=False`` gives the plain skeleton.
+
+Public functions:
+
+* :func:`tree_decomposition` – elimination orderings (min-degree, min-fill), the narrower;
+* :func:`separator_tree` – re-rooted at centroid bags, each node owned by its highest bag;
+* :func:`path_decomposition` – bags from a linear order with small vertex separation;
+* :func:`path_separator_tree` – the same balanced split over the bag sequence;
+* :func:`validate_decomposition` – every node and edge covered, every node's bags connected.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from remat_cli.graph import Graph
+
+__all__ = [
+    "TreeDecomposition",
+    "PathDecomposition",
+    "SeparatorTree",
+    "skeleton",
+    "tree_decomposition",
+    "elimination_decomposition",
+    "separator_tree",
+    "path_decomposition",
+    "path_separator_tree",
+    "validate_decomposition",
+    "decomposition_widths",
+]
+
+#: Above this many nodes min-fill only rescores the direct neighbours of an eliminated
+#: node (exact min-fill also rescores their neighbours); the result is still a valid
+#: decomposition, only the heuristic's choices are approximate.
+MIN_FILL_EXACT_LIMIT = 3000
+#: A node with more neighbours than this has its fill-in estimated by d·(d−1)/2.
+FILL_DEGREE_CAP = 48
+#: The inputs of a node with more inputs than this are not joined into a clique (that
+#: would cost d² edges); the decomposition stays valid for the skeleton it was given,
+#: but the (w+1)·(depth+1) bound no longer covers that node's compute step.
+MORAL_DEGREE_CAP = 64
+
+
+@dataclass(frozen=True, eq=False)
+class TreeDecomposition:
+    """Bags (tuples of node indices) joined in a tree by ``parent`` (−1 at the root)."""
+
+    bags: tuple[tuple[int, ...], ...]
+    parent: np.ndarray  # int64, parent bag of each bag, -1 for the root
+    width: int  # max bag size - 1
+    method: str  # "min-degree" or "min-fill"
+    seconds: float
+
+    def tree_edges(self) -> list[tuple[int, int]]:
+        return [(int(p), b) for b, p in enumerate(self.parent.tolist()) if p >= 0]
+
+
+@dataclass(frozen=True, eq=False)
+class PathDecomposition:
+    """Bags in a sequence; consecutive bags are joined."""
+
+    bags: tuple[tuple[int, ...], ...]
+    width: int
+    order: str  # which linear order gave it
+    seconds: float
+
+    def tree_edges(self) -> list[tuple[int, int]]:
+        return [(i, i + 1) for i in range(len(self.bags) - 1)]
+
+
+@dataclass(frozen=True, eq=False)
+class SeparatorTree:
+    """A balanced rooted tree of bags; every needed graph node is owned by exactly one bag.
+
+    ``owner[v]`` is the tree node owning graph node ``v`` (−1 for nodes not decomposed);
+    ``owned[x]`` lists what tree node ``x`` owns in topological order. Subtrees are
+    contiguous ranges of the pre-order numbering: ``x`` is an ancestor of ``y`` (or ``y``
+    itself) iff ``tin[x] <= tin[y] < tout[x]``. Tree nodes that own nothing are spliced
+    out, so ``depth`` (edges on the longest root-to-leaf path) counts only owning bags.
+    """
+
+    parent: np.ndarray
+    children: tuple[tuple[int, ...], ...]
+    depth_of: np.ndarray
+    tin: np.ndarray
+    tout: np.ndarray
+    owned: tuple[tuple[int, ...], ...]
+    owner: np.ndarray
+    root: int
+    depth: int
+    width: int  # of the decomposition it came from
+    seconds: float
+
+    @property
+    def size(self) -> int:
+        return len(self.owned)
+
+
+# ---------------------------------------------------------------------- skeleton
+def skeleton(graph: Graph, *, moral: bool = True) -> tuple[np.ndarray, list[set[int]]]:
+    """The undirected (moral) skeleton of the needed nodes, on local ids ``0..m-1``.
+
+    Returns ``(nodes, adj)``: ``nodes[i]`` is the graph index of local node ``i`` (in
+    topological order) and ``adj[i]`` its neighbour set. O(E + Σ indeg²) with ``moral``;
+    the inputs of a node with more than ``MORAL_DEGREE_CAP`` inputs are not joined.
+    """
+    nodes = graph.needed_nodes
+    local = np.full(graph.n, -1, dtype=np.int64)
+    local[nodes] = np.arange(nodes.size)
+    loc = local.tolist()
+    preds = graph.pred_lists
+    adj: list[set[int]] = [set() for _ in range(nodes.size)]
+    for i, v in enumerate(nodes.tolist()):
+        ins = [loc[u] for u in preds[v]]
+        ai = adj[i]
+        for a in ins:
+            ai.add(a)
+            adj[a].add(i)
+        if moral and 1 < len(ins) <= MORAL_DEGREE_CAP:
+            for x in range(len(ins)):
+                ax = adj[ins[x]]
+                for y in range(x + 1, len(ins)):
+                    ax.add(ins[y])
+                    adj[ins[y]].add(ins[x])
+    return nodes, adj
+
+
+# ---------------------------------------------------------------------- tree decompositions
+def tree_decomposition(graph: Graph, *, moral: bool = True, methods: Sequence[str] = ("min-degree", "min-fill")) -> TreeDecomposition:
+    """The narrower of the elimination-ordering decompositions named in ``methods``.
+
+    Bags hold graph node indices (needed nodes only). See :func:`elimination_decomposition`.
+    """
+    nodes, adj = skeleton(graph, moral=moral)
+    best: TreeDecomposition | None = None
+    for method in methods:
+        td = elimination_decomposition([set(a) for a in adj], method)
+        if best is None or td.width < best.width:
+            best = td
+    assert best is not None
+    mapping = nodes.tolist()
+    bags = tuple(tuple(sorted(mapping[x] for x in bag)) for bag in best.bags)
+    return TreeDecomposition(bags, best.parent, best.width, best.method, best.seconds)
+
+
+def elimination_decomposition(adj: list[set[int]], method: str = "min-degree") -> TreeDecomposition:
+    """Tree decomposition by greedy vertex elimination (Bodlaender & Koster, *Treewidth
+    computations I. Upper bounds*, 2010).
+
+    Repeatedly eliminate the node of least degree (``min-degree``) or least fill-in
+    (``min-fill``: fewest missing edges among its neighbours), turn its neighbourhood into
+    a clique, and record the bag {v} ∪ N(v). The bag of v hangs below the bag of the
+    neighbour eliminated first after v. A priority queue with lazy deletion keeps it
+    O((n + fill) log n) for min-degree; min-fill pays O(d²) per rescored node and, above
+    ``MIN_FILL_EXACT_LIMIT`` nodes, only rescores the eliminated node's neighbours.
+    ``adj`` is consumed. Bags use the local ids of ``adj``.
+    """
+    started = time.perf_counter()
+    n = len(adj)
+    if method not in ("min-degree", "min-fill"):
+        raise ValueError(f"unknown elimination heuristic {method!r}")
+    fill = method == "min-fill"
+    two_hop = fill and n <= MIN_FILL_EXACT_LIMIT
+
+    def score(v: int) -> int:
+        nb = adj[v]
+        d = len(nb)
+        if not fill:
+            return d
+        if d > FILL_DEGREE_CAP:
+            return d * (d - 1) // 2
+        nbl = list(nb)
+        missing = 0
+        for i in range(d):
+            ai = adj[nbl[i]]
+            for j in range(i + 1, d):
+                if nbl[j] not in ai:
+                    missing += 1
+        return missing
+
+    current = [score(v) for v in range(n)]
+    heap = [(current[v], v) for v in range(n)]
+    heapq.heapify(heap)
+    eliminated = [False] * n
+    position = [0] * n
+    order: list[int] = []
+    bags: list[tuple[int, ...]] = []
+    while heap:
+        s, v = heapq.heappop(heap)
+        if eliminated[v] or s != current[v]:
+            continue
+        eliminated[v] = True
+        position[v] = len(order)
+        order.append(v)
+        nb = list(adj[v])
+        bags.append((v, *nb))
+        for a in nb:
+            adj[a].discard(v)
+        for i in range(len(nb)):
+            ai = adj[nb[i]]
+            for j in range(i + 1, len(nb)):
+                if nb[j] not in ai:
+                    ai.add(nb[j])
+                    adj[nb[j]].add(nb[i])
+        adj[v] = set()
+        touched = set(nb)
+        if two_hop:
+            for a in nb:
+                touched |= adj[a]
+        for a in touched:
+            new = score(a)
+            if new != current[a]:
+                current[a] = new
+                heapq.heappush(heap, (new, a))
+    # bag k belongs to order[k]; its parent is the bag of the earliest-eliminated neighbour
+    parent = np.full(n, -1, dtype=np.int64)
+    for k, bag in enumerate(bags):
+        if len(bag) > 1:
+            parent[k] = min(position[x] for x in bag[1:])
+    roots = np.flatnonzero(parent < 0)
+    for r in roots[:-1].tolist():  # join the components' trees into one (empty intersections)
+        parent[r] = int(roots[-1])
+    width = max((len(b) for b in bags), default=1) - 1
+    return TreeDecomposition(tuple(bags), parent, width, method, time.perf_counter() - started)
+
+
+# ---------------------------------------------------------------------- separator tree
+def separator_tree(graph: Graph, td: TreeDecomposition) -> SeparatorTree:
+    """Re-root ``td`` at centroid bags (Kumar et al. §4): the root is a bag whose removal
+    leaves components of at most half the bags, each component is treated the same way,
+    and its centroid becomes a child. Depth ≤ log2(bags). Each graph node is owned by the
+    highest bag containing it. O(bags · log bags + Σ|bag|).
+    """
+    started = time.perf_counter()
+    m = len(td.bags)
+    nbrs: list[list[int]] = [[] for _ in range(m)]
+    for b, p in enumerate(td.parent.tolist()):
+        if p >= 0:
+            nbrs[b].append(p)
+            nbrs[p].append(b)
+    sep_parent = _centroid_decomposition(nbrs)
+    return _finish_separator_tree(graph, td.bags, sep_parent, td.width, started)
+
+
+def _centroid_decomposition(nbrs: list[list[int]]) -> list[int]:
+    """Parent of each tree node in the centroid decomposition of the tree ``nbrs``."""
+    m = len(nbrs)
+    removed = [False] * m
+    sep_parent = [-1] * m
+    size = [0] * m
+    stack: list[tuple[int, int]] = [(0, -1)] if m else []
+    while stack:
+        start, par = stack.pop()
+        # iterative DFS over the component of `start` for subtree sizes
+        order: list[int] = []
+        tpar = {start: -1}
+        todo = [start]
+        while todo:
+            x = todo.pop()
+            order.append(x)
+            for y in nbrs[x]:
+                if not removed[y] and y != tpar[x]:
+                    tpar[y] = x
+                    todo.append(y)
+        for x in reversed(order):
+            s = 1
+            for y in nbrs[x]:
+                if not removed[y] and y != tpar[x]:
+                    s += size[y]
+            size[x] = s
+        total = len(order)
+        c = start
+        while True:
+            heavy = next(
+                (y for y in nbrs[c] if not removed[y] and y != tpar[c] and 2 * size[y] > total),
+                None,
+            )
+            if heavy is None:
+                break
+            c = heavy
+        removed[c] = True
+        sep_parent[c] = par
+        for y in nbrs[c]:
+            if not removed[y]:
+                stack.append((y, c))
+    return sep_parent
+
+
+def _finish_separator_tree(graph: Graph, bags: Sequence[Sequence[int]], sep_parent: Sequence[int], width: int, started: float) -> SeparatorTree:
+    """Ownership by highest bag, splice out bags that own nothing, number the subtrees."""
+    m = len(bags)
+    children: list[list[int]] = [[] for _ in range(m)]
+    root = -1
+    for x, p in enumerate(sep_parent):
+        if p < 0:
+            root = x
+        else:
+            children[p].append(x)
+    depth = [0] * m
+    order = [root]
+    for x in order:
+        for y in children[x]:
+            depth[y] = depth[x] + 1
+            order.append(y)
+    owner = [-1] * graph.n
+    for x, bag in enumerate(bags):
+        dx = depth[x]
+        for v in bag:
+            o = owner[v]
+            if o < 0 or depth[o] > dx:
+                owner[v] = x
+    rank = np.empty(graph.n, dtype=np.int64)
+    rank[graph.topo] = np.arange(graph.n)
+    rank_l = rank.tolist()
+    owned_lists: list[list[int]] = [[] for _ in range(m)]
+    for v, o in enumerate(owner):
+        if o >= 0:
+            owned_lists[o].append(v)
+    # splice out tree nodes owning nothing (keep the root's place if it owns nothing)
+    keep = [bool(owned_lists[x]) for x in range(m)]
+    keep[root] = True
+    new_id = [-1] * m
+    kept: list[int] = []
+    new_parent: list[int] = []
+    # walk in BFS order; a kept node's parent is its nearest kept ancestor
+    nearest = [-1] * m
+    for x in order:
+        p = sep_parent[x]
+        up = -1 if p < 0 else (p if keep[p] else nearest[p])
+        nearest[x] = up
+        if keep[x]:
+            new_id[x] = len(kept)
+            kept.append(x)
+            new_parent.append(-1 if up < 0 else new_id[up])
+    k = len(kept)
+    new_children: list[list[int]] = [[] for _ in range(k)]
+    for i, p in enumerate(new_parent):
+        if p >= 0:
+            new_children[p].append(i)
+    # pre-order numbering, depths
+    tin = [0] * k
+    tout = [0] * k
+    ndepth = [0] * k
+    counter = 0
+    stack2: list[tuple[int, bool]] = [(0, False)]
+    while stack2:
+        x, done = stack2.pop()
+        if done:
+            tout[x] = counter
+            continue
+        tin[x] = counter
+        counter += 1
+        stack2.append((x, True))
+        for y in reversed(new_children[x]):
+            ndepth[y] = ndepth[x] + 1
+            stack2.append((y, False))
+    owner_new = np.full(graph.n, -1, dtype=np.int64)
+    owned: list[tuple[int, ...]] = []
+    for i, x in enumerate(kept):
+        lst = sorted(owned_lists[x], key=rank_l.__getitem__)
+        owned.append(tuple(lst))
+        owner_new[lst] = i
+    owned_depth = max((ndepth[i] for i in range(k) if owned[i]), default=0)
+    return SeparatorTree(
+        parent=np.asarray(new_parent, dtype=np.int64),
+        children=tuple(tuple(c) for c in new_children),
+        depth_of=np.asarray(ndepth, dtype=np.int64),
+        tin=np.asarray(tin, dtype=np.int64),
+        tout=np.asarray(tout, dtype=np.int64),
+        owned=tuple(owned),
+        owner=owner_new,
+        root=0,
+        depth=int(owned_depth),
+        width=width,
+        seconds=time.perf_counter() - started,
+    )
+
+
+# ---------------------------------------------------------------------- path decompositions
+def path_decomposition(graph: Graph, *, moral: bool = True, td: TreeDecomposition | None = None) -> PathDecomposition:
+    """A path decomposition from the best of a few linear orders of the needed nodes.
+
+    For a linear order π the bags are B_i = {π_i} ∪ {u before π_i with a neighbour at or
+    after π_i}; the width is then the order's vertex separation number, which bounds
+    the pathwidth from above (Kinnersley 1992). Orders tried: the topological order,
+    Cuthill–McKee breadth-first orders from a pseudo-peripheral node, and (with ``td``)
+    the order in which a depth-first walk of the tree decomposition first meets each
+    node. O(E) per order.
+    """
+    started = time.perf_counter()
+    nodes, adj = skeleton(graph, moral=moral)
+    m = len(adj)
+    candidates: dict[str, list[int]] = {"topological": list(range(m))}
+    candidates["cuthill-mckee"] = _cuthill_mckee(adj)
+    if td is not None:
+        local = {v: i for i, v in enumerate(nodes.tolist())}
+        candidates["tree walk"] = _tree_walk_order(td, local, m)
+    best: tuple[int, str] | None = None
+    for name, order in candidates.items():
+        width = _order_width(adj, order)
+        if best is None or width < best[0]:
+            best = (width, name)
+    assert best is not None
+    mapping = nodes.tolist()
+    bags = _bags_from_order(adj, candidates[best[1]])
+    bags_g = tuple(tuple(sorted(mapping[x] for x in b)) for b in bags)
+    return PathDecomposition(bags_g, best[0], best[1], time.perf_counter() - started)
+
+
+def _last_positions(adj: list[set[int]], order: list[int]) -> tuple[list[int], list[int]]:
+    pos = [0] * len(order)
+    for i, v in enumerate(order):
+        pos[v] = i
+    last = pos[:]
+    for v in range(len(order)):
+        for u in adj[v]:
+            if pos[u] > last[v]:
+                last[v] = pos[u]
+    return pos, last
+
+
+def _order_width(adj: list[set[int]], order: list[int]) -> int:
+    """Width of the order's bags (max |B_i| − 1) in O(E), without building them."""
+    m = len(order)
+    if m == 0:
+        return 0
+    _, last = _last_positions(adj, order)
+    ends = [0] * (m + 1)
+    for v in range(m):
+        ends[last[v]] += 1
+    active = 0
+    width = 0
+    for i in range(m):
+        active += 1  # order[i] joins
+        width = max(width, active)
+        active -= ends[i]
+    return width - 1
+
+
+def _bags_from_order(adj: list[set[int]], order: list[int]) -> list[tuple[int, ...]]:
+    """Bags of the linear order: B_i = {π_i} ∪ (earlier nodes with a neighbour at or after i)."""
+    m = len(order)
+    _, last = _last_positions(adj, order)
+    expire: list[list[int]] = [[] for _ in range(m)]
+    for v in range(m):
+        expire[last[v]].append(v)
+    active: set[int] = set()
+    bags: list[tuple[int, ...]] = []
+    for i, v in enumerate(order):
+        active.add(v)
+        bags.append(tuple(active))
+        for u in expire[i]:
+            active.discard(u)
+    return bags
+
+
+def _cuthill_mckee(adj: list[set[int]]) -> list[int]:
+    """Breadth-first order, neighbours by increasing degree, from pseudo-peripheral nodes."""
+    m = len(adj)
+    seen = [False] * m
+    order: list[int] = []
+    deg = [len(a) for a in adj]
+    for s0 in range(m):
+        if seen[s0]:
+            continue
+        # pseudo-peripheral: repeat BFS to the farthest node a few times
+        start = s0
+        for _ in range(3):
+            far, _ = _bfs_far(adj, start)
+            if far == start:
+                break
+            start = far
+        seen[start] = True
+        queue = deque([start])
+        while queue:
+            v = queue.popleft()
+            order.append(v)
+            for u in sorted((u for u in adj[v] if not seen[u]), key=lambda x: (deg[x], x)):
+                seen[u] = True
+                queue.append(u)
+    return order
+
+
+def _bfs_far(adj: list[set[int]], s: int) -> tuple[int, int]:
+    dist = {s: 0}
+    queue = deque([s])
+    far = s
+    while queue:
+        v = queue.popleft()
+        if dist[v] > dist[far] or (dist[v] == dist[far] and v < far):
+            far = v
+        for u in adj[v]:
+            if u not in dist:
+                dist[u] = dist[v] + 1
+                queue.append(u)
+    return far, dist[far]
+
+
+def _tree_walk_order(td: TreeDecomposition, local: dict[int, int], m: int) -> list[int]:
+    """Nodes in the order a depth-first walk of the tree decomposition first meets them;
+    smaller subtrees are walked first so that big ones do not stay open long."""
+    nb = len(td.bags)
+    children: list[list[int]] = [[] for _ in range(nb)]
+    roots = []
+    for b, p in enumerate(td.parent.tolist()):
+        (children[p] if p >= 0 else roots).append(b)
+    size = [1] * nb
+    post: list[int] = []
+    stack = list(roots)
+    while stack:
+        x = stack.pop()
+        post.append(x)
+        stack.extend(children[x])
+    for x in reversed(post):
+        for y in children[x]:
+            size[x] += size[y]
+    seen = [False] * m
+    order: list[int] = []
+    stack = list(roots)
+    while stack:
+        x = stack.pop()
+        for v in td.bags[x]:
+            i = local[v]
+            if not seen[i]:
+                seen[i] = True
+                order.append(i)
+        stack.extend(sorted(children[x], key=lambda y: -size[y]))
+    return order
+
+
+def path_separator_tree(graph: Graph, pd: PathDecomposition) -> SeparatorTree:
+    """Balanced split of the bag sequence: the middle bag is the root, the middle bags of
+    the left and right parts its children, and so on (depth ≤ log2(bags))."""
+    started = time.perf_counter()
+    m = len(pd.bags)
+    sep_parent = [-1] * m
+    stack = [(0, m, -1)]
+    while stack:
+        lo, hi, par = stack.pop()
+        if lo >= hi:
+            continue
+        mid = (lo + hi) // 2
+        sep_parent[mid] = par
+        stack.append((lo, mid, mid))
+        stack.append((mid + 1, hi, mid))
+    return _finish_separator_tree(graph, pd.bags, sep_parent, pd.width, started)
+
+
+# ---------------------------------------------------------------------- validation
+def validate_decomposition(graph: Graph, bags: Sequence[Sequence[int]], tree_edges: Sequence[tuple[int, int]], *, moral: bool = True) -> list[str]:
+    """Problems with a decomposition of the (moral) skeleton of the needed nodes; [] if valid.
+
+    Checks: the bags form a tree; every needed node is in some bag; every edge has both
+    ends in some bag; the bags holding any one node form a connected subtree.
+    """
+    problems: list[str] = []
+    m = len(bags)
+    if len(tree_edges) != max(m - 1, 0):
+        problems.append(f"{len(tree_edges)} tree edges for {m} bags: not a tree")
+    nbrs: list[list[int]] = [[] for _ in range(m)]
+    for a, b in tree_edges:
+        nbrs[a].append(b)
+        nbrs[b].append(a)
+    if m:
+        seen = {0}
+        stack = [0]
+        while stack:
+            x = stack.pop()
+            for y in nbrs[x]:
+                if y not in seen:
+                    seen.add(y)
+                    stack.append(y)
+        if len(seen) != m:
+            problems.append("the bag tree is not connected")
+    where: dict[int, list[int]] = {}
+    for x, bag in enumerate(bags):
+        for v in bag:
+            where.setdefault(v, []).append(x)
+    nodes, adj = skeleton(graph, moral=moral)
+    mapping = nodes.tolist()
+    bag_sets = [set(b) for b in bags]
+    for i, v in enumerate(mapping):
+        if v not in where:
+            problems.append(f"node {graph.ids[v]!r} is in no bag")
+            continue
+        for j in adj[i]:
+            if j > i:
+                u = mapping[j]
+                if not any(u in bag_sets[x] for x in where[v]):
+                    problems.append(f"edge {graph.ids[v]!r}–{graph.ids[u]!r} is in no bag")
+        holders = set(where[v])
+        start = where[v][0]
+        seen = {start}
+        stack = [start]
+        while stack:
+            x = stack.pop()
+            for y in nbrs[x]:
+                if y in holders and y not in seen:
+                    seen.add(y)
+                    stack.append(y)
+        if len(seen) != len(holders):
+            problems.append(f"the bags holding {graph.ids[v]!r} are not connected")
+    return problems
+
+
+def decomposition_widths(graph: Graph) -> dict[str, object]:
+    """Treewidth and pathwidth upper bounds of the moral skeleton and how long each took."""
+    t0 = time.perf_counter()
+    td = tree_decomposition(graph)
+    t1 = time.perf_counter()
+    pd = path_decomposition(graph, td=td)
+    t2 = time.perf_counter()
+    return {
+        "treewidth_ub": td.width,
+        "treewidth_method": td.method,
+        "treewidth_seconds": t1 - t0,
+        "pathwidth_ub": pd.width,
+        "pathwidth_order": pd.order,
+        "pathwidth_seconds": t2 - t1,
+    }

@@ -1,0 +1,594 @@
+"""treewidth: Kumar et al.'s divide and conquer over a balanced separator tree, with budgets.
+
+Reference: R. Kumar, M. Purohit, Z. Svitkina, E. Vee, J. Wang, *Efficient
+Rematerialization for Deep Networks*, NeurIPS 2019 (the tree-decomposition algorithm).
+
+**The bare recursion** (``--budget none``). ``solve(X, S, keep)`` computes the node set S,
+all owned by the subtree of separator-tree node X, assuming every value from outside the
+subtree that it reads is resident:
+
+1. for each node v owned by X that S needs (an ancestor of S inside the subtree), in
+   topological order: compute v's missing inputs by ``solve(child, inputs, keep=True)``,
+   compute v and keep it, free those inputs;
+2. compute the rest of S child by child (``solve(child, S ∩ child, keep)``);
+3. free the nodes of X computed in 1 unless ``keep`` asks for them.
+
+The top call is ``solve(root, targets, keep=False)``. Only ancestors of the targets are
+ever computed. We decompose the moral skeleton (a node and its inputs form a clique), so
+the inputs a call asks for always lie in one bag; their owners then lie on one
+root-to-leaf path, each call asks one child at a time, and with unit sizes
+
+* **peak ≤ (w+1)·(depth+1) values**: each stacked call holds at most its own bag's
+  owned nodes (≤ w+1), and the call that computes v holds v's returned inputs (≤ w) on
+  top, which only happens above the deepest level;
+* **computes of a node owned at depth d ≤ (w+2)^d**: a call spawns at most w+2 calls into
+  any one child (one per owned node, plus step 2), so in total at most
+  n·(w+2)^depth = n^(1+log2(w+2)) computes, polynomial for fixed w (depth ≤ log2 n).
+
+**With a budget** (ours, not the paper's; docs/algorithms.md §3):
+
+* if the store-all plan fits, it is the plan (cost = base cost);
+* a call whose plain schedule (its missing ancestors once each, topological order,
+  freed after last use) fits what the pinned values leave of the budget runs it
+  instead of recursing;
+* values the recursion would free stay in an evictable cache (most recently cached,
+  or cheapest to recompute per byte, evicted first) and are reused; the recursion
+  plans as if they were gone, so the cache never pins memory;
+* a bag that needs several inputs from one child asks for them at once (prefetch);
+* candidates: the cacheless recursion at B (monotone in B by construction), the bare
+  recursion, and the cached recursion with prefetch at each point of a fixed budget
+  ladder at or below B. Each is replayed by the simulator; the cheapest that fits wins,
+  so the cost never rises with B. If none fits: NoPlanError with the smallest budget
+  known to work.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from bisect import bisect_right
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from remat_cli.errors import NoPlanError
+from remat_cli.graph import Graph
+from remat_cli.report.units import fmt_bytes
+from remat_cli.schedule import Schedule, ScheduleBuilder
+from remat_cli.simulate import Metrics, simulate
+from remat_cli.strategies.base import Strategy, StrategyResult
+from remat_cli.strategies.decompose import MORAL_DEGREE_CAP, SeparatorTree, separator_tree, tree_decomposition
+from remat_cli.strategies.store_all import store_all_schedule
+
+__all__ = ["STRATEGY", "recursive_schedule", "plan_over_separator_tree", "unit_peak_values", "compute_bound"]
+
+
+def recursive_schedule(graph: Graph, sep: SeparatorTree, limit: int | None = None, *, cache: bool = False, eager: bool = False, evict: str = "recent") -> tuple[Schedule, bool]:
+    """The schedule of the recursion over ``sep``.
+
+    ``limit`` None gives the bare recursion. Otherwise ``limit`` is the activation budget
+    (bytes, fixed memory excluded) that the budgeted refinements spend: ``cache`` keeps
+    freed values for reuse (``evict`` "recent" or "cheap" says which go first), ``eager``
+    prefetches a child's inputs for several nodes of a bag at once. Returns the
+    schedule and whether the planner's own count stayed within the limit (the caller
+    must still check with the simulator).
+    """
+    planner = _Recursion(graph, sep, limit, cache, eager, evict)
+    planner.solve(sep.root, [int(t) for t in graph.targets if graph.needed[t]], False)
+    return planner.b.build(), not planner.over
+
+
+def compute_bound(sep: SeparatorTree, v: int) -> int:
+    """Most times the bare recursion computes node ``v``: (w+2)^depth(owner(v))."""
+    return (sep.width + 2) ** int(sep.depth_of[sep.owner[v]])
+
+
+class _Recursion:
+    """State of one run: resident values, pins, the evictable cache, the steps so far."""
+
+    def __init__(self, graph: Graph, sep: SeparatorTree, limit: int | None, cache: bool, eager: bool = False, evict: str = "recent") -> None:
+        self.preds = graph.pred_lists
+        self.succs = graph.succ_lists
+        self.mem = graph.mem.tolist()
+        self.ws = graph.workspace.tolist()
+        self.owner = sep.owner.tolist()
+        self.tin = sep.tin.tolist()
+        self.tout = sep.tout.tolist()
+        self.owned = sep.owned
+        self.children = sep.children
+        self.child_tins = [[self.tin[c] for c in ch] for ch in sep.children]
+        self.budgeted = limit is not None
+        self.caching = cache and limit is not None
+        self.eager = eager and self.caching
+        self.limit = math.inf if limit is None else limit
+        n = graph.n
+        self.resident = [False] * n
+        self.pin = [0] * n
+        self.done = [False] * n  # computed at least once (targets need no second time)
+        self.cur = 0  # resident bytes
+        self.pinned = 0  # bytes of pinned resident values
+        self.stamp = [0] * n
+        self.clock = 0
+        self.cache: list[tuple[int, int, int]] = []  # (-stamp, stamp, v): most recent first
+        rank = np.empty(n, dtype=np.int64)
+        rank[graph.topo] = np.arange(n)
+        self.rank = rank.tolist()
+        cost = graph.cost.tolist()
+        mem = self.mem
+        # eviction order: "recent" evicts the most recently cached value first; "cheap"
+        # evicts the value cheapest to recompute per byte first (recency breaks ties)
+        if evict == "cheap":
+            self.value = [cost[v] / mem[v] if mem[v] else math.inf for v in range(n)]
+        else:
+            self.value = [0.0] * n
+        self.b = ScheduleBuilder()
+        self.over = False
+
+    # -------------------------------------------------------------- memory primitives
+    def compute(self, v: int) -> None:
+        need = self.mem[v] + self.ws[v]
+        if self.cur + need > self.limit:
+            self._evict(need)
+        self.b.compute(v)
+        self.done[v] = True
+        self.resident[v] = True
+        self.pin[v] = 1
+        self.cur += self.mem[v]
+        self.pinned += self.mem[v]
+
+    def obtain(self, v: int) -> None:
+        """Make ``v`` resident and pinned: reuse it from the cache, or compute it."""
+        if self.resident[v]:
+            self.acquire(v)
+        else:
+            self.compute(v)
+
+    def acquire(self, u: int) -> None:
+        """Pin a resident value (taking it out of the cache if it was there)."""
+        if self.pin[u] == 0:
+            self.pinned += self.mem[u]
+            self.stamp[u] = -1  # invalidates its cache entry
+        self.pin[u] += 1
+
+    def release(self, u: int) -> None:
+        """Unpin; at zero pins the value is freed (bare) or cached (budgeted)."""
+        self.pin[u] -= 1
+        if self.pin[u]:
+            return
+        self.pinned -= self.mem[u]
+        if self.caching:
+            self.clock += 1
+            self.stamp[u] = self.clock
+            heapq.heappush(self.cache, (self.value[u], -self.clock, self.clock, u))
+        else:
+            self._free(u)
+
+    def _free(self, u: int) -> None:
+        self.b.free(u)
+        self.resident[u] = False
+        self.cur -= self.mem[u]
+
+    def _evict(self, need: int) -> None:
+        cache = self.cache
+        while self.cur + need > self.limit and cache:
+            _, _, stamp, u = heapq.heappop(cache)
+            if self.stamp[u] == stamp and self.resident[u] and self.pin[u] == 0:
+                self.stamp[u] = -1
+                self._free(u)
+        if self.cur + need > self.limit:
+            self.over = True
+
+    # -------------------------------------------------------------- the recursion
+    def _child_of(self, x: int, u: int) -> int:
+        """The child of separator node ``x`` whose subtree owns graph node ``u``."""
+        k = bisect_right(self.child_tins[x], self.tin[self.owner[u]]) - 1
+        return self.children[x][k]
+
+    def solve(self, x: int, targets: list[int], keep: bool, handoff: list[int] | tuple[int, ...] = (), plain_only: bool = False, tentative: bool = False) -> bool:
+        """Compute ``targets`` (owned inside x's subtree); with ``keep`` leave each pinned once.
+
+        ``handoff``: pins the caller holds only for this call; they are released as soon as
+        this call has pinned what it reads itself, so each value lives only as long as a
+        reader still needs it. ``tentative``: do nothing and return False if the targets
+        read a value the caller has not computed yet; ``plain_only``: also unless the
+        plain schedule fits (both used to prefetch several requests in one go).
+        """
+        resident = self.resident
+        preds = self.preds
+        todo: list[int] = []
+        done = self.done
+        kept: list[int] = []
+        for s in targets:
+            if keep:
+                if resident[s]:
+                    self.acquire(s)
+                    kept.append(s)
+                else:
+                    todo.append(s)
+            elif not done[s]:  # a target computed once already needs nothing more
+                todo.append(s)
+        if not todo:
+            for u in handoff:
+                self.release(u)
+            return True
+        # the ancestors of the targets that are missing (all inside x's subtree)
+        need: set[int] = set(todo)
+        boundary: set[int] = set()
+        stack = list(todo)
+        pin = self.pin
+        tin_x, tout_x = self.tin[x], self.tout[x]
+        tin, owner = self.tin, self.owner
+        while stack:
+            v = stack.pop()
+            for u in preds[v]:
+                if u in need:
+                    continue
+                inside = tin_x <= tin[owner[u]] < tout_x
+                if resident[u]:
+                    # a cached value inside the subtree is planned as missing (and reused
+                    # if it is still cached when its turn comes): caching never pins memory
+                    if pin[u] or not inside:
+                        boundary.add(u)
+                        continue
+                elif not inside:
+                    if tentative:  # reads a value the caller has not computed yet
+                        for s in kept:
+                            self.release(s)
+                        return False
+                    raise AssertionError("the recursion reached outside its subtree")
+                need.add(u)
+                stack.append(u)
+        for u in boundary:
+            self.acquire(u)
+        wanted = set(todo) if keep else set()
+        plan = self._fitting_plain(need, boundary, wanted) if self.budgeted else None
+        if plan is not None:
+            for u in handoff:
+                self.release(u)
+            self._plain(plan)
+            return True
+        if plain_only:
+            for u in boundary:
+                self.release(u)
+            for s in kept:
+                self.release(s)
+            return False
+        for u in handoff:
+            self.release(u)
+        here: list[int] = []
+        owned_need = [v for v in self.owned[x] if v in need]
+        succs = self.succs
+        # values only x's own nodes read are released right after their last reader
+        pos = {v: i for i, v in enumerate(owned_need)}
+        early: dict[int, list[int]] = {}  # index after which to release -> values
+        early_set: set[int] = set()
+        for p in list(boundary) + [v for v in owned_need if v not in wanted]:
+            last = pos.get(p, -1)
+            for w in succs[p]:
+                if w in need:
+                    j = pos.get(w)
+                    if j is None:
+                        break
+                    last = max(last, j)
+            else:
+                early.setdefault(last, []).append(p)
+                early_set.add(p)
+        for u in early.pop(-1, ()):
+            self.release(u)
+        prefetched: dict[int, list[int]] = {}  # index of the last reader -> values to unpin
+        for i, v in enumerate(owned_need):
+            missing: dict[int, list[int]] = {}
+            held: list[int] = []
+            for u in preds[v]:
+                if resident[u]:
+                    self.acquire(u)
+                    held.append(u)
+                else:
+                    missing.setdefault(self._child_of(x, u), []).append(u)
+            for child, inputs in missing.items():
+                if self.caching and self._prefetch(x, child, inputs, owned_need, i, prefetched):
+                    continue
+                self.solve(child, inputs, True)
+            self.obtain(v)
+            here.append(v)
+            for inputs in missing.values():
+                for u in inputs:
+                    self.release(u)
+            for u in held:
+                self.release(u)
+            for u in prefetched.pop(i, ()):
+                self.release(u)
+            for u in early.pop(i, ()):
+                self.release(u)
+        rest: dict[int, list[int]] = {}
+        for s in todo:
+            if owner[s] != x and (keep or not done[s]):
+                rest.setdefault(self._child_of(x, s), []).append(s)
+        # release each other pinned value after the last child that may still read it
+        slot = {c: i for i, c in enumerate(rest)}
+        after: list[list[int]] = [[] for _ in range(len(rest) + 1)]
+        for p in [v for v in here if v not in wanted] + list(boundary):
+            if p in early_set:
+                continue
+            last = -1
+            for w in succs[p]:
+                if w in need and owner[w] != x:
+                    last = max(last, slot.get(self._child_of(x, w), -1))
+            after[last + 1].append(p)
+        for u in after[0]:
+            self.release(u)
+        for i, (child, group) in enumerate(rest.items()):
+            self.solve(child, group, keep, after[i + 1])
+        return True
+
+    def _prefetch(self, x: int, child: int, inputs: list[int], owned_need: list[int], i: int, prefetched: dict[int, list[int]]) -> bool:
+        """Ask ``child`` at once for ``inputs`` and for what later nodes of x read from it,
+        if one plain schedule fits; the extra values stay pinned until their last reader."""
+        resident, preds = self.resident, self.preds
+        first = set(inputs)
+        last: dict[int, int] = {}
+        for j in range(i + 1, len(owned_need)):
+            for u in preds[owned_need[j]]:
+                if not resident[u] and u not in first and self.owner[u] != x and self._child_of(x, u) == child:
+                    last[u] = j
+        if not last:
+            return False
+        if not self.solve(child, inputs + list(last), True, plain_only=not self.eager, tentative=True):
+            return False
+        for u, j in last.items():
+            prefetched.setdefault(j, []).append(u)
+        return True
+
+    # -------------------------------------------------------------- plain schedules
+    def _fitting_plain(self, need: set[int], boundary: set[int], wanted: set[int]) -> tuple[list[int], list[list[int]]] | None:
+        """The lower-peak of two plain schedules of ``need`` (each node once: the graph's
+        topological order, and a memory-greedy one) if it stays within the limit, else
+        None. The cache counts as free room: it is evicted on demand."""
+        best: tuple[float, tuple[list[int], list[list[int]]]] | None = None
+        for greedy in (False, True):
+            plan = self._plain_plan(need, boundary, wanted, greedy)
+            peak = self._peak(plan, need)
+            if peak <= self.limit and (best is None or peak < best[0]):
+                best = (peak, plan)
+        return None if best is None else best[1]
+
+    def _peak(self, plan: tuple[list[int], list[list[int]]], need: set[int]) -> int:
+        """Peak of running ``plan`` on top of the pinned values."""
+        order, frees = plan
+        mem, ws = self.mem, self.ws
+        pin = self.pin
+        cur = peak = self.pinned
+        for k, v in enumerate(order):
+            peak = max(peak, cur + mem[v] + ws[v])
+            cur += mem[v]
+            for u in frees[k]:
+                if u in need or pin[u] == 1:
+                    cur -= mem[u]
+        return peak
+
+    def _plain_plan(self, need: set[int], boundary: set[int], wanted: set[int], greedy: bool) -> tuple[list[int], list[list[int]]]:
+        """A topological order of ``need`` (the graph's, or memory-greedy) and, per step,
+        the values released after it."""
+        order = self._greedy_order(need, wanted) if greedy else sorted(need, key=self.rank.__getitem__)
+        last: dict[int, int] = {}
+        preds = self.preds
+        for k, v in enumerate(order):
+            last[v] = k
+            for u in preds[v]:
+                last[u] = k
+        frees: list[list[int]] = [[] for _ in order]
+        for v in order:
+            if v not in wanted:
+                frees[last[v]].append(v)
+        for u in boundary:
+            frees[last[u]].append(u)
+        return order, frees
+
+    def _greedy_order(self, need: set[int], wanted: set[int]) -> list[int]:
+        """Topological order of ``need`` that always runs the ready node whose step grows
+        memory least (its output minus the inputs it frees), ties to the earlier node in
+        the graph's order; as store-all's memory-greedy order, on the sub-problem only.
+        O(k log k) for k nodes with a lazily updated heap."""
+        preds, succs, mem, rank = self.preds, self.succs, self.mem, self.rank
+        remaining: dict[int, int] = {}
+        missing: dict[int, int] = {}
+        for v in need:
+            c = 0
+            for u in preds[v]:
+                remaining[u] = remaining.get(u, 0) + 1
+                if u in need:
+                    c += 1
+            missing[v] = c
+        pin = self.pin
+
+        def delta(v: int) -> int:
+            d = mem[v]
+            for u in preds[v]:
+                if remaining[u] == 1 and u not in wanted and (u in need or pin[u] == 1):
+                    d -= mem[u]
+            return d
+
+        current: dict[int, int] = {}
+        heap: list[tuple[int, int, int]] = []
+        for v in need:
+            if missing[v] == 0:
+                current[v] = delta(v)
+                heap.append((current[v], rank[v], v))
+        heapq.heapify(heap)
+        order: list[int] = []
+        placed: set[int] = set()
+        while heap:
+            d, _, v = heapq.heappop(heap)
+            if v in placed or d != current[v]:
+                continue
+            placed.add(v)
+            order.append(v)
+            for u in preds[v]:
+                remaining[u] -= 1
+                if remaining[u] == 1:  # its one reader left now frees it
+                    for w in succs[u]:
+                        if w in need and w not in placed and missing[w] == 0:
+                            current[w] = delta(w)
+                            heapq.heappush(heap, (current[w], rank[w], w))
+            for w in succs[v]:
+                if w in need:
+                    missing[w] -= 1
+                    if missing[w] == 0:
+                        current[w] = delta(w)
+                        heapq.heappush(heap, (current[w], rank[w], w))
+        return order
+
+    def _plain(self, plan: tuple[list[int], list[list[int]]]) -> None:
+        order, frees = plan
+        for k, v in enumerate(order):
+            self.obtain(v)
+            for u in frees[k]:
+                self.release(u)
+
+
+# ---------------------------------------------------------------------- the strategy
+@dataclass(frozen=True)
+class _Attempt:
+    schedule: Schedule
+    metrics: Metrics
+    label: str
+
+
+def plan_over_separator_tree(graph: Graph, sep: SeparatorTree, budget: int | None, options: Mapping[str, Any], *, kind: str, decompose_seconds: float) -> StrategyResult:
+    """The strategy body shared by ``treewidth`` and ``pathwidth`` (``kind`` names which).
+
+    Every candidate schedule is measured by the simulator; a plan above ``budget`` is
+    never returned.
+    """
+    started = time.perf_counter()
+    info: dict[str, Any] = {
+        "decomposition": kind,
+        "width": sep.width,
+        "separator depth": sep.depth,
+        "bound (w+1)(depth+1) values": (sep.width + 1) * (sep.depth + 1),
+        "decompose seconds": round(decompose_seconds, 4),
+    }
+    wide = int(np.count_nonzero(np.diff(graph.pred_ptr)[graph.needed] > MORAL_DEGREE_CAP))
+    if wide:
+        info["nodes outside the bound"] = f"{wide} (more than {MORAL_DEGREE_CAP} inputs: not moralized)"
+    if budget is None:
+        schedule, _ = recursive_schedule(graph, sep, None)
+        metrics = _measure(graph, schedule)
+        info["mode"] = "bare recursion"
+        return _result(graph, schedule, metrics, info, started)
+    sa_schedule, _ = store_all_schedule(graph)
+    sa = _measure(graph, sa_schedule)
+    if sa.peak_bytes <= budget:
+        info["mode"] = "store-all fits the budget"
+        return _result(graph, sa_schedule, sa, info, started)
+    candidates: list[_Attempt] = []
+    plain, _ = recursive_schedule(graph, sep, budget - graph.fixed_mem, cache=False)
+    candidates.append(_Attempt(plain, _measure(graph, plain), "budgeted recursion"))
+    bare_schedule, _ = recursive_schedule(graph, sep, None)
+    bare = _measure(graph, bare_schedule)
+    info["bare peak (bytes)"] = bare.peak_bytes
+    candidates.append(_Attempt(bare_schedule, bare, "bare recursion"))
+    discarded = 0
+    if options.get("cache", True):
+        for point in _ladder(budget, max(graph.lb, int(0.8 * bare.peak_bytes)), sa.peak_bytes):
+            if min((c.metrics.cost for c in candidates if c.metrics.peak_bytes <= budget), default=math.inf) <= sa.base_cost:
+                break  # nothing can be cheaper than computing each node once
+            fitted = False
+            for eager, evict in ((True, "recent"), (True, "cheap"), (False, "recent")):
+                if not eager and (fitted or point < bare.peak_bytes):
+                    break  # the cache-only run only where no prefetch run fits the point
+                try:
+                    schedule, _ = recursive_schedule(graph, sep, point - graph.fixed_mem, cache=True, eager=eager, evict=evict)
+                    attempt = _Attempt(schedule, _measure(graph, schedule), f"budgeted recursion with cache ({evict} evicted first){' and prefetch' if eager else ''} at {fmt_bytes(point)}")
+                except AssertionError:  # an internal error in a refinement: never let it
+                    discarded += 1  # cost a plan; the tests require this to stay 0
+                    continue
+                candidates.append(attempt)
+                fitted = fitted or attempt.metrics.peak_bytes <= point
+    fitting = [c for c in candidates if c.metrics.peak_bytes <= budget]
+    if not fitting:
+        least = min(bare.peak_bytes, sa.peak_bytes)
+        raise NoPlanError(
+            f"{kind} cannot fit budget {fmt_bytes(budget)} ({budget} B): its smallest plan "
+            f"(the bare recursion) peaks at {fmt_bytes(bare.peak_bytes)} ({bare.peak_bytes} B)",
+            min_budget=least,
+        )
+    best = min(fitting, key=lambda c: (c.metrics.cost, c.metrics.peak_bytes))
+    info["mode"] = best.label
+    info["candidates tried"] = len(candidates)
+    if discarded:
+        info["discarded candidates (internal error)"] = discarded
+    return _result(graph, best.schedule, best.metrics, info, started)
+
+
+def _ladder(budget: int, floor: int, store_all: int) -> list[int]:
+    """The fixed budget ladder at or below ``budget`` at which the cached variant runs,
+    highest first.
+
+    Points: store_all × 0.95, 0.90, …, 0.20, then halving again and again down to
+    ``floor`` (the caller passes max(LB, 0.8 × the bare recursion's peak): runs far
+    below the bare peak do not fit). The points depend on the graph only, not on B, so
+    a larger budget sees every point a smaller one saw and the cheapest plan can only
+    get cheaper (monotone cost); the cacheless recursion at B itself is monotone by
+    construction (docs/algorithms.md).
+    """
+    points = [int(store_all * (20 - k) / 20) for k in range(1, 17)]  # 0.95 … 0.20
+    low = store_all / 5 / 2
+    while low >= floor:
+        points.append(int(low))
+        low /= 2
+    return [p for p in points if floor <= p <= budget]
+
+
+def _measure(graph: Graph, schedule: Schedule) -> Metrics:
+    result = simulate(graph, schedule)
+    if result.metrics is None:
+        raise AssertionError(f"internal error: the recursion produced an invalid schedule: {result.error}")
+    return result.metrics
+
+
+def unit_peak_values(graph: Graph, schedule: Schedule) -> int:
+    """Peak of ``schedule`` in values: the simulator's peak on a unit-size copy of ``graph``."""
+    src, dst = graph.edges()
+    unit = Graph.from_arrays(
+        ids=graph.ids,
+        ops=graph.ops,
+        kinds=graph.kinds,
+        mem=np.ones(graph.n, dtype=np.int64),
+        cost=graph.cost,
+        src=src,
+        dst=dst,
+        targets=graph.targets,
+        name=graph.name,
+        _checked=True,
+    )
+    return _measure(unit, schedule).peak_bytes
+
+
+def _result(graph: Graph, schedule: Schedule, metrics: Metrics, info: dict[str, Any], started: float) -> StrategyResult:
+    info["peak (values)"] = unit_peak_values(graph, schedule)
+    info["schedule seconds"] = round(time.perf_counter() - started, 4)
+    return StrategyResult(schedule, info, None)
+
+
+def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> StrategyResult:
+    started = time.perf_counter()
+    td = tree_decomposition(graph)
+    sep = separator_tree(graph, td)
+    info_seconds = time.perf_counter() - started
+    result = plan_over_separator_tree(graph, sep, budget, options, kind=f"tree ({td.method})", decompose_seconds=info_seconds)
+    return result
+
+
+STRATEGY = Strategy(
+    name="treewidth",
+    summary="Kumar et al.: tree decomposition (min-fill/min-degree), balanced separator tree, "
+    "recursive schedule in O(w log n) values; with a budget it stops recursing where a plain "
+    "schedule fits and reuses values while the budget allows.",
+    run=_run,
+    uses_budget=True,
+    reference="Kumar, Purohit, Svitkina, Vee, Wang. Efficient Rematerialization for Deep Networks. NeurIPS 2019.",
+)
