@@ -178,9 +178,9 @@ def cli() -> None:
 
     \b
     Examples:
-      remat info sample_graphs/unet_train.json
-      remat plan sample_graphs/unet_train.json --strategy store-all
-      remat plan model.onnx --budget 12GiB -o plan.json
+      remat info sample_graphs/unet.onnx --dim batch=8
+      remat plan sample_graphs/unet.onnx --dim batch=8 --budget 0.5x
+      remat plan model.onnx --budget 12GiB --strategy treewidth -o plan.json
       remat tradeoff sample_graphs/unet_train.json --plot tradeoff.png
       remat validate model.onnx plan.json
 
@@ -206,7 +206,7 @@ def info(graph_file: str, fmt: str, decompose: bool, **graph_kw: Any) -> None:
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("graph_file", metavar="GRAPH")
-@click.option("-s", "--strategy", default="store-all", show_default=True, metavar="NAME", help="Strategy to plan with; see `remat strategies`.")
+@click.option("-s", "--strategy", default="auto", show_default=True, metavar="NAME", help="Strategy to plan with; see `remat strategies`. auto runs every fast one and keeps the cheapest plan that fits.")
 @click.option("-b", "--budget", type=BudgetType(), default="none", show_default=True, help="Memory budget, fixed memory included: 12GiB, 800MB, 123456, 0.5x, 50% or none.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the plan: remat-plan JSON, or twremat c/f text if it ends in .txt.")
 @click.option("--timeline", type=click.Path(dir_okay=False), metavar="OUT.png|svg", help="Plot memory over the schedule (needs remat-cli[plot]).")

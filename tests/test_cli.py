@@ -48,7 +48,7 @@ def test_info_and_plan_on_every_sample(sample):
 
 def test_plan_writes_a_plan_that_validates(tmp_path):
     out = tmp_path / "plan.json"
-    res = run("plan", UNET, "--budget", "1x", "-o", str(out), "--format", "json")
+    res = run("plan", UNET, "-s", "store-all", "--budget", "1x", "-o", str(out), "--format", "json")
     assert res.exit_code == 0, res.output
     report = json.loads(res.stdout)
     doc = json.loads(out.read_text())
@@ -77,7 +77,7 @@ def test_budget_below_lower_bound_names_lb_and_node():
 
 def test_store_all_over_budget_is_not_reported_as_fitting():
     g = load_graph(UNET)
-    line = one_error_line(run("plan", UNET, "--budget", str(g.lb)), code=1)
+    line = one_error_line(run("plan", UNET, "-s", "store-all", "--budget", str(g.lb)), code=1)
     assert "cannot fit" in line
 
 
@@ -214,3 +214,13 @@ def test_internal_errors_are_one_line_unless_debugging(monkeypatch):
     monkeypatch.setenv("REMAT_DEBUG", "1")
     with pytest.raises(ZeroDivisionError):
         run("info", UNET)
+
+
+def test_plan_defaults_to_auto_and_fits_a_tight_budget():
+    """`remat plan GRAPH --budget B` with no strategy returns the cheapest fitting plan."""
+    res = run("plan", UNET, "--budget", "0.6x", "--format", "json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["strategy"] == "auto" and doc["fits"]
+    assert doc["metrics"]["peak_bytes"] <= doc["budget_bytes"] == int(0.6 * doc["store_all_peak_bytes"])
+    assert doc["info"]["winner"] in {s["name"] for s in json.loads(run("strategies", "--format", "json").stdout)}
