@@ -6,6 +6,7 @@ or 1 (no plan fits / a check failed); see DESIGN §5.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -77,6 +78,12 @@ class RematGroup(click.Group):
                 highlight=False, markup=False, soft_wrap=True,
             )
             ctx.exit(EXIT_FAILED)
+
+
+def _working(message: str) -> contextlib.AbstractContextManager[Any]:
+    """A spinner on stderr while a step that may take seconds runs (terminals only)."""
+    err = _stderr()
+    return err.status(message) if err.is_terminal else contextlib.nullcontext()
 
 
 def _stderr() -> Console:
@@ -245,7 +252,8 @@ def plan(
         check_plot_path(timeline, "--timeline")
         require_matplotlib("--timeline")
     graph = load_graph(graph_file, _load_options(**graph_kw))
-    result = make_plan(graph, strategy, budget, {"time_limit": time_limit})
+    with _working(f"planning {graph.name} ({graph.n:,} nodes) with {strategy}"):
+        result = make_plan(graph, strategy, budget, {"time_limit": time_limit})
     facts = plan_facts(result)
     written: list[str] = []
     if output:
