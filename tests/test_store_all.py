@@ -8,7 +8,7 @@ from hypothesis import given
 from remat_cli import generators as G
 from remat_cli.planner import make_plan
 from remat_cli.simulate import simulate
-from remat_cli.strategies.store_all import memory_greedy_order, schedule_from_order, store_all_schedule
+from remat_cli.strategies.store_all import memory_greedy_order, schedule_from_sequence, store_all_schedule
 from remat_cli.training import checkmate_training_graph
 from tests.conftest import raw_dags
 
@@ -24,7 +24,7 @@ def _check(g):
     assert m.peak_bytes >= g.lb
     # the better of the two orders it tries
     for order in (g.needed_nodes.tolist(), memory_greedy_order(g)):
-        other = simulate(g, schedule_from_order(g, order))
+        other = simulate(g, schedule_from_sequence(g, order))
         assert other.valid and m.peak_bytes <= other.metrics.peak_bytes
     return m
 

@@ -18,7 +18,7 @@ from remat_cli.schedule import Schedule, ScheduleBuilder
 from remat_cli.simulate import simulate
 from remat_cli.strategies.base import Strategy, StrategyResult
 
-__all__ = ["STRATEGY", "store_all_schedule", "schedule_from_order", "memory_greedy_order"]
+__all__ = ["STRATEGY", "store_all_schedule", "schedule_from_sequence", "memory_greedy_order"]
 
 
 def store_all_schedule(graph: Graph) -> tuple[Schedule, str]:
@@ -29,7 +29,7 @@ def store_all_schedule(graph: Graph) -> tuple[Schedule, str]:
     }
     best: tuple[int, str, Schedule] | None = None
     for name, order in candidates.items():
-        schedule = schedule_from_order(graph, order)
+        schedule = schedule_from_sequence(graph, order)
         result = simulate(graph, schedule)
         assert result.metrics is not None, f"store-all ({name}) produced {result.error}"
         if best is None or result.metrics.peak_bytes < best[0]:
@@ -38,26 +38,27 @@ def store_all_schedule(graph: Graph) -> tuple[Schedule, str]:
     return best[2], best[1]
 
 
-def schedule_from_order(graph: Graph, order: Sequence[int]) -> Schedule:
-    """Compute the nodes of ``order`` once each, freeing every value right after its last use.
+def schedule_from_sequence(graph: Graph, seq: Sequence[int]) -> Schedule:
+    """Schedule computing ``seq`` in order, freeing each instance right after its last reader.
 
-    ``order`` must be a topological order of needed nodes; a value no later node of the order
-    reads (a target sink, for instance) is freed right after it is computed.
+    An instance of v is read by the computes of v's consumers up to v's next compute; one
+    that nobody reads is freed at once. ``seq`` must compute each node's inputs before it.
     """
     preds = graph.pred_lists
-    position = {v: k for k, v in enumerate(order)}
-    last_use = {v: k for k, v in enumerate(order)}
-    for k, v in enumerate(order):
+    n = graph.n
+    latest = [-1] * n  # position of the current instance of each node
+    last_read: dict[int, int] = {}  # instance (its position) -> position of its last reader
+    for p, v in enumerate(seq):
         for u in preds[v]:
-            if position.get(u, k) < k:
-                last_use[u] = k
-    frees_at: list[list[int]] = [[] for _ in order]
-    for u, k in last_use.items():
-        frees_at[k].append(u)
+            last_read[latest[u]] = p
+        latest[v] = p
+    frees_at: list[list[int]] = [[] for _ in seq]
+    for p, v in enumerate(seq):
+        frees_at[last_read.get(p, p)].append(v)
     b = ScheduleBuilder()
-    for k, v in enumerate(order):
+    for p, v in enumerate(seq):
         b.compute(v)
-        for u in frees_at[k]:
+        for u in frees_at[p]:
             b.free(u)
     return b.build()
 
