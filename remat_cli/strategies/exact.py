@@ -74,7 +74,9 @@ def _milp():
 class _Model:
     """Checkmate's MILP for one topological order, as sparse arrays for scipy's HiGHS."""
 
-    def __init__(self, graph: Graph, order: Sequence[int], limit: float | None, minimise_peak: bool = False) -> None:
+    def __init__(
+        self, graph: Graph, order: Sequence[int], limit: float | None, minimise_peak: bool = False, integral: bool = False
+    ) -> None:
         T = len(order)
         pos = {v: p for p, v in enumerate(order)}
         self.order = list(order)
@@ -91,6 +93,10 @@ class _Model:
         self.mscale = big / 1000.0 if big > 1000 else 1.0
         top = max([float(graph.cost[v]) for v in order] + [0.0])
         self.cscale = top / 1000.0 if top > 1000 else 1.0
+        if integral:  # CP-SAT: exact integers, divided by their common factors
+            self.mscale = float(math.gcd(*[int(graph.mem[v]) for v in order], *[int(graph.workspace[v]) for v in order]) or 1)
+            costs = [int(graph.cost[v]) for v in order]
+            self.cscale = float(math.gcd(*costs) or 1)
         mem = [int(graph.mem[v]) / self.mscale for v in order]
         ws = [int(graph.workspace[v]) / self.mscale for v in order]
         cost = [float(graph.cost[v]) / self.cscale for v in order]
@@ -150,7 +156,30 @@ class _Model:
                 if minimise_peak:
                     row(entries + [(nvar - 1, -1.0)], -inf, 0.0)
                 else:
-                    row(entries, -inf, float(limit) / self.mscale)
+                    row(entries, -inf, math.floor(float(limit) / self.mscale) if integral else float(limit) / self.mscale)
+            # valid inequalities that the LP relaxation misses. A value is freed at most
+            # once per stage, and only if it is there: without this the relaxation frees
+            # fractional copies of a value after several of its consumers.
+            frees_of: dict[int, list[int]] = {}
+            for k in range(t + 1):
+                for i in (*self.preds[k], k):
+                    frees_of.setdefault(i, []).append(fidx[(t, i, k)])
+            for i, fs in frees_of.items():
+                entries = [(f, 1.0) for f in fs]
+                if i < t:
+                    row(entries + [(R(t, i), -1.0), (S(t, i), -1.0)], -inf, 0.0)
+                else:
+                    row(entries, -inf, 1.0)
+            # while v_k is computed, it and its inputs are resident, and so is every value
+            # v_i (i ≤ k) that stage t+1 starts with: carried through stage t (it cannot be
+            # recomputed there) or computed at i ≤ k and held to the end of the stage
+            for k in range(t + 1):
+                near = (*self.preds[k], k)
+                need = mem[k] + sum(mem[i] for i in self.preds[k])
+                entries = [(U(t, k), 1.0), (R(t, k), -need)]
+                if t + 1 < T:
+                    entries += [(S(t + 1, i), -mem[i]) for i in range(k + 1) if i not in near]
+                row(entries, 0.0, inf)
             # frees: only after a compute, not kept, no later consumer in this stage
             for k in range(t + 1):
                 for i in (*self.preds[k], k):
@@ -432,3 +461,4 @@ STRATEGY = Strategy(
     fast=False,
     reference="Jain et al. 2020, Checkmate (MLSys) §4",
 )
+
