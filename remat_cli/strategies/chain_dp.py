@@ -28,6 +28,28 @@ table stays small), vectorised over the available memory. Time O(L³·M) for L s
 and M slots; more than ``max_segments`` segments are merged into groups. Every plan is
 replayed by the simulator; if the model misjudged a general (non-chain) graph the next
 smaller memory level is tried.
+
+**Where it is not optimal, and why.** Like revolve and rotor, the recursion assumes that a
+checkpoint handed to ``Solve(s, t)`` serves the *whole* of it: ``Solve(s, t)`` finishes the
+backward of every segment s..t, and a_{s-1} is read by its right part's advance and again
+by its left part ``Solve(s, s'-1)``. Exhaustive search (``tests/brute_force.py``) finds
+cheaper schedules that use a checkpoint as a temporary: on the 4-layer training chain
+with sizes (1, 3, 3, 4) and costs (6, 5, 1, 6) the optimum at its lower bound (14) costs 77,
+the DP's plan 83; the optimum is
+
+    forward keeping a_0; B_3; [a_1 from a_0, free a_0], a_2, B_2; a_0 again from the
+    input, a_1, B_1, B_0
+
+(a_0 is kept while memory is plentiful, dropped at the one read that needs the room, and
+rebuilt from an earlier checkpoint by the *caller's* left part, which therefore covers
+segments 0..1 rather than 0..0). The DP either keeps a_0 until B_1 (over budget) or never
+keeps it (one more recomputation of segment 0). Expressing this needs a state that knows
+two checkpoints: the droppable one the right part advances from and the earlier one the
+left part restarts from, with "finish B_{q..t} only" sub-solves; O(L⁴·M) instead of
+O(L³·M), with new memory offsets. It is not implemented: on random 1–3 layer training
+chains the DP matches brute force on every budget tested; on 4-layer chains 19 of 2489
+(chain, budget) pairs are 7–8 % above the optimum, on 5-layer chains 12 of 1054 are
+1–7 % above, all within a few bytes of the lower bound (sizes 1..6, costs 1..8).
 """
 
 from __future__ import annotations
