@@ -46,9 +46,10 @@ rebuilt by the *caller's* left part, which therefore covers segments 0..1, not 0
 likes and freeing it at its last read: either advance sp..sq-1 dropping a_{sp-1} and
 ``Solve(sq, t)``, or advance sp..sr-1 keeping it, ``Solve(sr, t)``, ``Part(sp, sq, sr-1)``),
 then ``Solve(s, sq-1)`` from a_{s-1}. That is O(L⁴·M); it is used up to
-``borrow_segments`` (12) segments. With it the DP equals brute force on every budget of
-random 4- and 5-layer training chains tested (before: 19 of 2489 and 12 of 1054 pairs
-were 1–8 % above the optimum, all near the lower bound).
+``borrow_segments`` (8) segments, i.e. training chains of up to 7 layers. With it the DP
+equals brute force on every budget of the random 4-, 5- and 6-layer training chains tested
+(before: 19 of 2489 and 12 of 1054 pairs on 4 and 5 layers were 1–8 % above the optimum,
+all near the lower bound).
 """
 
 from __future__ import annotations
@@ -422,7 +423,7 @@ def _best_plan(
     if seg.count > max_segments:
         seg = seg.merged(_merge_starts(seg, max_segments))
         info["groups"] = seg.count
-    borrow = seg.count <= int(options.get("borrow_segments", 12))  # O(L⁴·M) instead of O(L³·M)
+    borrow = seg.count <= int(options.get("borrow_segments", 8))  # O(L⁴·M) instead of O(L³·M)
     table = solve_chain(graph, seg, int(options.get("max_slots", 500)), borrow)
     m_min = table.min_slots()
     final_cost = table.top
