@@ -106,6 +106,36 @@ def test_chain_dp_is_optimal_on_chains(layers: int, seed: int, where: float, wor
     assert plan.metrics.cost == pytest.approx(opt)
 
 
+@SETTINGS
+@given(st.integers(4, 6), st.integers(0, 10_000), st.integers(0, 3), st.booleans())
+def test_chain_dp_is_optimal_near_the_lower_bound_on_longer_chains(layers: int, seed: int, extra: int, workspace: bool) -> None:
+    # where rotor's recursion is not optimal: tight budgets, where the optimum uses a
+    # checkpoint for one advance, frees it and rebuilds it from an earlier one
+    rng = np.random.default_rng(seed)
+    fwd = gen.chain(layers, mem=rng.integers(1, 7, layers), cost=rng.integers(1, 9, layers).astype(float))
+    graph = checkmate_training_graph(fwd)
+    if workspace:
+        graph = _with_workspace(graph, rng.integers(0, 3, graph.n))
+    budget = min(graph.lb + extra, store_all_peak(graph))
+    opt = optimal_cost(graph, budget)
+    plan = make_plan(graph, "chain-dp", budget)
+    assert plan.metrics.peak_bytes <= budget
+    assert plan.metrics.cost == pytest.approx(opt)
+
+
+def test_chain_dp_borrows_a_checkpoint_where_rotor_cannot() -> None:
+    # 4 layers, sizes (1, 3, 3, 4), costs (6, 5, 1, 6), budget = lower bound (14): the
+    # optimum keeps a_0, frees it after advancing from it once and rebuilds it (77);
+    # the recursion without borrowed checkpoints costs 83
+    graph = checkmate_training_graph(gen.chain(4, mem=[1, 3, 3, 4], cost=[6.0, 5.0, 1.0, 6.0]))
+    assert graph.lb == 14
+    assert optimal_cost(graph, 14) == 77
+    plan = make_plan(graph, "chain-dp", 14)
+    assert plan.metrics.peak_bytes <= 14 and plan.metrics.cost == 77
+    without = make_plan(graph, "chain-dp", 14, {"borrow_segments": 0})
+    assert without.metrics.cost > 77
+
+
 def _min_budget(graph: Graph, name: str) -> int:
     """The strategy's own smallest budget: what it names when declining the lower bound."""
     strat = STRATEGIES[name]
