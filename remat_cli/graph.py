@@ -91,7 +91,6 @@ class Graph:
             if node.id in index:
                 raise InputError(f"{source}: duplicate node id {node.id!r}")
             index[node.id] = i
-        n = len(nodes)
         src: list[int] = []
         dst: list[int] = []
         for i, node in enumerate(nodes):

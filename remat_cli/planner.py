@@ -17,17 +17,14 @@ from remat_cli.plan import Plan
 from remat_cli.report.units import fmt_bytes
 from remat_cli.simulate import simulate
 from remat_cli.strategies import Strategy, get_strategy
-from remat_cli.strategies.store_all import store_all_schedule
+from remat_cli.strategies.store_all import store_all_plan
 
 __all__ = ["make_plan", "store_all_peak", "resolve_budget", "check_lower_bound"]
 
 
 def store_all_peak(graph: Graph) -> int:
     """Peak of the store-all plan: the reference for relative budgets."""
-    schedule, _ = store_all_schedule(graph)
-    result = simulate(graph, schedule)
-    assert result.metrics is not None
-    return result.metrics.peak_bytes
+    return store_all_plan(graph).metrics.peak_bytes
 
 
 def resolve_budget(graph: Graph, budget: Budget | int | None, reference_peak: int | None = None) -> int | None:

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from remat_cli.graph import Graph
-from remat_cli.simulate import Metrics, simulate
-from remat_cli.strategies.store_all import store_all_schedule
+from remat_cli.simulate import Metrics
+from remat_cli.strategies.store_all import store_all_plan
 
 __all__ = ["OpShare", "GraphSummary", "summarize"]
 
@@ -55,9 +55,7 @@ def summarize(graph: Graph, *, top: int = 10, decompose: bool = False) -> GraphS
     With ``decompose``, also the treewidth and pathwidth upper bounds of the moral
     skeleton (what the treewidth/pathwidth strategies use) and how long each took.
     """
-    schedule, order_name = store_all_schedule(graph)
-    sim = simulate(graph, schedule)
-    assert sim.metrics is not None
+    store = store_all_plan(graph)
     needed = graph.needed
     ops = np.asarray(graph.ops, dtype=object)
     shares = []
@@ -92,8 +90,8 @@ def summarize(graph: Graph, *, top: int = 10, decompose: bool = False) -> GraphS
         lower_bound_bytes=graph.lb,
         lower_bound_node=graph.ids[graph.lb_node],
         lower_bound_op=graph.ops[graph.lb_node],
-        store_all=sim.metrics,
-        store_all_order=order_name,
+        store_all=store.metrics,
+        store_all_order=store.order,
         by_op=tuple(shares),
         largest=tuple((graph.ids[v], graph.ops[v], int(graph.mem[v])) for v in order.tolist()),
         extra=_extra(graph, decompose),
@@ -124,7 +122,5 @@ def _companion(graph: Graph) -> dict[str, Any]:
     from remat_cli.report.units import fmt_bytes
 
     label, other = make()
-    schedule, _ = store_all_schedule(other)
-    sim = simulate(other, schedule)
-    assert sim.metrics is not None
-    return {f"store-all peak ({label})": f"{fmt_bytes(sim.metrics.peak_bytes)} (lower bound {fmt_bytes(other.lb)}, fixed {fmt_bytes(other.fixed_mem)})"}
+    peak = store_all_plan(other).metrics.peak_bytes
+    return {f"store-all peak ({label})": f"{fmt_bytes(peak)} (lower bound {fmt_bytes(other.lb)}, fixed {fmt_bytes(other.fixed_mem)})"}

@@ -64,10 +64,10 @@ import numpy as np
 from remat_cli.errors import NoPlanError
 from remat_cli.graph import Graph
 from remat_cli.report.units import fmt_bytes
-from remat_cli.simulate import Metrics, simulate
+from remat_cli.simulate import simulate
 from remat_cli.strategies.base import Strategy, StrategyResult
 from remat_cli.strategies.segments import Segmentation, schedule_from_sequence, segment
-from remat_cli.strategies.store_all import store_all_schedule
+from remat_cli.strategies.store_all import store_all_plan
 
 __all__ = ["STRATEGY", "ChainTable", "solve_chain"]
 
@@ -387,9 +387,8 @@ def _merge_starts(seg: Segmentation, groups: int) -> list[int]:
 
 
 def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> StrategyResult:
-    store_schedule, _ = store_all_schedule(graph)
-    store_metrics = simulate(graph, store_schedule).metrics
-    assert store_metrics is not None
+    store = store_all_plan(graph)
+    store_schedule, store_metrics = store.schedule, store.metrics
     if budget is None or store_metrics.peak_bytes <= budget:
         return StrategyResult(store_schedule, {"segments": segment(graph).count, "plan": "store-all fits"})
     best: tuple[float, int, StrategyResult] | None = None

@@ -23,7 +23,7 @@ from remat_cli.report.units import fmt_bytes
 from remat_cli.simulate import Metrics, simulate
 from remat_cli.strategies.base import Strategy, StrategyResult
 from remat_cli.strategies.segments import Segmentation, checkpoint_sequence, schedule_from_sequence, segment
-from remat_cli.strategies.store_all import store_all_schedule
+from remat_cli.strategies.store_all import store_all_plan
 
 __all__ = ["SQRT", "GREEDY", "chen_plan", "sqrt_groups", "greedy_groups"]
 
@@ -75,9 +75,8 @@ def _run_sqrt(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> S
 
 
 def _run_greedy(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> StrategyResult:
-    store_schedule, _ = store_all_schedule(graph)
-    store_metrics = simulate(graph, store_schedule).metrics
-    assert store_metrics is not None
+    store = store_all_plan(graph)
+    store_schedule, store_metrics = store.schedule, store.metrics
     if budget is None or store_metrics.peak_bytes <= budget:
         seg = segment(graph)
         return StrategyResult(store_schedule, {"segments": seg.count, "groups": 1, "threshold": "none (store-all fits)"})

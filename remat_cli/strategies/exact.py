@@ -53,7 +53,7 @@ from remat_cli.report.units import fmt_bytes
 from remat_cli.schedule import Schedule, ScheduleBuilder
 from remat_cli.simulate import Metrics, simulate
 from remat_cli.strategies.base import Strategy, StrategyResult
-from remat_cli.strategies.store_all import store_all_schedule
+from remat_cli.strategies.store_all import store_all_plan
 
 __all__ = ["STRATEGY", "MilpResult", "solve_milp", "lp_lower_bound", "topological_orders"]
 
@@ -356,9 +356,8 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
     _milp()  # fail early, with the install hint, when scipy is missing
     time_limit = float(options.get("time_limit", 60.0))
     started = time.perf_counter()
-    store, _ = store_all_schedule(graph)
-    store_metrics = simulate(graph, store).metrics
-    assert store_metrics is not None
+    store_all = store_all_plan(graph)
+    store, store_metrics = store_all.schedule, store_all.metrics
     base = graph.base_cost
     if budget is None or store_metrics.peak_bytes <= budget:
         return StrategyResult(store, {"status": "optimal (store-all fits)", "lower_bound": base, "gap": 0.0})

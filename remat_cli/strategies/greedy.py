@@ -30,9 +30,8 @@ from remat_cli.errors import NoPlanError
 from remat_cli.graph import Graph
 from remat_cli.report.units import fmt_bytes
 from remat_cli.schedule import Schedule, ScheduleBuilder
-from remat_cli.simulate import simulate
 from remat_cli.strategies.base import Strategy, StrategyResult
-from remat_cli.strategies.store_all import store_all_schedule
+from remat_cli.strategies.store_all import store_all_plan
 
 __all__ = ["GREEDY", "DTR", "evict_schedule", "largest_first", "dtr_score"]
 
@@ -222,8 +221,8 @@ def evict_schedule(
 
 def _runner(name: str, score: Score) -> Callable[[Graph, "int | None", Mapping[str, Any]], StrategyResult]:
     def run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> StrategyResult:
-        store, _ = store_all_schedule(graph)
-        store_peak = simulate(graph, store).metrics.peak_bytes  # type: ignore[union-attr]
+        store_all = store_all_plan(graph)
+        store, store_peak = store_all.schedule, store_all.metrics.peak_bytes
         if budget is None or store_peak <= budget:
             return StrategyResult(store, {"evict": "largest" if name == "greedy" else "DTR h(t)", "plan": "store-all fits"})
         order = store.compute_nodes.tolist()

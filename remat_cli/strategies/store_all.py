@@ -8,6 +8,7 @@ steps that free memory) the one with the lowest simulated peak is kept.
 from __future__ import annotations
 
 import heapq
+from dataclasses import dataclass
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -15,27 +16,43 @@ import numpy as np
 
 from remat_cli.graph import Graph
 from remat_cli.schedule import Schedule, ScheduleBuilder
-from remat_cli.simulate import simulate
+from remat_cli.simulate import Metrics, simulate
 from remat_cli.strategies.base import Strategy, StrategyResult
 
-__all__ = ["STRATEGY", "store_all_schedule", "schedule_from_sequence", "memory_greedy_order"]
+__all__ = ["STRATEGY", "StoreAllPlan", "store_all_plan", "store_all_schedule", "schedule_from_sequence", "memory_greedy_order"]
 
 
-def store_all_schedule(graph: Graph) -> tuple[Schedule, str]:
-    """The lowest-peak store-all schedule among the candidate orders, and the order's name."""
+@dataclass(frozen=True, eq=False)
+class StoreAllPlan:
+    """The store-all schedule, the name of the order it follows, and its simulated metrics."""
+
+    schedule: Schedule
+    order: str
+    metrics: Metrics
+
+
+def store_all_plan(graph: Graph) -> StoreAllPlan:
+    """The lowest-peak store-all schedule among the candidate orders, measured once by the
+    simulator (callers need its peak: keep the metrics instead of replaying it again)."""
     candidates = {
         "file order": graph.needed_nodes.tolist(),
         "memory-greedy": memory_greedy_order(graph),
     }
-    best: tuple[int, str, Schedule] | None = None
+    best: StoreAllPlan | None = None
     for name, order in candidates.items():
         schedule = schedule_from_sequence(graph, order)
         result = simulate(graph, schedule)
         assert result.metrics is not None, f"store-all ({name}) produced {result.error}"
-        if best is None or result.metrics.peak_bytes < best[0]:
-            best = (result.metrics.peak_bytes, name, schedule)
+        if best is None or result.metrics.peak_bytes < best.metrics.peak_bytes:
+            best = StoreAllPlan(schedule, name, result.metrics)
     assert best is not None
-    return best[2], best[1]
+    return best
+
+
+def store_all_schedule(graph: Graph) -> tuple[Schedule, str]:
+    """The lowest-peak store-all schedule and the order's name (see :func:`store_all_plan`)."""
+    best = store_all_plan(graph)
+    return best.schedule, best.order
 
 
 def schedule_from_sequence(graph: Graph, seq: Sequence[int]) -> Schedule:
@@ -114,9 +131,9 @@ def memory_greedy_order(graph: Graph) -> list[int]:
 
 
 def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> StrategyResult:
-    schedule, order_name = store_all_schedule(graph)
+    best = store_all_plan(graph)
     keep = tuple(int(v) for v in graph.needed_nodes if graph.kinds[v] == "forward")
-    return StrategyResult(schedule, {"order": order_name}, keep or None)
+    return StrategyResult(best.schedule, {"order": best.order}, keep or None)
 
 
 STRATEGY = Strategy(

@@ -61,7 +61,7 @@ from remat_cli.schedule import Schedule, ScheduleBuilder
 from remat_cli.simulate import Metrics, simulate
 from remat_cli.strategies.base import Strategy, StrategyResult
 from remat_cli.strategies.decompose import MORAL_DEGREE_CAP, SeparatorTree, separator_tree, tree_decomposition
-from remat_cli.strategies.store_all import store_all_schedule
+from remat_cli.strategies.store_all import store_all_plan
 
 __all__ = ["STRATEGY", "recursive_schedule", "plan_over_separator_tree", "unit_peak_values", "compute_bound"]
 
@@ -479,8 +479,8 @@ def plan_over_separator_tree(graph: Graph, sep: SeparatorTree, budget: int | Non
         metrics = _measure(graph, schedule)
         info["mode"] = "bare recursion"
         return _result(graph, schedule, metrics, info, started)
-    sa_schedule, _ = store_all_schedule(graph)
-    sa = _measure(graph, sa_schedule)
+    store = store_all_plan(graph)
+    sa_schedule, sa = store.schedule, store.metrics
     if sa.peak_bytes <= budget:
         info["mode"] = "store-all fits the budget"
         return _result(graph, sa_schedule, sa, info, started)
