@@ -160,7 +160,7 @@ def test_bare_recursion_on_a_long_training_chain_is_logarithmic() -> None:
     g = checkmate_training_graph(G.chain(512))
     for name in STRATS:
         plan = make_plan(g, name, None)
-        assert plan.metrics.peak_bytes <= plan.info["bare-recursion bound (w+1)(depth+1) values"]
+        assert plan.metrics.peak_bytes <= plan.info["bare bound (w+1)(depth+1)"]
         assert plan.metrics.peak_bytes < 40  # vs 514 for store-all
         assert plan.info["peak (values)"] == plan.metrics.peak_bytes  # unit graph
 

@@ -468,7 +468,7 @@ def plan_over_separator_tree(graph: Graph, sep: SeparatorTree, budget: int | Non
         "decomposition": kind,
         "width": sep.width,
         "separator depth": sep.depth,
-        "bare-recursion bound (w+1)(depth+1) values": (sep.width + 1) * (sep.depth + 1),
+        "bare bound (w+1)(depth+1)": (sep.width + 1) * (sep.depth + 1),
         "decompose seconds": round(decompose_seconds, 4),
     }
     wide = int(np.count_nonzero(np.diff(graph.pred_ptr)[graph.needed] > MORAL_DEGREE_CAP))
