@@ -301,6 +301,11 @@ class Graph:
         return float(self.cost[self.needed].sum())
 
     @property
+    def base_seconds(self) -> float | None:
+        """Estimated seconds of computing every needed node once (None without a time model)."""
+        return None if self.seconds is None else float(self.seconds[self.needed].sum())
+
+    @property
     def is_training(self) -> bool:
         return "backward" in self.kinds
 

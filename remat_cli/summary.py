@@ -86,7 +86,7 @@ def summarize(graph: Graph, *, top: int = 10, decompose: bool = False) -> GraphS
         activation_bytes=int(graph.mem[needed].sum()),
         cost_unit=graph.cost_unit,
         base_cost=graph.base_cost,
-        base_seconds=None if graph.seconds is None else float(graph.seconds[needed].sum()),
+        base_seconds=graph.base_seconds,
         lower_bound_bytes=graph.lb,
         lower_bound_node=graph.ids[graph.lb_node],
         lower_bound_op=graph.ops[graph.lb_node],

@@ -90,8 +90,7 @@ def plan_facts(plan: Plan, *, top: int = 5) -> PlanFacts:
         bytes=int(graph.mem[forward].sum()),
         kept_bytes=int(graph.mem[once].sum()),
     )
-    base_seconds = None if graph.seconds is None else float(graph.seconds[graph.needed].sum())
-    return PlanFacts(counts, sim.memory, most, kept, base_seconds)
+    return PlanFacts(counts, sim.memory, most, kept, graph.base_seconds)
 
 
 def _forward_mask(graph: Graph) -> np.ndarray:

@@ -193,7 +193,7 @@ def sweep(
         lower_bound_bytes=graph.lb,
         store_all_peak_bytes=ref,
         base_cost=graph.base_cost,
-        base_seconds=None if graph.seconds is None else float(graph.seconds[graph.needed].sum()),
+        base_seconds=graph.base_seconds,
         budgets=tuple(budget_bytes),
         strategies=tuple(names),
         points=tuple(ordered),
