@@ -1,5 +1,12 @@
-"""Memory budgets: absolute sizes (``12GiB``, ``800MB``, ``123456``) or relative to the
-store-all peak (``0.5x``, ``50%``), as DESIGN §1 fixes. ``none`` means no budget."""
+"""Memory budgets: absolute sizes (``12GiB``, ``800MB``, ``123456``), relative to the
+store-all peak (``0.5x``, ``50%``), as DESIGN §1 fixes, or a fraction of the activation
+memory (``0.5act``). ``none`` means no budget.
+
+``F act`` leaves fixed memory (parameters, gradients, optimizer state, inputs) out, the
+way PyTorch's ``activation_memory_budget`` does: ``0act`` is as little as any schedule
+can use (the lower bound LB), ``1act`` is what storing everything uses (the store-all
+peak), and ``F act`` is ``LB + F * (store-all peak - LB)`` bytes, fixed memory included.
+"""
 
 from __future__ import annotations
 
@@ -29,26 +36,37 @@ UNITS = {
 }
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)(?:e(\d+))?\s*([a-zA-Z]*)\s*$")
 _RELATIVE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(x|%)\s*$", re.IGNORECASE)
+_ACTIVATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*act\s*$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
 class Budget:
-    """A parsed budget: exactly one of ``bytes`` and ``ratio`` is set (neither for ``none``)."""
+    """A parsed budget: at most one of ``bytes``, ``ratio`` (of the store-all peak) and
+    ``activation`` (fraction of the activation memory) is set; none of them for ``none``."""
 
     text: str
     bytes: int | None = None
     ratio: float | None = None
+    activation: float | None = None
 
     @property
     def is_none(self) -> bool:
-        return self.bytes is None and self.ratio is None
+        return self.bytes is None and self.ratio is None and self.activation is None
 
-    def resolve(self, store_all_peak: int) -> int | None:
-        """Bytes this budget allows for a graph whose store-all plan peaks at ``store_all_peak``."""
+    def resolve(self, store_all_peak: int, lower_bound: int | None = None) -> int | None:
+        """Bytes this budget allows for a graph whose store-all plan peaks at ``store_all_peak``.
+
+        An activation fraction also needs the graph's ``lower_bound`` (ValueError without).
+        """
         if self.bytes is not None:
             return self.bytes
         if self.ratio is not None:
             return int(math.floor(self.ratio * store_all_peak))
+        if self.activation is not None:
+            if lower_bound is None:
+                raise ValueError(f"budget {self.text!r} needs the graph's lower bound to resolve")
+            span = max(store_all_peak - lower_bound, 0)
+            return lower_bound + int(math.floor(self.activation * span))
         return None
 
     def __str__(self) -> str:
@@ -67,10 +85,13 @@ def parse_size(text: str) -> int:
 
 
 def parse_budget(text: str) -> Budget:
-    """Parse ``12GiB``, ``800MB``, ``123456``, ``0.5x``, ``50%`` or ``none``."""
+    """Parse ``12GiB``, ``800MB``, ``123456``, ``0.5x``, ``50%``, ``0.5act`` or ``none``."""
     stripped = text.strip()
     if stripped.lower() in ("none", "off", ""):
         return Budget(text=stripped or "none")
+    m = _ACTIVATION.match(stripped)
+    if m:
+        return Budget(text=stripped, activation=float(m.group(1)))
     m = _RELATIVE.match(stripped)
     if m:
         ratio = float(m.group(1))
@@ -84,6 +105,7 @@ def parse_budget(text: str) -> Budget:
     except InputError:
         raise InputError(
             f"cannot read budget {text!r}: use a size (12GiB, 800MB, 123456), "
-            "a ratio of the store-all peak (0.5x, 50%), or none"
+            "a ratio of the store-all peak (0.5x, 50%), a fraction of the activation memory "
+            "(0.5act: 0act = the lower bound, 1act = the store-all peak), or none"
         ) from None
     return Budget(text=stripped, bytes=size)

@@ -11,20 +11,21 @@ from __future__ import annotations
 import re
 import threading
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from remat_cli.batch import BAD_INPUT, NO_PLAN, OK, FileResult, FileTask, Row, make_tasks, run_batch
-from remat_cli.budget import Budget
+from remat_cli.batch import BAD_INPUT, NO_PLAN, OK, FileResult, FileTask, Row, make_tasks, plan_file, run_batch
+from remat_cli.budget import Budget, parse_budget
 from remat_cli.config import ModelEntry
-from remat_cli.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, InputError
-from remat_cli.loaders import LoadOptions
+from remat_cli.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, InputError, NoPlanError
+from remat_cli.loaders import LoadOptions, load_graph
+from remat_cli.planner import make_plan, store_all_peak
 from remat_cli.report.units import fmt_bytes, fmt_pct, fmt_seconds
 from remat_cli.strategies import get_strategy
 
-__all__ = ["CheckSpec", "CheckResult", "CheckReport", "specs_from_entries", "merge_load", "run_check", "verdict", "write_junit", "junit_tree"]
+__all__ = ["CheckSpec", "CheckResult", "CheckReport", "specs_from_entries", "merge_load", "run_check", "check_file", "verdict", "write_junit", "junit_tree"]
 
 PASS = "pass"
 FAIL = "fail"
@@ -86,8 +87,13 @@ class CheckReport:
         return out
 
 
-def merge_load(base: LoadOptions, override: LoadOptions) -> LoadOptions:
-    """``override``'s settings over ``base``: dims merged by name, other fields where set."""
+def merge_load(base: LoadOptions, override: LoadOptions, given: Collection[str] | None = None) -> LoadOptions:
+    """``override``'s settings over ``base``: dims merged by name, other fields where set.
+
+    ``given`` names the fields the user set (on the command line): those win even when
+    their value equals the default (``--optimizer sgd`` over ``optimizer = "adam"``).
+    Without it, a field counts as set when it differs from the default.
+    """
     default = LoadOptions()
     changes: dict[str, Any] = {}
     for f in fields(LoadOptions):
@@ -96,7 +102,7 @@ def merge_load(base: LoadOptions, override: LoadOptions) -> LoadOptions:
             merged = dict(base.dims)
             merged.update(dict(value))
             changes["dims"] = tuple(sorted(merged.items()))
-        elif value != getattr(default, f.name):
+        elif (given is not None and f.name in given) or value != getattr(default, f.name):
             changes[f.name] = value
     return replace(base, **changes)
 
@@ -105,13 +111,18 @@ def specs_from_entries(
     entries: Sequence[ModelEntry],
     *,
     cli_load: LoadOptions = LoadOptions(),
+    cli_given: Collection[str] | None = None,
     budget: Budget | None = None,
     max_overhead: float | None = None,
     strategy: str | None = None,
     max_nodes: int | None = None,
     default_strategy: str,
 ) -> list[CheckSpec]:
-    """Check specs from config entries; command-line values win over the file's."""
+    """Check specs from config entries; command-line values win over the file's.
+
+    ``cli_given`` names the :class:`LoadOptions` fields set on the command line (see
+    :func:`merge_load`): they win even where they equal the default.
+    """
     specs = []
     for e in entries:
         chosen_budget = budget if budget is not None else e.budget
@@ -131,7 +142,7 @@ def specs_from_entries(
             CheckSpec(
                 path=e.path,
                 name=e.name,
-                load=merge_load(load, cli_load),
+                load=merge_load(load, cli_load, cli_given),
                 budget=chosen_budget,
                 strategy=name,
                 max_overhead=max_overhead if max_overhead is not None else e.max_overhead,
@@ -155,8 +166,12 @@ def verdict(spec: CheckSpec, row: Row) -> CheckResult:
         limit = f" <= {fmt_pct(spec.max_overhead)}" if spec.max_overhead is not None else ""
         return CheckResult(spec, PASS, f"{peak}, overhead {fmt_pct(overhead)}{limit} ({row.strategy})", row)
     if row.status == NO_PLAN:
-        hint = f"; smallest budget known to work: {fmt_bytes(row.min_budget_bytes)}" if row.min_budget_bytes else ""
-        return CheckResult(spec, FAIL, f"no plan fits: {_strip_path(row.message, spec.path)}{hint}", row)
+        # check_file's message (planner, find_smallest) names the lower bound and the
+        # smallest budget a plan was found for, each for what it is
+        reason = f"no plan fits: {_strip_path(row.message, spec.path)}"
+        if row.min_budget_bytes is not None and fmt_bytes(row.min_budget_bytes) not in reason:
+            reason += f"; smallest budget a plan was found for: {fmt_bytes(row.min_budget_bytes)}"
+        return CheckResult(spec, FAIL, reason, row)
     return CheckResult(spec, ERROR, f"{row.status}: {_strip_path(row.message, spec.path)}", row)
 
 
@@ -184,7 +199,7 @@ def run_check(
             max_nodes=spec.max_nodes,
             names=[spec.name],
         )
-    result = run_batch(tasks, executor=executor, on_start=on_start, on_done=on_done, stop=stop)
+    result = run_batch(tasks, executor=executor, on_start=on_start, on_done=on_done, stop=stop, work=check_file)
     by_path: dict[tuple[str, str], Row] = {(r.file, r.key): r for r in result.rows}
     results = []
     for spec, task in zip(specs, tasks):
@@ -192,6 +207,37 @@ def run_check(
         if row is not None:
             results.append(verdict(spec, row))
     return CheckReport(tuple(results), models=len(specs), interrupted=result.interrupted)
+
+
+def check_file(task: FileTask) -> FileResult:
+    """:func:`remat_cli.batch.plan_file`, and for each row without a plan the smallest
+    budget the search (:mod:`remat_cli.sweep`) finds, as ``plan`` reports it.
+
+    ``min_budget_bytes`` of such a row is then a budget a plan was found for (replayed by
+    the simulator), or ``None``; never the lower bound, which is its own column.
+    """
+    result = plan_file(task)
+    if not any(r.status == NO_PLAN for r in result.rows):
+        return result
+    try:
+        graph = load_graph(task.path, task.load)
+        reference = store_all_peak(graph)
+    except Exception:  # loaded once already; a second failure keeps the first rows
+        return result
+    rows = []
+    for r in result.rows:
+        if r.status == NO_PLAN:
+            try:
+                make_plan(
+                    graph, r.strategy, parse_budget(r.budget), dict(task.plan_options),
+                    reference_peak=reference, find_smallest=True, graph_file=task.path,
+                )
+            except NoPlanError as exc:
+                r = replace(r, message=exc.message, min_budget_bytes=exc.min_budget)
+            except Exception as exc:  # the search failed: say so rather than keep a hint
+                r = replace(r, message=f"{r.message} (searching the smallest budget failed: {exc})", min_budget_bytes=None)
+        rows.append(r)
+    return replace(result, rows=tuple(rows))
 
 
 # Characters XML 1.0 cannot carry at all (even escaped): shown as \xNN instead.
@@ -238,6 +284,13 @@ def junit_tree(report: CheckReport, suite: str = "remat check") -> ET.ElementTre
 def _details(r: CheckResult) -> str:
     row = r.row
     lines = [f"strategy: {row.strategy}", f"budget: {row.budget} ({fmt_bytes(row.budget_bytes)})"]
+    if row.peak_bytes is None and row.lower_bound_bytes is not None:
+        lines += [
+            f"store-all peak: {fmt_bytes(row.store_all_peak_bytes)}",
+            f"lower bound (no schedule fits below): {fmt_bytes(row.lower_bound_bytes)}",
+            "smallest budget a plan was found for: "
+            + (f"{fmt_bytes(row.min_budget_bytes)} ({row.min_budget_bytes} B)" if row.min_budget_bytes is not None else "none"),
+        ]
     if row.peak_bytes is not None:
         lines += [
             f"peak: {fmt_bytes(row.peak_bytes)} ({row.peak_bytes} B)",

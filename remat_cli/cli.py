@@ -160,6 +160,18 @@ def _load_options(**kwargs: Any) -> LoadOptions:
     )
 
 
+# command-line parameter -> the LoadOptions field it sets
+_LOAD_FIELDS = {"dims": "dims", "training": "training", "convention": "convention", "optimizer": "optimizer", "cost": "cost", "device": "device", "keep_views": "keep_views"}
+
+
+def _given_load_fields(ctx: click.Context) -> frozenset[str]:
+    """The graph options the user set (command line or environment), even to their default."""
+    from click.core import ParameterSource
+
+    given = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+    return frozenset(f for p, f in _LOAD_FIELDS.items() if ctx.get_parameter_source(p) in given)
+
+
 def _warn(message: str) -> None:
     _stderr().print(f"remat: warning: {message}", highlight=False, markup=False, soft_wrap=True)
 
@@ -253,7 +265,7 @@ def plan(
         require_matplotlib("--timeline")
     graph = load_graph(graph_file, _load_options(**graph_kw))
     with _working(f"planning {graph.name} ({graph.n:,} nodes) with {strategy}"):
-        result = make_plan(graph, strategy, budget, {"time_limit": time_limit})
+        result = make_plan(graph, strategy, budget, {"time_limit": time_limit}, find_smallest=True, graph_file=graph_file)
     facts = plan_facts(result)
     written: list[str] = []
     if output:
@@ -627,7 +639,8 @@ def check(
     conf = config_mod.load_config(config_path) if config_path else None
     if models:
         defaults = conf.defaults if conf else config_mod.ModelEntry(path="", name="")
-        files = dict.fromkeys(f for m in models for f in batch_mod.discover([m]))  # in the order given
+        # in the order given; a missing file stays, to be reported as an error row with the rest
+        files = dict.fromkeys(f for m in models for f in (batch_mod.discover([m]) if os.path.lexists(m) else [m]))
         entries = [replace(defaults, path=f, name=f) for f in files]
     elif conf is not None:
         entries = list(conf.models)
@@ -636,6 +649,7 @@ def check(
     specs = check_mod.specs_from_entries(
         entries,
         cli_load=replace(_load_options(**graph_kw), strict_dims=len(entries) == 1),
+        cli_given=_given_load_fields(click.get_current_context()),
         budget=budget,
         max_overhead=overhead,
         strategy=strategy,

@@ -6,6 +6,8 @@ here, and a plan above its budget is never returned as if it fit.
 
 from __future__ import annotations
 
+import math
+import shlex
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -19,7 +21,7 @@ from remat_cli.simulate import simulate
 from remat_cli.strategies import Strategy, get_strategy
 from remat_cli.strategies.store_all import store_all_plan
 
-__all__ = ["make_plan", "store_all_peak", "resolve_budget", "check_lower_bound"]
+__all__ = ["make_plan", "store_all_peak", "resolve_budget", "check_lower_bound", "ratio_at_least", "activation_at_least"]
 
 
 def store_all_peak(graph: Graph) -> int:
@@ -28,12 +30,13 @@ def store_all_peak(graph: Graph) -> int:
 
 
 def resolve_budget(graph: Graph, budget: Budget | int | None, reference_peak: int | None = None) -> int | None:
-    """Budget in bytes for ``graph`` (relative budgets against the store-all peak)."""
+    """Budget in bytes for ``graph`` (ratios of the store-all peak; activation fractions
+    between the lower bound and the store-all peak)."""
     if budget is None or isinstance(budget, int):
         return budget
-    if budget.ratio is not None and reference_peak is None:
+    if (budget.ratio is not None or budget.activation is not None) and reference_peak is None:
         reference_peak = store_all_peak(graph)
-    return budget.resolve(reference_peak or 0)
+    return budget.resolve(reference_peak or 0, graph.lb)
 
 
 def check_lower_bound(graph: Graph, budget_bytes: int | None) -> None:
@@ -56,18 +59,33 @@ def make_plan(
     options: Mapping[str, Any] | None = None,
     *,
     reference_peak: int | None = None,
+    find_smallest: bool = False,
+    graph_file: str = "GRAPH",
 ) -> Plan:
     """Plan ``graph`` with ``strategy`` under ``budget``; validated, never over budget.
 
     ``strategy`` is a registered name or a :class:`Strategy` object (sweeps and tests
     pass objects). Raises :class:`NoPlanError` (exit 1) when the budget is below LB or
-    the strategy cannot meet it.
+    the strategy cannot meet it. With ``find_smallest``, that error names the smallest
+    budget :func:`remat_cli.sweep.smallest_budget` found a plan for (its ``min_budget``;
+    ``None`` when none was found), as ratios too, and what to run next (on ``graph_file``).
     """
     strat = strategy if isinstance(strategy, Strategy) else get_strategy(strategy)
-    strategy = strat.name
     if reference_peak is None:
         reference_peak = store_all_peak(graph)
     budget_bytes = resolve_budget(graph, budget, reference_peak)
+    try:
+        return _make_plan(graph, strat, budget_bytes, options, reference_peak)
+    except NoPlanError as exc:
+        if not find_smallest or budget_bytes is None:
+            raise
+        raise _with_smallest(graph, strat, exc, budget_bytes, options, reference_peak, graph_file) from None
+
+
+def _make_plan(
+    graph: Graph, strat: Strategy, budget_bytes: int | None, options: Mapping[str, Any] | None, reference_peak: int
+) -> Plan:
+    strategy = strat.name
     check_lower_bound(graph, budget_bytes)
     started = time.perf_counter()
     result = strat.run(graph, budget_bytes, dict(options or {}))
@@ -97,3 +115,75 @@ def make_plan(
         keep=result.keep,
         info=dict(result.info),
     )
+
+
+def ratio_at_least(nbytes: int, store_all: int) -> float | None:
+    """The smallest 3-decimal ``x`` ratio whose budget (``Budget.resolve``) is >= ``nbytes``."""
+    if store_all <= 0:
+        return None
+    r = math.ceil(nbytes * 1000 / store_all) / 1000
+    while Budget("", ratio=r).resolve(store_all) < nbytes:  # float rounding
+        r = round(r + 0.001, 3)
+    return r
+
+
+def activation_at_least(nbytes: int, store_all: int, lower_bound: int) -> float | None:
+    """The smallest 3-decimal ``act`` fraction whose budget is >= ``nbytes`` (None if LB = peak)."""
+    if store_all <= lower_bound:
+        return None
+    f = max(0.0, math.ceil((nbytes - lower_bound) * 1000 / (store_all - lower_bound)) / 1000)
+    while (Budget("", activation=f).resolve(store_all, lower_bound) or 0) < nbytes:
+        f = round(f + 0.001, 3)
+    return f
+
+
+def _forms(graph: Graph, nbytes: int, store_all: int) -> str:
+    """``1.20 GiB (0.650x, 0.120act)``: ratios rounded up, so they resolve to >= nbytes."""
+    ratio = ratio_at_least(nbytes, store_all)
+    act = activation_at_least(nbytes, store_all, graph.lb)
+    forms = ([f"{ratio:.3f}x"] if ratio is not None else []) + ([f"{act:.3f}act"] if act is not None else [])
+    return fmt_bytes(nbytes) + (f" ({', '.join(forms)})" if forms else "")
+
+
+def _with_smallest(
+    graph: Graph,
+    strat: Strategy,
+    exc: NoPlanError,
+    budget_bytes: int,
+    options: Mapping[str, Any] | None,
+    reference_peak: int,
+    graph_file: str,
+) -> NoPlanError:
+    """``exc`` restated with the smallest budget the search found, in bytes and ratios."""
+    from remat_cli.sweep import searchable, smallest_budget
+
+    asked = f"budget {fmt_bytes(budget_bytes)} ({budget_bytes} B"
+    if reference_peak > 0:
+        asked += f", {budget_bytes / reference_peak:.3f}x of the store-all peak {fmt_bytes(reference_peak)}"
+    asked += ")"
+    if budget_bytes < graph.lb:
+        v = graph.lb_node
+        head = (
+            f"{asked} is below the lower bound {_forms(graph, graph.lb, reference_peak)}: node "
+            f"{graph.ids[v]!r} ({graph.ops[v] or 'op'}) needs its inputs, its output and its workspace resident at once"
+            + (f", on top of {fmt_bytes(graph.fixed_mem)} fixed memory (an x budget counts it, an act budget does not)" if graph.fixed_mem else "")
+        )
+    else:
+        head = f"{strat.name} cannot fit {asked}"
+    hint = f"; compare strategies: remat tradeoff {shlex.quote(graph_file)}"
+    if not searchable(strat):  # a slow strategy: its own words, not searched
+        return NoPlanError(head + (f"; {exc.message}" if budget_bytes >= graph.lb else "") + hint, min_budget=None)
+    found = smallest_budget(graph, strat, options, reference_peak=reference_peak)
+    if found.budget_bytes is None:
+        tail = f"; {strat.name} found no plan even at the store-all peak"
+    elif found.exact:
+        tail = f"; the smallest budget {strat.name} meets is {_forms(graph, found.budget_bytes, reference_peak)}"
+        if found.budget_bytes == graph.lb and strat.uses_budget:
+            tail += ", the lower bound itself"
+    else:
+        below = f"none at {fmt_bytes(found.failed_bytes)}" if found.failed_bytes is not None else "of the lower bound"
+        tail = (
+            f"; the smallest budget {strat.name} was found to meet is {_forms(graph, found.budget_bytes, reference_peak)}"
+            f" (searched to within {fmt_bytes(found.tolerance_bytes)}; {below})"
+        )
+    return NoPlanError(head + tail + hint, min_budget=found.budget_bytes)

@@ -29,8 +29,10 @@ from remat_cli.report.tradeoff import (
     tradeoff_to_csv,
     tradeoff_to_json,
 )
+from remat_cli.planner import make_plan
 from remat_cli.simulate import simulate
 from remat_cli.strategies import STRATEGIES, get_strategy
+from remat_cli.sweep import smallest_budget
 
 from conftest import EVERY_KTH
 
@@ -127,12 +129,18 @@ def test_pareto_mask_matches_brute_force(points):
 
 
 def test_smallest_budget_each_strategy_meets(unet_sweep):
-    _, t = unet_sweep
+    g, t = unet_sweep
     for best in t.best:
         fits = [p for p in t.points if p.strategy == best.strategy and p.fits]
         assert best.fits == len(fits)
-        assert best.smallest_budget_bytes == min(p.budget_bytes for p in fits)
+        assert best.smallest_swept_budget_bytes == min(p.budget_bytes for p in fits)
         assert best.lowest_peak_bytes == min(p.peak_bytes for p in fits)
+        # the searched figure, not a grid point: the one `plan` and `check` name too
+        strat = EVERY_KTH if best.strategy == "every-kth" else get_strategy(best.strategy)
+        found = smallest_budget(g, strat)
+        assert best.smallest_budget_bytes == found.budget_bytes
+        assert best.search_failed_bytes == found.failed_bytes and best.search in ("exact", "bisection")
+        assert make_plan(g, strat, best.smallest_budget_bytes).metrics.peak_bytes <= best.smallest_budget_bytes
     sa = next(b for b in t.best if b.strategy == "store-all")
     assert sa.smallest_budget_bytes == t.store_all_peak_bytes and sa.overhead_at_lowest == 0.0
     kth = next(b for b in t.best if b.strategy == "every-kth")
@@ -282,7 +290,8 @@ def test_progress_counts_every_run_once():
     g = _graph("chain")
     calls = []
     t = sweep(g, [get_strategy("store-all"), EVERY_KTH], points=4, progress=lambda d, n, label: calls.append((d, n, label)))
-    total = 1 + len(t.budgets)  # store-all ignores budgets: one run
+    total = 1 + len(t.budgets) + 2  # store-all ignores budgets: one run; one search each
     assert all(n == total for _, n, _ in calls)
     assert [d for d, _, _ in calls] == list(range(total + 1))
     assert calls[0][2] == "store-all" and calls[1][2].startswith("every-kth @ ")
+    assert [c[2] for c in calls[-3:-1]] == ["store-all: smallest budget", "every-kth: smallest budget"]

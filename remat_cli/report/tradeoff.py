@@ -4,8 +4,9 @@
 schedule passes the simulator) at budgets between the lower bound and the store-all peak,
 and reports per (budget, strategy) the peak, cost, overhead and estimated seconds of the
 plan, or why there is none. The Pareto frontier is computed across all strategies in
-(peak, cost); the smallest budget each strategy met and the lowest peak it reached are
-summarised per strategy. Results are frozen dataclasses with CSV and JSON writers.
+(peak, cost); per strategy, the smallest budget it was found to meet (searched by
+:mod:`remat_cli.sweep`, the same figure ``plan`` and ``check`` give) and the lowest peak
+it reached are summarised. Results are frozen dataclasses with CSV and JSON writers.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from remat_cli.graph import Graph
 from remat_cli.planner import make_plan, store_all_peak
 from remat_cli.report.units import fmt_bytes
 from remat_cli.strategies import Strategy, fast_strategies, get_strategy
+from remat_cli.sweep import SmallestBudget, searchable, smallest_budget
 
 __all__ = [
     "SweepPoint",
@@ -73,16 +75,27 @@ class SweepPoint:
 
 @dataclass(frozen=True)
 class StrategyBest:
-    """Per strategy: the smallest swept budget it met, and its lowest-peak plan."""
+    """Per strategy: the smallest budget it was found to meet, and its lowest-peak plan.
+
+    ``smallest_budget_bytes`` comes from :func:`remat_cli.sweep.smallest_budget` (the
+    figure ``plan`` and ``check`` name too) where ``search`` is ``"bisection"`` or
+    ``"exact"``; for a strategy not searched (``"grid"``: slow ones) it is the smallest
+    swept budget with a plan. Either way a plan was found and replayed at that budget.
+    """
 
     strategy: str
-    smallest_budget_bytes: int | None  # smallest swept budget with a plan
+    smallest_budget_bytes: int | None  # smallest budget a plan was found for (see above)
     lowest_peak_bytes: int | None  # lowest peak over all its plans
     overhead_at_lowest: float | None  # overhead of that lowest-peak plan
     est_seconds_at_lowest: float | None
     stated_min_budget_bytes: int | None  # smallest budget the strategy said it can meet
     fits: int  # number of swept budgets met
     errors: int  # number of runs that failed with an error (not a plain "does not fit")
+    search: str = "grid"  # bisection | exact (LB, or a budget-blind plan's peak) | grid
+    search_failed_bytes: int | None = None  # largest budget the search probed without a plan
+    search_tolerance_bytes: int | None = None  # the search's grid step
+    monotone: bool = True  # False: a budget below the figure may fit (sweep.NOT_MONOTONE)
+    smallest_swept_budget_bytes: int | None = None  # smallest budget of the sweep with a plan
 
 
 @dataclass(frozen=True)
@@ -139,13 +152,16 @@ def sweep(
     points: int = 8,
     options: Mapping[str, Any] | None = None,
     progress: ProgressFn | None = None,
+    search: bool = True,
 ) -> Tradeoff:
     """Run every strategy at every budget and collect the trade-off.
 
     ``budgets``: sizes or ratios (``Budget`` objects or bytes); default ``points`` budgets
     evenly spaced from LB to the store-all peak. A strategy that ignores budgets runs once
-    and is checked against each budget. ``progress(done, total, label)`` is called before
-    each run (``label`` names it) and once at the end. Cost: one plan per (budget-aware strategy, budget).
+    and is checked against each budget. With ``search``, each fast strategy's smallest
+    budget is searched (:func:`remat_cli.sweep.smallest_budget`). ``progress(done, total,
+    label)`` is called before each run (``label`` names it) and once at the end. Cost:
+    one plan per (budget-aware strategy, budget), plus about a dozen per searched strategy.
     """
     if not strategies:
         raise InputError("no strategies to sweep")
@@ -156,10 +172,11 @@ def sweep(
     if budgets is None:
         budget_bytes = sweep_budgets(graph.lb, ref, points)
     else:
-        budget_bytes = sorted({_resolve(b, ref) for b in budgets}, reverse=True)
+        budget_bytes = sorted({_resolve(b, ref, graph.lb) for b in budgets}, reverse=True)
         if not budget_bytes:
             raise InputError("no budgets to sweep")
-    total = sum(1 if not s.uses_budget else len(budget_bytes) for s in strategies)
+    searched = [s for s in strategies if search and searchable(s)]
+    total = sum(1 if not s.uses_budget else len(budget_bytes) for s in strategies) + len(searched)
     done = 0
     cells: dict[tuple[int, str], SweepPoint] = {}
     for strat in strategies:
@@ -176,6 +193,15 @@ def sweep(
                 progress(done, total, f"{strat.name} @ {fmt_bytes(b)}")
             cells[(b, strat.name)] = _run(graph, strat, b, ref, options)
             done += 1
+    found: dict[str, SmallestBudget | None] = {}
+    for strat in searched:
+        if progress:
+            progress(done, total, f"{strat.name}: smallest budget")
+        try:
+            found[strat.name] = smallest_budget(graph, strat, options, reference_peak=ref)
+        except RematError:  # the strategy refuses this graph: its cells say why
+            found[strat.name] = None
+        done += 1
     if progress:
         progress(done, total, "done")
     ordered = [cells[(b, s)] for b in budget_bytes for s in names]
@@ -183,7 +209,7 @@ def sweep(
         [(p.peak_bytes, p.cost) if p.fits else None for p in ordered]  # type: ignore[misc]
     )
     ordered = [_replace(p, on_frontier=bool(f)) for p, f in zip(ordered, on)]
-    best = tuple(_best(name, [p for p in ordered if p.strategy == name]) for name in names)
+    best = tuple(_best(name, [p for p in ordered if p.strategy == name], found.get(name)) for name in names)
     return Tradeoff(
         graph_name=graph.name,
         graph_sha256=graph.sha256,
@@ -342,6 +368,11 @@ def tradeoff_to_json(t: Tradeoff) -> dict[str, Any]:
                 "stated_min_budget_bytes": b.stated_min_budget_bytes,
                 "fits": b.fits,
                 "errors": b.errors,
+                "search": b.search,
+                "search_failed_bytes": b.search_failed_bytes,
+                "search_tolerance_bytes": b.search_tolerance_bytes,
+                "monotone": b.monotone,
+                "smallest_swept_budget_bytes": b.smallest_swept_budget_bytes,
             }
             for b in t.best
         ],
@@ -349,9 +380,9 @@ def tradeoff_to_json(t: Tradeoff) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------- helpers
-def _resolve(b: Budget | int, ref: int) -> int:
+def _resolve(b: Budget | int, ref: int, lb: int) -> int:
     if isinstance(b, Budget):
-        value = b.resolve(ref)
+        value = b.resolve(ref, lb)
         if value is None:
             raise InputError("a sweep needs sizes or ratios, not 'none'")
         return value
@@ -409,13 +440,24 @@ def _against(point: SweepPoint, budget: int, ref: int, lb: int) -> SweepPoint:
     return _replace(point, budget_bytes=budget, budget_ratio=ratio)
 
 
-def _best(name: str, pts: list[SweepPoint]) -> StrategyBest:
+def _best(name: str, pts: list[SweepPoint], found: SmallestBudget | None) -> StrategyBest:
     fit = [p for p in pts if p.fits]
     hints = [p.min_budget_hint for p in pts if p.status == NO_FIT and p.min_budget_hint is not None]
     lowest = min(fit, key=lambda p: (p.peak_bytes, p.cost)) if fit else None
+    swept = min(p.budget_bytes for p in fit) if fit else None
+    searched: dict[str, Any] = {}
+    if found is not None:
+        searched = dict(
+            search="exact" if found.exact else "bisection",
+            search_failed_bytes=found.failed_bytes,
+            search_tolerance_bytes=found.tolerance_bytes,
+            monotone=found.monotone,
+        )
     return StrategyBest(
         strategy=name,
-        smallest_budget_bytes=min(p.budget_bytes for p in fit) if fit else None,
+        smallest_budget_bytes=found.budget_bytes if found is not None else swept,
+        smallest_swept_budget_bytes=swept,
+        **searched,
         lowest_peak_bytes=None if lowest is None else lowest.peak_bytes,
         overhead_at_lowest=None if lowest is None else lowest.overhead,
         est_seconds_at_lowest=None if lowest is None else lowest.est_seconds,
