@@ -203,8 +203,10 @@ def cli() -> None:
       remat tradeoff sample_graphs/unet_train.json --plot tradeoff.png
       remat validate model.onnx plan.json
 
-    Budgets are sizes (12GiB, 800MB, 123456 bytes) or ratios of the store-all peak
-    (0.5x, 50%). Exit codes: 0 ok, 1 no plan fits or a check failed, 2 bad input.
+    Budgets are sizes (12GiB, 800MB, 123456 bytes), ratios of the store-all peak
+    (0.5x, 50%; fixed memory included), or fractions of the activation memory (0.5act;
+    fixed memory left out: 0act = the lower bound, 1act = the store-all peak).
+    Exit codes: 0 ok, 1 no plan fits or a check failed, 2 bad input.
     """
 
 
@@ -226,7 +228,7 @@ def info(graph_file: str, fmt: str, decompose: bool, **graph_kw: Any) -> None:
 @cli.command(context_settings=CONTEXT)
 @click.argument("graph_file", metavar="GRAPH")
 @click.option("-s", "--strategy", default="auto", show_default=True, metavar="NAME", help="Strategy to plan with; see `remat strategies`. auto runs every fast one and keeps the cheapest plan that fits.")
-@click.option("-b", "--budget", type=BudgetType(), default="none", show_default=True, help="Memory budget, fixed memory included: 12GiB, 800MB, 123456, 0.5x, 50% or none.")
+@click.option("-b", "--budget", type=BudgetType(), default="none", show_default=True, help="Memory budget, fixed memory included: 12GiB, 800MB, 123456, 0.5x or 50% (of the store-all peak), 0.5act (of the activation memory: 0act = the lower bound, 1act = the store-all peak) or none.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the plan: remat-plan JSON, or twremat c/f text if it ends in .txt.")
 @click.option("--timeline", type=click.Path(dir_okay=False), metavar="OUT.png|svg", help="Plot memory over the schedule (needs remat-cli[plot]).")
 @click.option("--trace", type=click.Path(dir_okay=False), metavar="OUT.json", help="Write a Chrome trace (Perfetto, chrome://tracing): memory counter + one slice per compute.")
@@ -249,13 +251,15 @@ def plan(
     """Plan a schedule for GRAPH under a memory budget and report what it costs.
 
     The plan is replayed by the simulator before anything is printed; a plan that does
-    not fit the budget is never reported as fitting (exit 1, naming the smallest budget
-    the strategy can meet when known). The report splits the peak into fixed memory and
-    activations, and names the values recomputed most.
+    not fit the budget is never reported as fitting (exit 1, naming the lower bound and
+    the smallest budget a search found the strategy to meet, in bytes, x and act). The
+    report splits the peak into fixed memory and activations, and names the values
+    recomputed most.
 
     \b
     Examples:
       remat plan g.json --budget 0.5x --timeline mem.png
+      remat plan g.json --budget 0.3act      # 30% of the way from the lower bound to store-all
       remat plan g.json --budget 8GiB --trace plan.trace.json --dot plan.dot
     """
     if timeline:
@@ -311,8 +315,11 @@ def tradeoff(graph_file: str, strategy_list: str | None, points: int, budget_lis
 
     For every budget and strategy: the extra compute (overhead), estimated step time when
     the graph has a time model, or "no fit". Marks the Pareto frontier across strategies
-    (no other plan is both smaller and cheaper) and the smallest budget each meets.
-    Every plan is checked by the simulator.
+    (no other plan is both smaller and cheaper) and the smallest budget each was found
+    to meet: a bisection to 0.1% of the store-all peak (the figure `plan` and `check`
+    name too), assuming a strategy that fits a budget fits every larger one; where a
+    strategy is known not to (greedy, dtr, auto), it says so. Every plan is checked by
+    the simulator.
 
     \b
     Examples:

@@ -264,3 +264,77 @@ def test_parse_dims() -> None:
     for bad in ({"batch": 0}, {"batch": "x"}, ["batch"], "batch=2", {"b": True}):
         with pytest.raises(InputError):
             parse_dims(bad)
+
+
+# --------------------------------------------------------------------------- issue 10
+
+
+def test_missing_file_still_prints_every_other_result_as_json(models: tuple[Path, list[int]]) -> None:
+    root, peaks = models
+    files = [str(root / "models" / "m0.json"), str(root / "models" / "missing.json"), str(root / "models" / "m1.json")]
+    res = _run([*files, "--budget", str(max(peaks)), "-s", "store-all", "--format", "json", "-j", "1"], cwd=root)
+    assert res.exit_code == 2, res.output
+    doc = json.loads(res.stdout)
+    assert doc["models"] == 3 and doc["passed"] == 2 and doc["exit_code"] == 2
+    assert [r["file"] for r in doc["results"]] == files
+    assert [r["verdict"] for r in doc["results"]] == ["pass", "error", "pass"]
+    assert "no such file" in doc["results"][1]["reason"].lower() and doc["results"][1]["status"] == "bad-input"
+    # and the same three lines as text
+    res = _run([*files, "--budget", str(max(peaks)), "-s", "store-all", "-j", "1"], cwd=root)
+    assert res.exit_code == 2
+    assert [ln.split()[0] for ln in res.stdout.splitlines()[:3]] == ["PASS", "ERROR", "PASS"]
+
+
+def test_command_line_wins_over_config_even_with_default_values(models: tuple[Path, list[int]], monkeypatch: pytest.MonkeyPatch) -> None:
+    import remat_cli.check as check_mod
+
+    root, peaks = models
+    (root / "remat.toml").write_text(
+        f'budget = "{max(peaks)}"\nstrategy = "store-all"\noptimizer = "adam"\ndevice = "h100"\ncost_model = "flops"\n'
+        '[[models]]\npath = "models/m0.json"\n'
+    )
+    seen: list[CheckSpec] = []
+
+    def fake_run_check(specs, **kw):
+        seen.extend(specs)
+        return CheckReport((), models=len(specs))
+
+    monkeypatch.setattr(check_mod, "run_check", fake_run_check)
+    _run([], cwd=root)
+    assert (seen[0].load.optimizer, seen[0].load.device, seen[0].load.cost) == ("adam", "h100", "flops")
+    seen.clear()
+    # the defaults' own values, given on the command line, still win
+    _run(["--optimizer", "sgd", "--device", "a100", "--cost", "roofline"], cwd=root)
+    assert (seen[0].load.optimizer, seen[0].load.device, seen[0].load.cost) == ("sgd", "a100", "roofline")
+    seen.clear()
+    _run(["models/m0.json", "--optimizer", "sgd"], cwd=root)  # models named: the file's defaults
+    assert (seen[0].load.optimizer, seen[0].load.device) == ("sgd", "h100")
+
+
+def test_merge_load_given_fields_win_even_at_their_default() -> None:
+    base = LoadOptions(optimizer="adam", device="h100", training=False)
+    assert merge_load(base, LoadOptions()) == base
+    merged = merge_load(base, LoadOptions(), given={"optimizer", "device"})
+    assert (merged.optimizer, merged.device, merged.training) == ("sgd", "a100", False)
+
+
+def test_no_plan_names_lower_bound_and_smallest_found_budget_apart(models: tuple[Path, list[int]]) -> None:
+    from remat_cli.report.units import fmt_bytes
+    from remat_cli.sweep import smallest_budget
+
+    root, _ = models
+    path = root / "models" / "m0.json"
+    graph = load_graph(path)
+    for strategy in ("treewidth", "store-all"):
+        found = smallest_budget(graph, strategy)
+        assert found.budget_bytes is not None and found.budget_bytes > graph.lb  # else this test is vacuous
+        for budget in (graph.lb - 1, found.budget_bytes - 1):
+            res = _run([str(path), "--budget", str(budget), "-s", strategy, "--format", "json", "-j", "1"], cwd=root)
+            assert res.exit_code == 1, res.output
+            (r,) = json.loads(res.stdout)["results"]
+            assert r["min_budget_bytes"] == found.budget_bytes != r["lower_bound_bytes"] == graph.lb
+            assert "known to work" not in r["reason"]
+            assert f"lower bound {fmt_bytes(graph.lb)}" in r["reason"] or budget >= graph.lb
+            assert fmt_bytes(found.budget_bytes) in r["reason"]
+            plan = make_plan(graph, strategy, r["min_budget_bytes"])  # a plan was found there
+            assert simulate(graph, plan.schedule).metrics.peak_bytes <= r["min_budget_bytes"]
