@@ -181,9 +181,14 @@ def _with_smallest(
         if found.budget_bytes == graph.lb and strat.uses_budget:
             tail += ", the lower bound itself"
     else:
-        below = f"none at {fmt_bytes(found.failed_bytes)}" if found.failed_bytes is not None else "of the lower bound"
+        if found.failed_bytes is not None:
+            below = f"none at {fmt_bytes(found.budget_bytes - found.failed_bytes)} less"
+        else:
+            below = "within that of the lower bound"
         tail = (
             f"; the smallest budget {strat.name} was found to meet is {_forms(graph, found.budget_bytes, reference_peak)}"
-            f" (searched to within {fmt_bytes(found.tolerance_bytes)}; {below})"
+            f" (a search in steps of {fmt_bytes(found.tolerance_bytes)}: {below}"
+            + ("" if found.monotone else f"; {strat.name} can fit a budget and fail a larger one, so a smaller one may fit")
+            + ")"
         )
     return NoPlanError(head + tail + hint, min_budget=found.budget_bytes)

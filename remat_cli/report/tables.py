@@ -238,6 +238,23 @@ def render_tradeoff(t: Tradeoff, console: Console) -> None:
                 row.append(fmt_seconds(b.est_seconds_at_lowest))
         best.add_row(*row)
     console.print(best)
+    console.print(_smallest_note(t), highlight=False, markup=False, soft_wrap=False)
+
+
+def _smallest_note(t: Tradeoff) -> str:
+    """How the smallest budgets were found, and which are not minimums (issue 10, item 3)."""
+    searched = [b for b in t.best if b.search != "grid" and b.smallest_budget_bytes is not None]
+    lines = []
+    if searched:
+        step = fmt_bytes(searched[0].search_tolerance_bytes)
+        lines.append(f"smallest budget: searched in {step} steps (0.1% of store-all); plans replayed")
+    loose = [b.strategy for b in searched if not b.monotone]
+    if loose:
+        lines.append(f"{', '.join(loose)}: not monotone in the budget; a smaller budget may fit")
+    grid = [b.strategy for b in t.best if b.search == "grid" and b.smallest_budget_bytes is not None]
+    if grid:
+        lines.append(f"{', '.join(grid)}: not searched (slow): the smallest swept budget")
+    return "\n".join(lines)
 
 
 def _cell(p: SweepPoint, seconds: bool) -> Text:

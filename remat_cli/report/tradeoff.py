@@ -85,7 +85,7 @@ class StrategyBest:
 
     strategy: str
     smallest_budget_bytes: int | None  # smallest budget a plan was found for (see above)
-    lowest_peak_bytes: int | None  # lowest peak over all its plans
+    lowest_peak_bytes: int | None  # lowest peak over all its plans (swept and searched)
     overhead_at_lowest: float | None  # overhead of that lowest-peak plan
     est_seconds_at_lowest: float | None
     stated_min_budget_bytes: int | None  # smallest budget the strategy said it can meet
@@ -446,6 +446,9 @@ def _best(name: str, pts: list[SweepPoint], found: SmallestBudget | None) -> Str
     lowest = min(fit, key=lambda p: (p.peak_bytes, p.cost)) if fit else None
     swept = min(p.budget_bytes for p in fit) if fit else None
     searched: dict[str, Any] = {}
+    low = None if lowest is None else (lowest.peak_bytes, lowest.cost, lowest.overhead, lowest.est_seconds)
+    if found is not None and found.peak_bytes is not None and (low is None or (found.peak_bytes, found.cost) < low[:2]):
+        low = (found.peak_bytes, found.cost, found.overhead, found.est_seconds)  # the search's plan is lower
     if found is not None:
         searched = dict(
             search="exact" if found.exact else "bisection",
@@ -458,9 +461,9 @@ def _best(name: str, pts: list[SweepPoint], found: SmallestBudget | None) -> Str
         smallest_budget_bytes=found.budget_bytes if found is not None else swept,
         smallest_swept_budget_bytes=swept,
         **searched,
-        lowest_peak_bytes=None if lowest is None else lowest.peak_bytes,
-        overhead_at_lowest=None if lowest is None else lowest.overhead,
-        est_seconds_at_lowest=None if lowest is None else lowest.est_seconds,
+        lowest_peak_bytes=None if low is None else low[0],
+        overhead_at_lowest=None if low is None else low[2],
+        est_seconds_at_lowest=None if low is None else low[3],
         stated_min_budget_bytes=min(hints) if hints else None,
         fits=len(fit),
         errors=sum(1 for p in pts if p.status == ERROR),
