@@ -138,11 +138,12 @@ def activation_at_least(nbytes: int, store_all: int, lower_bound: int) -> float 
 
 
 def _forms(graph: Graph, nbytes: int, store_all: int) -> str:
-    """``1.20 GiB (0.650x, 0.120act)``: ratios rounded up, so they resolve to >= nbytes."""
+    """``1.20 GiB (1288490188 B, 0.650x, 0.120act)``: ratios rounded up, so they resolve
+    to at least ``nbytes`` when typed back."""
     ratio = ratio_at_least(nbytes, store_all)
     act = activation_at_least(nbytes, store_all, graph.lb)
-    forms = ([f"{ratio:.3f}x"] if ratio is not None else []) + ([f"{act:.3f}act"] if act is not None else [])
-    return fmt_bytes(nbytes) + (f" ({', '.join(forms)})" if forms else "")
+    forms = [f"{nbytes} B"] + ([f"{ratio:.3f}x"] if ratio is not None else []) + ([f"{act:.3f}act"] if act is not None else [])
+    return f"{fmt_bytes(nbytes)} ({', '.join(forms)})"
 
 
 def _with_smallest(
