@@ -329,7 +329,11 @@ def test_no_plan_names_lower_bound_and_smallest_found_budget_apart(models: tuple
         found = smallest_budget(graph, strategy)
         assert found.budget_bytes is not None and found.budget_bytes > graph.lb  # else this test is vacuous
         for budget in (graph.lb - 1, found.budget_bytes - 1):
-            res = _run([str(path), "--budget", str(budget), "-s", strategy, "--format", "json", "-j", "1"], cwd=root)
+            junit = root / "r.xml"
+            res = _run([str(path), "--budget", str(budget), "-s", strategy, "--format", "json", "-j", "1", "--junit", str(junit)], cwd=root)
+            out = ET.parse(junit).getroot().find("testsuite/testcase/system-out").text
+            assert f"lower bound (no schedule fits below): {fmt_bytes(graph.lb)}" in out
+            assert f"smallest budget a plan was found for: {fmt_bytes(found.budget_bytes)} ({found.budget_bytes} B)" in out
             assert res.exit_code == 1, res.output
             (r,) = json.loads(res.stdout)["results"]
             assert r["min_budget_bytes"] == found.budget_bytes != r["lower_bound_bytes"] == graph.lb

@@ -157,6 +157,7 @@ def test_plan_tradeoff_and_check_give_the_same_smallest_budget(graph_file: Path,
     (row,) = json.loads(res.stdout)["smallest"]
     assert row["strategy"] == name and row["smallest_budget_bytes"] == found.budget_bytes
     assert row["search_failed_bytes"] == found.failed_bytes
+    assert row["monotone"] == (name not in NOT_MONOTONE) and row["search"] in ("exact", "bisection")
     # check: min_budget_bytes, the lower bound apart
     (tmp_path / ".git").mkdir(exist_ok=True)
     res = runner.invoke(cli, ["check", str(graph_file), "-s", name, "--budget", below, "--format", "json", "-j", "1"])
@@ -164,3 +165,22 @@ def test_plan_tradeoff_and_check_give_the_same_smallest_budget(graph_file: Path,
     (result,) = json.loads(res.stdout)["results"]
     assert result["min_budget_bytes"] == found.budget_bytes
     assert result["lower_bound_bytes"] == graph.lb
+
+
+@pytest.mark.parametrize("name", sorted(NOT_MONOTONE))
+def test_reports_say_when_the_found_budget_may_not_be_the_minimum(name: str, tmp_path: Path) -> None:
+    seed, _, _ = WITNESSES[name]
+    graph = _witness_graph(seed)
+    found = smallest_budget(graph, name)
+    assert found.budget_bytes is not None and not found.monotone
+    if found.failed_bytes is None:  # the figure is the lower bound: a minimum after all
+        assert found.budget_bytes == graph.lb
+        return
+    with pytest.raises(NoPlanError) as info:
+        make_plan(graph, name, found.failed_bytes, find_smallest=True)
+    assert "a smaller one may fit" in info.value.message
+    path = tmp_path / "g.json"
+    path.write_text(remat_json.dumps(graph))
+    res = CliRunner().invoke(cli, ["tradeoff", str(path), "-S", name])
+    assert res.exit_code == 0, res.output
+    assert f"{name}: not monotone in the budget; a smaller budget may fit" in res.stdout
