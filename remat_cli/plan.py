@@ -146,6 +146,8 @@ def plan_to_json(plan: Plan, load: Mapping[str, Any] | None = None) -> dict[str,
 def plan_to_twremat(plan: Plan) -> str:
     """twremat's output text: one ``c ID`` or ``f ID`` line per step."""
     ids = plan.graph.ids
+    if any(len(x.split()) != 1 for x in ids):  # an id with spaces: number the nodes instead
+        ids = tuple(str(v) for v in range(plan.graph.n))
     lines = [
         f"{'c' if op == COMPUTE else 'f'} {ids[v]}"
         for op, v in zip(plan.schedule.ops.tolist(), plan.schedule.nodes.tolist())
@@ -225,7 +227,12 @@ def _plan_from_json(doc: Any, graph: Graph, path: Path, load: Mapping[str, Any] 
 
 
 def _plan_from_twremat(text: str, graph: Graph, path: Path) -> Schedule:
+    """twremat ``c``/``f`` lines. twremat ids are integers: for a graph whose ids are not
+    (an ONNX model), an id that names no node is read as the node's number, the way
+    ``remat convert`` numbers them (so a plan made on the converted text replays on the
+    model itself)."""
     index = graph.index
+    numbered = not all(x.isdigit() for x in graph.ids)
     steps = []
     for lineno, line in enumerate(text.splitlines(), 1):
         parts = line.split()
@@ -233,9 +240,12 @@ def _plan_from_twremat(text: str, graph: Graph, path: Path) -> Schedule:
             continue
         if len(parts) != 2 or parts[0] not in ("c", "f"):
             raise InputError(f"{path}:{lineno}: expected 'c ID' or 'f ID', got {line.strip()!r}")
-        if parts[1] not in index:
-            raise InputError(f"{path}:{lineno}: unknown node {parts[1]!r}")
-        steps.append(("compute" if parts[0] == "c" else "free", parts[1]))
+        node = parts[1]
+        if node not in index:
+            if not (numbered and node.isdigit() and int(node) < graph.n):
+                raise InputError(f"{path}:{lineno}: unknown node {node!r}")
+            node = graph.ids[int(node)]
+        steps.append(("compute" if parts[0] == "c" else "free", node))
     return Schedule.from_named(steps, index)
 
 
