@@ -171,7 +171,8 @@ def timeline_figure(plan: Plan, facts: PlanFacts | None = None) -> Any:
         k = int(np.argmax(memory))
         right = k > 0.75 * memory.size  # near the right edge the label goes to the left
         ax.annotate(f"peak {fmt_bytes(int(memory[k]))}", (x[k], y[k]), xytext=(-6 if right else 6, 4), textcoords="offset points",
-                    ha="right" if right else "left", fontsize=8, gid="peak-label")
+                    ha="right" if right else "left", fontsize=8, gid="peak-label",
+                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
     ax.set_xlim(0.5, max(memory.size, 1) + 0.5)
     ax.set_ylim(0, top / scale * 1.12)
     ax.set_xlabel("compute step")
