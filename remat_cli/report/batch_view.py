@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import re
-import textwrap
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
@@ -148,8 +147,7 @@ def render_rows(rows: Sequence[Row], console: Console, title: str, *, verbose: b
         if verbose or over <= 0 or file_width <= 16:
             break
         file_width = max(file_width - over, 16)
-    if not verbose:  # why each row failed, wrapped to the same width
-        problems = [textwrap.fill(p, limit, subsequent_indent="    ", break_long_words=False, break_on_hyphens=False) for p in problems]
+    # then why each row failed: one line each, however long (grep-able, like every error)
     console.file.write(text + "\n" + "".join(line + "\n" for line in problems))
 
 
