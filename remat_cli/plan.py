@@ -83,9 +83,12 @@ def metrics_to_json(m: Metrics, solve_seconds: float | None = None) -> dict[str,
 
 def load_record(options: Any, graph: Graph) -> dict[str, Any]:
     """The load options (a :class:`~remat_cli.loaders.LoadOptions`) that made ``graph``, as
-    the plan file's ``"load"`` object; training and convention as they took effect."""
+    the plan file's ``"load"`` object; dims, training and convention as they took effect
+    (an ONNX model's dims are those it has, of the ones given)."""
+    used = graph.meta.get("dims")
+    dims = used.items() if isinstance(used, Mapping) else (getattr(options, "dims", ()) or ())
     return {
-        "dims": {str(k): int(v) for k, v in sorted(getattr(options, "dims", ()) or ())},
+        "dims": {str(k): int(v) for k, v in sorted(dims)},
         "training": bool(graph.is_training),
         "convention": graph.meta.get("training_convention") if graph.is_training else None,
         "optimizer": getattr(options, "optimizer", None),

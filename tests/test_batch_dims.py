@@ -60,3 +60,17 @@ def test_a_dim_that_no_file_has_is_an_error(tmp_path: Path) -> None:
     assert res.exit_code == 2, res.output
     assert "--dim seqlen: no file has a dimension named 'seqlen'" in res.output
     assert "Traceback" not in res.output
+
+
+def test_plans_written_by_batch_record_each_models_dims(tmp_path: Path) -> None:
+    root = _models(tmp_path)
+    config = tmp_path / "remat.toml"
+    config.write_text('[[models]]\npath = "models/b.onnx"\ndims = { n = 3 }\n')
+    out = tmp_path / "plans"
+    code, text = _batch(str(root), "--dim", "batch=4", "--config", str(config), "--out-dir", str(out))
+    assert code == 0, text
+    docs = {p.name.split(".")[0]: json.loads(p.read_text()) for p in out.rglob("*.plan.json")}
+    assert docs["a"]["load"]["dims"] == {"batch": 4} and docs["b"]["load"]["dims"] == {"n": 3}
+    # and each plan validates on its model under the dims it records
+    res = CliRunner().invoke(cli, ["validate", str(root / "b.onnx"), str(next(out.rglob("b.onnx*.plan.json"))), "--dim", "n=3"])
+    assert res.exit_code == 0, res.output
