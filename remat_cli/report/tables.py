@@ -79,8 +79,9 @@ def render_info(s: GraphSummary, console: Console) -> None:
         ops.add_row(f"… {len(s.by_op) - 12} more", "", "", "", "")
     console.print(ops)
     big = _list_table(console, "largest values", [("node", "left"), ("op", "left"), ("size", "right")])
-    for node, op, size in s.largest:
-        big.add_row(node, op, fmt_bytes(size))
+    names = shorten_all([node for node, _, _ in s.largest], 48)  # cut in the middle, still distinct
+    for (_node, op, size), name in zip(s.largest, names):
+        big.add_row(name, op, fmt_bytes(size))
     console.print(big)
 
 
