@@ -36,7 +36,7 @@ from remat_cli.budget import Budget, parse_budget
 from remat_cli.errors import InputError, NoPlanError, RematError
 from remat_cli.executors import LocalExecutor, Outcome
 from remat_cli.loaders import LoadOptions, load_graph
-from remat_cli.plan import plan_to_json
+from remat_cli.plan import load_record, plan_to_json
 from remat_cli.planner import make_plan, resolve_budget, store_all_peak
 
 __all__ = [
@@ -54,6 +54,9 @@ __all__ = [
     "read_rows",
     "RowWriter",
     "parse_budget_list",
+    "format_dims",
+    "loads_per_file",
+    "unused_dims",
 ]
 
 # The strategy `remat batch` and `remat check` use when none is given.
@@ -91,6 +94,7 @@ class Row:
     graph: str = ""
     nodes: int | None = None
     edges: int | None = None
+    dims: str = ""  # the symbolic dims this file was loaded with, "batch=8 seq=128"
     budget_bytes: int | None = None
     budget_ratio: float | None = None
     peak_bytes: int | None = None
@@ -348,6 +352,41 @@ def plan_name(stem: str, strategy: str, budget: Budget, sweep: bool) -> str:
     return f"{stem}.{strategy}{slug}.plan.json"
 
 
+def format_dims(dims: Any) -> str:
+    """A file's dims as the row shows them: ``batch=8 seq=128`` ("" for none)."""
+    if not isinstance(dims, Mapping):
+        return ""
+    return " ".join(f"{k}={v}" for k, v in dims.items())
+
+
+def loads_per_file(
+    files: Sequence[str], load: LoadOptions, dims_by_file: Mapping[str, Sequence[tuple[str, int]]]
+) -> list[LoadOptions]:
+    """Per file, ``load`` with that model's own dims (from remat.toml's ``[[models]]``,
+    keyed by path) under the command line's ``--dim`` values, which win."""
+    own = {os.path.realpath(p): dict(d) for p, d in dims_by_file.items()}
+    out = []
+    for f in files:
+        dims = own.get(os.path.realpath(f), {})
+        if not dims:
+            out.append(load)
+            continue
+        dims.update(dict(load.dims))
+        out.append(replace(load, dims=tuple(sorted(dims.items()))))
+    return out
+
+
+def unused_dims(rows: Iterable[Row], names: Iterable[str]) -> list[str]:
+    """The ``--dim`` names that no loaded file has (a typo, as single-file commands say).
+
+    Empty when no file loaded: then nothing is known about the files' dimensions."""
+    loaded = [r for r in rows if r.nodes is not None]
+    if not loaded:
+        return []
+    used = {part.split("=", 1)[0] for r in loaded for part in r.dims.split()}
+    return [n for n in names if n not in used]
+
+
 # --------------------------------------------------------------------------- per-file work
 
 
@@ -375,7 +414,7 @@ def plan_file(task: FileTask) -> FileResult:
         return all_rows(TOO_LARGE, f"{task.path}: ran out of memory while loading")
     except Exception as exc:  # a loader bug must not stop the batch
         return all_rows(ERROR, f"{task.path}: internal error while loading: {type(exc).__name__}: {exc}")
-    facts: dict[str, Any] = {"graph": graph.name, "nodes": graph.n, "edges": graph.num_edges}
+    facts: dict[str, Any] = {"graph": graph.name, "nodes": graph.n, "edges": graph.num_edges, "dims": format_dims(graph.meta.get("dims"))}
     if task.max_nodes is not None and graph.n > task.max_nodes:
         return all_rows(TOO_LARGE, f"{task.path}: {graph.n} nodes is more than --max-nodes {task.max_nodes}", **facts)
     try:
@@ -412,7 +451,7 @@ def plan_file(task: FileTask) -> FileResult:
         plan_file_name = ""
         if task.plan_stem is not None:
             plan_file_name = plan_name(task.plan_stem, strategy, budget, sweep)
-            plans.append((plan_file_name, json.dumps(plan_to_json(plan), indent=1) + "\n"))
+            plans.append((plan_file_name, json.dumps(plan_to_json(plan, load_record(task.load, graph)), indent=1) + "\n"))
         rows.append(
             replace(
                 base,

@@ -24,7 +24,7 @@ from remat_cli.budget import Budget, parse_budget
 from remat_cli.errors import EXIT_FAILED, InputError, RematError
 from remat_cli.loaders import LoadOptions, load_graph
 from remat_cli.loaders import remat_json, twremat
-from remat_cli.plan import read_plan, write_plan
+from remat_cli.plan import load_record, read_plan, write_plan
 from remat_cli.planner import make_plan
 from remat_cli.report.facts import plan_facts
 from remat_cli.report.tables import (
@@ -34,6 +34,7 @@ from remat_cli.report.tables import (
     render_plan,
     summary_to_json,
 )
+from remat_cli.report.units import fmt_bytes, fmt_bytes_pair
 from remat_cli.simulate import simulate
 from remat_cli.strategies import STRATEGIES
 from remat_cli.summary import summarize
@@ -234,10 +235,12 @@ def info(graph_file: str, fmt: str, decompose: bool, **graph_kw: Any) -> None:
 @click.option("--trace", type=click.Path(dir_okay=False), metavar="OUT.json", help="Write a Chrome trace (Perfetto, chrome://tracing): memory counter + one slice per compute.")
 @click.option("--dot", type=click.Path(dir_okay=False), metavar="OUT.dot", help="Write the graph as Graphviz DOT, kept / recomputed / target nodes styled.")
 @click.option("--time-limit", type=click.FloatRange(min=0.1), default=60.0, show_default=True, metavar="SECONDS", help="Time limit of the exact solver, in seconds.")
+@click.option("-v", "--verbose", is_flag=True, help="Also the strategy's internals (decomposition bounds, solver details) and full node names.")
 @graph_options
 @FORMAT_OPTION
 def plan(
     graph_file: str,
+    verbose: bool,
     strategy: str,
     budget: Budget,
     output: str | None,
@@ -267,13 +270,14 @@ def plan(
 
         check_plot_path(timeline, "--timeline")
         require_matplotlib("--timeline")
-    graph = load_graph(graph_file, _load_options(**graph_kw))
+    options = _load_options(**graph_kw)
+    graph = load_graph(graph_file, options)
     with _working(f"planning {graph.name} ({graph.n:,} nodes) with {strategy}"):
         result = make_plan(graph, strategy, budget, {"time_limit": time_limit}, find_smallest=True, graph_file=graph_file)
     facts = plan_facts(result)
     written: list[str] = []
     if output:
-        write_plan(result, output)
+        write_plan(result, output, load_record(options, graph))
         written.append(f"plan written to {output}")
     if timeline:
         from remat_cli.report.plots import plot_timeline
@@ -297,7 +301,7 @@ def plan(
             err.print(line, markup=False)
     else:
         console = _stdout()
-        render_plan(result, console, facts)
+        render_plan(result, console, facts, verbose=verbose)
         for line in written:
             console.print(line, markup=False)
 
@@ -349,7 +353,7 @@ def tradeoff(graph_file: str, strategy_list: str | None, points: int, budget_lis
     err = _stderr()
     for p in result.points:
         if p.status == "error":
-            err.print(f"remat: warning: {p.strategy} at {p.budget_bytes} B failed: {p.message}", markup=False)
+            err.print(f"remat: warning: {p.strategy} at {fmt_bytes(p.budget_bytes)} failed: {p.message}", markup=False)
     if plot:
         from remat_cli.report.plots import plot_tradeoff
 
@@ -394,8 +398,9 @@ def validate(graph_file: str, plan_file: str, budget: Budget, fmt: str, **graph_
     """
     from remat_cli.planner import resolve_budget
 
-    graph = load_graph(graph_file, _load_options(**graph_kw))
-    schedule, _header = read_plan(plan_file, graph)
+    options = _load_options(**graph_kw)
+    graph = load_graph(graph_file, options)
+    schedule, _header = read_plan(plan_file, graph, load_record(options, graph))
     result = simulate(graph, schedule)
     if result.error is not None:
         if fmt == "json":
@@ -416,7 +421,8 @@ def validate(graph_file: str, plan_file: str, budget: Budget, fmt: str, **graph_
         console = _stdout()
         console.print(render_metrics(m, console, graph.cost_unit, f"{plan_file}: valid"))
     if over:
-        raise RematError(f"{plan_file}: peak {m.peak_bytes} B is above the budget {budget_bytes} B", EXIT_FAILED)
+        peak, limit = fmt_bytes_pair(m.peak_bytes, budget_bytes)
+        raise RematError(f"{plan_file}: peak {peak} is above the budget {limit}", EXIT_FAILED)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -502,8 +508,10 @@ def executor_options(func: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--out-dir", type=click.Path(file_okay=False), help="Write each plan there (remat-plan JSON, mirroring the input tree).")
 @click.option("--resume", is_flag=True, help="Reuse results already in --jsonl/--csv for files (and options) that have not changed.")
 @click.option("--fail-fast/--keep-going", default=False, show_default=True, help="Stop at the first failing file, or plan every file whatever fails.")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Take each model's dims from this remat.toml's [[models]] tables (--dim still wins).")
 @graph_options
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True, help="Summary on stdout: table for people, json or csv for machines.")
+@click.option("-v", "--verbose", is_flag=True, help="All columns (graph size, solve time) in the table.")
 def batch(
     paths: tuple[str, ...],
     strategies: tuple[str, ...],
@@ -520,7 +528,9 @@ def batch(
     out_dir: str | None,
     resume: bool,
     fail_fast: bool,
+    config_file: str | None,
     fmt: str,
+    verbose: bool,
     **graph_kw: Any,
 ) -> None:
     """Plan every graph file under PATH... (directories are searched recursively).
@@ -531,9 +541,14 @@ def batch(
     on. Rows come out in file order whatever the parallelism. Exit 1 if any file failed
     or any plan did not fit; 130 when interrupted (the results so far are kept).
 
+    Each row names the dims its file was loaded with. A --dim applies to every file that
+    has that dimension; a --dim no file has is an error (exit 2). Models that need other
+    values take them from --config's [[models]] tables (path, dims), as `remat check`.
+
     \b
     Examples:
       remat batch models/ --budget 0.5x --csv results.csv
+      remat batch models/ --dim batch=8 --config remat.toml
       remat batch models/ --glob '*.onnx' --budgets 1x,0.75x,0.5x --jsonl sweep.jsonl --resume
       remat batch models/ --executor dask --scheduler tcp://10.0.0.5:8786 --jsonl out.jsonl
     """
@@ -551,9 +566,16 @@ def batch(
     files = batch_mod.discover(paths, globs)
     if not files:
         raise InputError(f"no graph files found under {', '.join(paths)}" + (f" matching {', '.join(globs)}" if globs else ""))
-    # one --dim list serves many models: a model without that dimension just ignores it
+    # one --dim list serves many models: a model without that dimension skips it, but a
+    # --dim that no file has is an error (checked on the rows, below)
     load = replace(_load_options(**graph_kw), strict_dims=len(files) == 1)
-    tasks = batch_mod.make_tasks(files, strategies=names, budgets=budgets, load=load, max_nodes=max_nodes, out_dir=out_dir)
+    dims_by_file: dict[str, tuple[tuple[str, int], ...]] = {}
+    if config_file:
+        from remat_cli import config as config_mod
+
+        dims_by_file = {e.path: e.dims for e in config_mod.load_config(config_file).models}
+    loads = batch_mod.loads_per_file(files, load, dims_by_file)
+    tasks = batch_mod.make_tasks(files, strategies=names, budgets=budgets, load=loads, max_nodes=max_nodes, out_dir=out_dir)
     previous: list[batch_mod.Row] = []
     if resume:
         previous = batch_mod.read_rows(jsonl_path) if jsonl_path else []
@@ -582,7 +604,7 @@ def batch(
     elif fmt == "csv":
         click.echo(rows_csv(result.rows), nl=False)
     else:
-        render_rows(result.rows, _stdout(), f"{len(files)} file{'s' if len(files) != 1 else ''}, {run_on.describe()}")
+        render_rows(result.rows, _stdout(), f"{len(files)} file{'s' if len(files) != 1 else ''}, {run_on.describe()}", verbose=verbose)
     bad_files = len({r.file for r in result.rows if r.failed})
     note = f"{result.done} of {result.files} files done"
     if result.reused:
@@ -594,6 +616,12 @@ def batch(
     if result.stopped:
         note += "; stopped at the first failure (--fail-fast)"
     err.print(note, highlight=False, markup=False)
+    unused = batch_mod.unused_dims(result.rows, [k for k, _ in load.dims]) if not result.stopped else []
+    if unused:
+        raise InputError(
+            f"--dim {unused[0]}: no file has a dimension named {unused[0]!r} "
+            "(each row's dims column shows what every file used)"
+        )
     if result.failures:
         click.get_current_context().exit(EXIT_FAILED)
 

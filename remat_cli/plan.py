@@ -3,6 +3,11 @@
 ``remat-plan`` v1 JSON and twremat ``c``/``f`` text are written from a :class:`Plan` and
 read back into a :class:`~remat_cli.schedule.Schedule` against a graph, refusing plans
 made for another graph (sha256 mismatch) or naming unknown nodes.
+
+A plan document also records the load options that turned the model file into the graph
+(``"load"``: dims, training or inference, convention, optimizer, cost model, device,
+views), so that a plan replayed under other options is refused naming the option that
+differs, not only "made for another graph".
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ from remat_cli.graph import Graph
 from remat_cli.schedule import COMPUTE, Schedule
 from remat_cli.simulate import Metrics
 
-__all__ = ["Plan", "plan_to_json", "write_plan", "read_plan", "plan_to_twremat", "PLAN_FORMAT"]
+__all__ = [
+    "Plan", "plan_to_json", "write_plan", "read_plan", "plan_to_twremat", "load_record", "PLAN_FORMAT",
+]
 
 PLAN_FORMAT = "remat-plan"
 PLAN_VERSION = 1
@@ -74,10 +81,54 @@ def metrics_to_json(m: Metrics, solve_seconds: float | None = None) -> dict[str,
     return out
 
 
-def plan_to_json(plan: Plan) -> dict[str, Any]:
-    """The ``remat-plan`` v1 document."""
-    g = plan.graph
+def load_record(options: Any, graph: Graph) -> dict[str, Any]:
+    """The load options (a :class:`~remat_cli.loaders.LoadOptions`) that made ``graph``, as
+    the plan file's ``"load"`` object; dims, training and convention as they took effect
+    (an ONNX model's dims are those it has, of the ones given)."""
+    used = graph.meta.get("dims")
+    dims = used.items() if isinstance(used, Mapping) else (getattr(options, "dims", ()) or ())
     return {
+        "dims": {str(k): int(v) for k, v in sorted(dims)},
+        "training": bool(graph.is_training),
+        "convention": graph.meta.get("training_convention") if graph.is_training else None,
+        "optimizer": getattr(options, "optimizer", None),
+        "cost": getattr(options, "cost", None),
+        "device": getattr(options, "device", None),
+        "keep_views": bool(getattr(options, "keep_views", False)),
+    }
+
+
+def _flag(key: str, value: Any) -> str:
+    """One load option as the command-line flag that sets it."""
+    if key == "dims":
+        return " ".join(f"--dim {k}={v}" for k, v in (value or {}).items()) or "no --dim"
+    if key == "training":
+        return "--training" if value else "--inference"
+    if key == "keep_views":
+        return "--keep-views" if value else "no --keep-views"
+    if value is None:
+        return f"no --{key}"
+    return f"--{key} {value}"
+
+
+def load_differences(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """The options that differ, as ``--optimizer adam (this run: --optimizer sgd)``."""
+    out = []
+    for key, now in current.items():
+        if key not in recorded:
+            continue
+        then = recorded[key]
+        if key == "dims" and isinstance(then, Mapping):
+            then = {str(k): v for k, v in then.items()}
+        if then != now:
+            out.append(f"{_flag(key, then)} (this run: {_flag(key, now)})")
+    return out
+
+
+def plan_to_json(plan: Plan, load: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The ``remat-plan`` v1 document; ``load`` (see :func:`load_record`) is recorded."""
+    g = plan.graph
+    doc = {
         "format": PLAN_FORMAT,
         "version": PLAN_VERSION,
         "graph": {"name": g.name, "sha256": g.sha256, "nodes": g.n},
@@ -90,11 +141,16 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
         "keep": None if plan.keep is None else [g.ids[v] for v in plan.keep],
         "info": _jsonable(dict(plan.info)),
     }
+    if load is not None:
+        doc["load"] = _jsonable(dict(load))
+    return doc
 
 
 def plan_to_twremat(plan: Plan) -> str:
     """twremat's output text: one ``c ID`` or ``f ID`` line per step."""
     ids = plan.graph.ids
+    if any(len(x.split()) != 1 for x in ids):  # an id with spaces: number the nodes instead
+        ids = tuple(str(v) for v in range(plan.graph.n))
     lines = [
         f"{'c' if op == COMPUTE else 'f'} {ids[v]}"
         for op, v in zip(plan.schedule.ops.tolist(), plan.schedule.nodes.tolist())
@@ -102,20 +158,25 @@ def plan_to_twremat(plan: Plan) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_plan(plan: Plan, path: str | Path) -> None:
-    """Write ``plan`` as remat-plan JSON, or twremat text when the name ends in ``.txt``."""
+def write_plan(plan: Plan, path: str | Path, load: Mapping[str, Any] | None = None) -> None:
+    """Write ``plan`` as remat-plan JSON (recording ``load``), or twremat text when the
+    name ends in ``.txt``."""
     path = Path(path)
     if path.suffix == ".txt":
         path.write_text(plan_to_twremat(plan))
     else:
-        path.write_text(json.dumps(plan_to_json(plan), indent=1) + "\n")
+        path.write_text(json.dumps(plan_to_json(plan, load), indent=1) + "\n")
 
 
-def read_plan(path: str | Path, graph: Graph) -> tuple[Schedule, dict[str, Any]]:
+def read_plan(
+    path: str | Path, graph: Graph, load: Mapping[str, Any] | None = None
+) -> tuple[Schedule, dict[str, Any]]:
     """Read a plan file (remat-plan JSON or twremat c/f text) as a schedule over ``graph``.
 
     Returns the schedule and the document's header (empty for twremat text). Raises
-    :class:`InputError` for unreadable files, another graph's plan, or unknown nodes.
+    :class:`InputError` for unreadable files, another graph's plan (naming the load
+    options that differ from ``load``, this run's :func:`load_record`, when the plan
+    recorded its own), or unknown nodes.
     """
     path = Path(path)
     try:
@@ -129,17 +190,29 @@ def read_plan(path: str | Path, graph: Graph) -> tuple[Schedule, dict[str, Any]]
             doc = json.loads(text)
         except json.JSONDecodeError as exc:
             raise InputError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno}") from None
-        return _plan_from_json(doc, graph, path), doc
+        return _plan_from_json(doc, graph, path, load), doc
     return _plan_from_twremat(text, graph, path), {}
 
 
-def _plan_from_json(doc: Any, graph: Graph, path: Path) -> Schedule:
+def _plan_from_json(doc: Any, graph: Graph, path: Path, load: Mapping[str, Any] | None = None) -> Schedule:
     if not isinstance(doc, dict) or doc.get("format") != PLAN_FORMAT:
         raise InputError(f"{path}: not a remat-plan file (no \"format\": \"{PLAN_FORMAT}\")")
     if doc.get("version") != PLAN_VERSION:
         raise InputError(f"{path}: remat-plan version {doc.get('version')!r} is not supported")
     sha = (doc.get("graph") or {}).get("sha256")
     if sha is not None and sha != graph.sha256:
+        recorded = doc.get("load")
+        if isinstance(recorded, Mapping) and load is not None:
+            diff = load_differences(recorded, load)
+            if diff:
+                raise InputError(
+                    f"{path}: this plan was made under other load options: {'; '.join(diff)}; "
+                    "validate with the plan's options"
+                )
+            raise InputError(
+                f"{path}: this plan was made for another graph with the same load options "
+                f"(sha256 {str(sha)[:12]}…, this graph is {graph.sha256[:12]}…): the model file differs"
+            )
         raise InputError(
             f"{path}: this plan was made for another graph (sha256 {str(sha)[:12]}…, "
             f"this graph is {graph.sha256[:12]}…)"
@@ -157,7 +230,12 @@ def _plan_from_json(doc: Any, graph: Graph, path: Path) -> Schedule:
 
 
 def _plan_from_twremat(text: str, graph: Graph, path: Path) -> Schedule:
+    """twremat ``c``/``f`` lines. twremat ids are integers: for a graph whose ids are not
+    (an ONNX model), an id that names no node is read as the node's number, the way
+    ``remat convert`` numbers them (so a plan made on the converted text replays on the
+    model itself)."""
     index = graph.index
+    numbered = not all(x.isdigit() for x in graph.ids)
     steps = []
     for lineno, line in enumerate(text.splitlines(), 1):
         parts = line.split()
@@ -165,9 +243,12 @@ def _plan_from_twremat(text: str, graph: Graph, path: Path) -> Schedule:
             continue
         if len(parts) != 2 or parts[0] not in ("c", "f"):
             raise InputError(f"{path}:{lineno}: expected 'c ID' or 'f ID', got {line.strip()!r}")
-        if parts[1] not in index:
-            raise InputError(f"{path}:{lineno}: unknown node {parts[1]!r}")
-        steps.append(("compute" if parts[0] == "c" else "free", parts[1]))
+        node = parts[1]
+        if node not in index:
+            if not (numbered and node.isdigit() and int(node) < graph.n):
+                raise InputError(f"{path}:{lineno}: unknown node {node!r}")
+            node = graph.ids[int(node)]
+        steps.append(("compute" if parts[0] == "c" else "free", node))
     return Schedule.from_named(steps, index)
 
 

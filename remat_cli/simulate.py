@@ -122,7 +122,9 @@ def simulate(graph: Graph, schedule: Schedule, *, per_step: bool = False) -> Sim
         return fail(len(ops), t, f"target {ids[t]!r} is never computed")
     cost = float(counts @ graph.cost)
     base = graph.base_cost
-    if base > 0:
+    if base > 0 and counts.max(initial=0) <= 1 and np.array_equal(counts > 0, graph.needed):
+        cost, overhead = base, 0.0  # each needed node once: exactly the base, not float noise
+    elif base > 0:
         overhead = cost / base - 1.0
     else:
         overhead = 0.0 if cost == 0 else float("inf")

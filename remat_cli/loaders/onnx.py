@@ -41,7 +41,7 @@ from remat_cli.graph import Graph
 from remat_cli.report.units import fmt_bytes, fmt_cost
 from remat_cli.training import ForwardFacts, build_training_graph
 
-__all__ = ["load", "read_model", "VIEW_OPS", "CONTROL_FLOW", "dtype_bits"]
+__all__ = ["load", "read_model", "inference_export_signs", "VIEW_OPS", "CONTROL_FLOW", "dtype_bits"]
 
 VIEW_OPS = frozenset(["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"])
 CONTROL_FLOW = frozenset(["If", "Loop", "Scan"])
@@ -104,6 +104,16 @@ def load(path: Path, data: bytes, options: Any) -> Graph:
 
     if training:
         graph = train()
+        signs = inference_export_signs(model)
+        if signs:
+            warn(
+                f"{path}: exported in inference mode ({', '.join(signs)}): the training graph differs from "
+                "real training; re-export with torch.onnx.export(..., "
+                "training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)"
+            )
+            info = dict(graph.meta.get("info") or {})
+            info["export mode"] = "inference (" + ", ".join(signs) + "): re-export in training mode"
+            graph = _with_meta(graph, export_mode="inference", info=info)
         unknown = graph.meta.get("autograd_unknown_ops") or {}
         if unknown:
             warn(
@@ -112,6 +122,48 @@ def load(path: Path, data: bytes, options: Any) -> Graph:
             )
         return _with_meta(graph, _companion=lambda: ("inference", fwd))
     return _with_meta(fwd, _companion=lambda: ("training", train()))
+
+
+def inference_export_signs(model) -> list[str]:
+    """What shows that ``model`` was exported in inference mode, in words (empty: none).
+
+    A training-mode export keeps BatchNormalization's ``training_mode=1`` and its running
+    statistics outputs, and Dropout with a true ``training_mode`` input; an inference
+    export drops both (Dropout is often removed altogether, and with constant folding
+    BatchNormalization is folded into the convolution before it, which no file shows).
+    """
+    bn = dropout = 0
+    constants = {t.name: t for t in model.graph.initializer}
+    for nd in model.graph.node:
+        if nd.op_type == "Constant" and nd.output:
+            value = next((a.t for a in nd.attribute if a.name == "value"), None)
+            if value is not None:
+                constants[nd.output[0]] = value
+    for nd in model.graph.node:
+        if nd.op_type == "BatchNormalization":
+            mode = next((a.i for a in nd.attribute if a.name == "training_mode"), 0)
+            outputs = sum(1 for o in nd.output if o)
+            if not mode and outputs <= 1:
+                bn += 1
+        elif nd.op_type == "Dropout":
+            flag = nd.input[2] if len(nd.input) > 2 else ""
+            if not flag or (flag in constants and not _truthy(constants[flag])):
+                dropout += 1
+    signs = []
+    if bn:
+        signs.append(f"{bn} BatchNormalization without training outputs")
+    if dropout:
+        signs.append(f"{dropout} Dropout in inference mode")
+    return signs
+
+
+def _truthy(tensor) -> bool:
+    try:
+        from onnx import numpy_helper
+
+        return bool(np.asarray(numpy_helper.to_array(tensor)).any())
+    except Exception:  # noqa: BLE001 - weights dropped or unreadable: assume training
+        return True
 
 
 def _with_meta(graph: Graph, **extra: Any) -> Graph:
@@ -181,7 +233,7 @@ def read_model(
     _drop_weight_data(model)
     g = model.graph
     dims = dict(dims or {})
-    _set_dims(g, dims, source, strict=strict_dims)
+    dims = _set_dims(g, dims, source, strict=strict_dims)  # those the model has
     initializers = {t.name: t for t in g.initializer}
     graph_inputs = [i for i in g.input if i.name not in initializers]
     input_names = {i.name for i in graph_inputs}
@@ -459,11 +511,12 @@ def _drop_weight_data(model) -> None:
 
 
 
-def _set_dims(g, dims: dict[str, int], source: str, strict: bool = True) -> None:
+def _set_dims(g, dims: dict[str, int], source: str, strict: bool = True) -> dict[str, int]:
     """Name anonymous input dimensions (``input.axis``), check ``dims``' names, set them.
 
     ``strict`` refuses a name the model does not have (a typo); a batch over mixed models
     passes ``strict=False`` so that ``--dim sequence=…`` skips models without one.
+    Returns the dims the model has (the ones that took effect).
     """
     initializers = {t.name for t in g.initializer}
     names: dict[str, None] = {}
@@ -487,13 +540,15 @@ def _set_dims(g, dims: dict[str, int], source: str, strict: bool = True) -> None
         if strict and key not in known:
             have = ", ".join(sorted(names)) if names else "none (every input dimension is fixed)"
             raise InputError(f"{source}: --dim {key}: the model has no dimension named {key!r}; its input dimensions: {have}")
+    dims = {k: v for k, v in dims.items() if k in known}
     if not dims:
-        return
+        return dims
     for vi in list(g.input) + list(g.output) + list(g.value_info):
         if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
             for d in vi.type.tensor_type.shape.dim:
                 if d.HasField("dim_param") and d.dim_param in dims:
                     d.dim_value = int(dims[d.dim_param])
+    return dims
 
 
 def _check_unresolved(graph_inputs, used: set[str], source: str) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import re
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
@@ -11,11 +13,12 @@ from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.cells import cell_len
 from rich.table import Table
 
 from remat_cli.batch import COLUMNS, FileResult, FileTask, Row, csv_line
 from remat_cli.check import PASS, CheckReport
-from remat_cli.report.units import fmt_bytes, fmt_pct, fmt_seconds
+from remat_cli.report.units import fmt_bytes, fmt_pct, fmt_seconds, shorten_all
 
 __all__ = ["BatchProgress", "render_rows", "rows_json", "rows_csv", "render_check"]
 
@@ -82,43 +85,75 @@ def _short(path: str, width: int = 48) -> str:
     return path if len(path) <= width else "…" + path[-(width - 1):]
 
 
-def render_rows(rows: Sequence[Row], console: Console, title: str) -> None:
-    """A table of (file, strategy, budget) rows, then one line per failed row saying why."""
-    if not console.is_terminal:  # piped: one line per row, however long
-        console = Console(file=console.file, width=100_000, highlight=False, color_system=None)
-    table = Table(title=title, box=box.SIMPLE_HEAD if console.is_terminal else None, pad_edge=False, title_justify="left", collapse_padding=True)
-    for name, justify in (("file", "left"), ("strategy", "left"), ("budget", "right"), ("status", "left"), ("nodes", "right"), ("peak", "right"), ("overhead", "right"), ("time", "right")):
-        table.add_column(name, justify=justify, overflow="fold", no_wrap=name not in ("file", "budget"))  # type: ignore[arg-type]
+def render_rows(rows: Sequence[Row], console: Console, title: str, *, verbose: bool = False, width: int = 100) -> None:
+    """A table of (file, strategy, budget) rows, then one line per failed row saying why.
+
+    By default the table fits ``width`` columns (the terminal's width when narrower): file
+    names are cut in the middle, keeping the end that tells files apart. ``verbose`` adds
+    the graph size and solve time and never cuts a name.
+    """
+    terminal = console.is_terminal
+    limit = min(width, console.width) if terminal else width
+    columns: list[tuple[str, str]] = [("file", "left")]
+    with_dims = any(r.dims for r in rows)
+    if with_dims:
+        columns.append(("dims", "left"))
+    columns += [("strategy", "left"), ("budget", "right"), ("status", "left")]
+    if verbose:
+        columns.append(("nodes", "right"))
+    columns += [("peak", "right"), ("overhead", "right")]
+    if verbose:
+        columns.append(("solve time", "right"))
+    cells: list[list[str]] = []
     problems: list[str] = []
     for r in rows:
-        status = escape(r.status)
-        if console.is_terminal:
-            status = f"[green]{status}" if not r.failed else f"[red]{status}"
         budget = r.budget
         if r.budget_bytes is not None and budget != str(r.budget_bytes):
             budget = f"{budget} = {fmt_bytes(r.budget_bytes)}"
-        table.add_row(
-            escape(r.file),
-            escape(r.strategy),
-            escape(budget),
-            status,
-            "-" if r.nodes is None else f"{r.nodes:,}",
-            fmt_bytes(r.peak_bytes),
-            fmt_pct(r.overhead),
-            fmt_seconds(r.solve_seconds),
-        )
+        row = [r.file] + ([r.dims or "-"] if with_dims else []) + [r.strategy, budget, r.status]
+        if verbose:
+            row.append("-" if r.nodes is None else f"{r.nodes:,}")
+        row += [fmt_bytes(r.peak_bytes), fmt_pct(r.overhead)]
+        if verbose:
+            row.append(fmt_seconds(r.solve_seconds))
+        cells.append(row)
         if r.failed:
             note = r.message[len(r.file) + 2:] if r.message.startswith(f"{r.file}: ") else r.message
             problems.append(f"{r.file} [{r.strategy}, {r.budget}] {r.status}: {note}")
-    if console.is_terminal:
-        console.print(table)
-        for line in problems:
-            console.print(line, markup=False, highlight=False, soft_wrap=True)
-        return
-    with console.capture() as capture:
-        console.print(table)
-    text = "\n".join(line.rstrip() for line in capture.get().splitlines())
+    files = [c[0] for c in cells]
+    file_width = max((len(f) for f in files), default=0)
+    if not verbose and cells:  # first guess: the other columns at their width, one space apart
+        others = sum(max(len(name), *(len(c[k]) for c in cells)) for k, (name, _) in enumerate(columns) if k)
+        file_width = max(limit - others - len(columns) + 1, 16)
+    failed = {k for k, r in enumerate(rows) if r.failed}
+    status = columns.index(("status", "left"))
+    while True:
+        shown = files if verbose else shorten_all(files, file_width)
+        table = Table(title=title, box=box.SIMPLE_HEAD if terminal else None, pad_edge=False, title_justify="left",
+                      collapse_padding=True, show_edge=False)
+        for name, justify in columns:
+            table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+        for k, c in enumerate(cells):
+            row = [escape(x) for x in [shown[k], *c[1:]]]
+            if terminal:
+                row[status] = f"[{'red' if k in failed else 'green'}]{row[status]}"
+            table.add_row(*row)
+        wide = Console(width=100_000, highlight=False, color_system=console.color_system if terminal else None,
+                       force_terminal=terminal, file=io.StringIO())
+        with wide.capture() as capture:
+            wide.print(table)
+        text = "\n".join(line.rstrip() for line in capture.get().splitlines())
+        over = max((cell_len(_strip(line)) for line in text.splitlines() if _strip(line).strip() != title), default=0) - limit
+        if verbose or over <= 0 or file_width <= 16:
+            break
+        file_width = max(file_width - over, 16)
+    # then why each row failed: one line each, however long (grep-able, like every error)
     console.file.write(text + "\n" + "".join(line + "\n" for line in problems))
+
+
+def _strip(line: str) -> str:
+    """``line`` without ANSI colour codes (its width on screen)."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", line)
 
 
 def rows_json(rows: Sequence[Row]) -> str:

@@ -17,9 +17,13 @@ from remat_cli.errors import InputError
 from remat_cli.plan import Plan
 from remat_cli.report.facts import PlanFacts, plan_facts, step_categories
 from remat_cli.report.tradeoff import Tradeoff
-from remat_cli.report.units import fmt_bytes
+from remat_cli.report.units import fmt_bytes, fmt_pct
 
-__all__ = ["require_matplotlib", "check_plot_path", "plot_tradeoff", "plot_timeline", "PLOT_SUFFIXES", "INSTALL_HINT"]
+__all__ = [
+    "require_matplotlib", "check_plot_path", "plot_tradeoff", "plot_timeline", "tradeoff_figure", "timeline_figure",
+    "seconds_follow_cost",
+    "PLOT_SUFFIXES", "INSTALL_HINT",
+]
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 INSTALL_HINT = "pip install 'remat-cli[plot]'"
@@ -54,19 +58,39 @@ def check_plot_path(path: str | Path, option: str = "--plot") -> Path:
 def plot_tradeoff(t: Tradeoff, path: str | Path) -> Path:
     """Overhead (and est. step time, when the graph has a time model) against peak memory:
     one line per strategy through its plans, the Pareto frontier highlighted, the lower
-    bound and the store-all peak as vertical lines. Returns the path written."""
+    bound and the store-all peak as vertical lines. Returns the path written.
+
+    When every plan's step time is the base time scaled by its extra compute (seconds
+    proportional to cost), a second panel would repeat the first: the step time is then a
+    second scale on the right of the one panel. Otherwise it gets a panel of its own. The
+    frontier is a grey band with halos drawn *under* the strategies' markers, and the
+    legend sits outside the axes, so no marker is hidden.
+    """
     require_matplotlib("--plot")
     out = check_plot_path(path, "--plot")
+    return _save(tradeoff_figure(t), out)
+
+
+def tradeoff_figure(t: Tradeoff) -> Any:
+    """The matplotlib Figure that :func:`plot_tradeoff` writes."""
     scale, unit = _byte_unit(max(t.store_all_peak_bytes, t.lower_bound_bytes, 1))
-    panels = 2 if t.has_seconds else 1
-    fig, axes = _figure(panels, (7.5, 3.6 * panels + 0.6))
+    time_panel = t.has_seconds and not seconds_follow_cost(t)
+    panels = 2 if time_panel else 1
+    fig, axes = _figure(panels, (9.0, 3.6 * panels + 0.6))
     metrics: list[tuple[str, str, float]] = [("overhead", "extra compute (%)", 100.0)]
-    if t.has_seconds:
+    if time_panel:
         sec_scale, sec_unit = _seconds_unit(max((p.est_seconds or 0.0) for p in t.points) or (t.base_seconds or 1.0))
         metrics.append(("est_seconds", f"est. step time ({sec_unit})", 1.0 / sec_scale))
     colours = _colours(len(t.strategies))
     markers = "osD^v<>phX*"
     for ax, (field, label, factor) in zip(axes, metrics):
+        front = sorted({(p.peak_bytes, getattr(p, field)) for p in t.frontier if getattr(p, field) is not None})
+        if front:
+            fx = np.array([x for x, _ in front], dtype=float) / scale
+            fy = np.array([y for _, y in front], dtype=float) * factor
+            ax.step(fx, fy, where="post", color="black", lw=5, alpha=0.15, zorder=2, label="Pareto frontier")
+            # a halo behind the frontier's plans: every marker stays on top of it
+            ax.scatter(fx, fy, s=260, color="#f2d24b", alpha=0.55, lw=0, zorder=2.5, label="plan on the frontier")
         for k, name in enumerate(t.strategies):
             pts = sorted({(p.peak_bytes, getattr(p, field)) for p in t.points if p.strategy == name and p.fits and getattr(p, field) is not None})
             if not pts:
@@ -74,23 +98,40 @@ def plot_tradeoff(t: Tradeoff, path: str | Path) -> Path:
             xs = np.array([x for x, _ in pts], dtype=float) / scale
             ys = np.array([y for _, y in pts], dtype=float) * factor
             ax.plot(xs, ys, drawstyle="steps-post", lw=1.3, color=colours[k], zorder=3)
-            ax.plot(xs, ys, ls="none", marker=markers[k % len(markers)], ms=max(9 - k, 4), color=colours[k], label=name, zorder=3 + k * 0.01)
-        front = sorted({(p.peak_bytes, getattr(p, field)) for p in t.frontier if getattr(p, field) is not None})
-        if front:
-            fx = np.array([x for x, _ in front], dtype=float) / scale
-            fy = np.array([y for _, y in front], dtype=float) * factor
-            ax.step(fx, fy, where="post", color="black", lw=5, alpha=0.15, zorder=2, label="Pareto frontier")
-            ax.scatter(fx, fy, s=70, facecolors="none", edgecolors="black", lw=1.2, zorder=4)
+            # earlier strategies get larger markers and sit lower, so shared points show all
+            ax.plot(xs, ys, ls="none", marker=markers[k % len(markers)], ms=max(11 - k, 5), color=colours[k],
+                    markeredgecolor="white", markeredgewidth=0.6, label=name, zorder=4 + k * 0.01)
         ax.axvline(t.lower_bound_bytes / scale, color="#c44e52", ls="--", lw=1.2, label=f"lower bound {fmt_bytes(t.lower_bound_bytes)}")
         ax.axvline(t.store_all_peak_bytes / scale, color="#555555", ls=":", lw=1.4, label=f"store-all peak {fmt_bytes(t.store_all_peak_bytes)}")
         ax.set_ylabel(label)
         ax.grid(True, alpha=0.3)
         top = max((getattr(p, field) or 0.0) * factor for p in t.points)
         ax.set_ylim(0, max(top * 1.12, 5.0 if field == "overhead" else 1e-9))
+    if t.has_seconds and not time_panel and t.base_seconds:
+        base = float(t.base_seconds)
+        sec_scale, sec_unit = _seconds_unit(base * (1 + axes[0].get_ylim()[1] / 100.0))
+        axes[0].secondary_yaxis(
+            "right",
+            functions=(lambda pct: base * (1 + pct / 100.0) / sec_scale, lambda sec: (sec * sec_scale / base - 1) * 100.0),
+        ).set_ylabel(f"est. step time ({sec_unit})")
     axes[-1].set_xlabel(f"peak memory ({unit}, fixed memory included)")
     axes[0].set_title(f"{t.graph_name}: extra compute vs peak memory", fontsize=11)
-    axes[0].legend(fontsize=8, loc="best", framealpha=0.9)
-    return _save(fig, out)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=8, loc="outside right upper", framealpha=0.9)
+    return fig
+
+
+def seconds_follow_cost(t: Tradeoff, rel: float = 1e-6) -> bool:
+    """True when every plan's est. step time is base seconds x (1 + overhead): a time
+    panel would then only repeat the extra-compute panel."""
+    if not t.base_seconds:
+        return False
+    for p in t.points:
+        if p.fits and p.est_seconds is not None and p.overhead is not None:
+            expected = t.base_seconds * (1 + p.overhead)
+            if abs(p.est_seconds - expected) > rel * max(expected, 1e-300):
+                return False
+    return True
 
 
 def plot_timeline(plan: Plan, path: str | Path, facts: PlanFacts | None = None) -> Path:
@@ -99,6 +140,11 @@ def plot_timeline(plan: Plan, path: str | Path, facts: PlanFacts | None = None) 
     budget and lower bound as horizontal lines. Returns the path written."""
     require_matplotlib("--timeline")
     out = check_plot_path(path, "--timeline")
+    return _save(timeline_figure(plan, facts), out)
+
+
+def timeline_figure(plan: Plan, facts: PlanFacts | None = None) -> Any:
+    """The matplotlib Figure that :func:`plot_timeline` writes."""
     facts = facts or plan_facts(plan)
     graph = plan.graph
     is_compute = plan.schedule.ops == 0
@@ -106,7 +152,7 @@ def plot_timeline(plan: Plan, path: str | Path, facts: PlanFacts | None = None) 
     cats = np.array(step_categories(plan), dtype=object)
     top = max(int(memory.max()) if memory.size else 0, plan.budget_bytes or 0, graph.lb, 1)
     scale, unit = _byte_unit(top)
-    fig, (ax,) = _figure(1, (8.5, 3.8))
+    fig, (ax,) = _figure(1, (8.5, 4.4))
     x = np.arange(1, memory.size + 1)
     y = memory.astype(float) / scale
     for key, (label, colour) in _REGIONS.items():
@@ -123,16 +169,20 @@ def plot_timeline(plan: Plan, path: str | Path, facts: PlanFacts | None = None) 
     ax.axhline(graph.lb / scale, color="#8172b3", ls=":", lw=1.2, label=f"lower bound {fmt_bytes(graph.lb)}")
     if memory.size:
         k = int(np.argmax(memory))
-        ax.annotate(f"peak {fmt_bytes(int(memory[k]))}", (x[k], y[k]), xytext=(6, 4), textcoords="offset points", fontsize=8)
+        right = k > 0.75 * memory.size  # near the right edge the label goes to the left
+        ax.annotate(f"peak {fmt_bytes(int(memory[k]))}", (x[k], y[k]), xytext=(-6 if right else 6, 4), textcoords="offset points",
+                    ha="right" if right else "left", fontsize=8, gid="peak-label",
+                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
     ax.set_xlim(0.5, max(memory.size, 1) + 0.5)
     ax.set_ylim(0, top / scale * 1.12)
     ax.set_xlabel("compute step")
     ax.set_ylabel(f"memory ({unit})")
     m = plan.metrics
-    ax.set_title(f"{graph.name}: {plan.strategy}, peak {fmt_bytes(m.peak_bytes)}, overhead {m.overhead * 100:+.1f}%", fontsize=11)
-    ax.legend(fontsize=7, loc="upper left", ncol=2, framealpha=0.9)
+    ax.set_title(f"{graph.name}: {plan.strategy}, peak {fmt_bytes(m.peak_bytes)}, overhead {fmt_pct(m.overhead)}", fontsize=11)
+    # below the axes: the legend never covers the memory curve or the peak label
+    fig.legend(*ax.get_legend_handles_labels(), fontsize=7, loc="outside lower center", ncol=4, framealpha=0.9)
     ax.grid(True, axis="y", alpha=0.3)
-    return _save(fig, out)
+    return fig
 
 
 # ------------------------------------------------------------------ helpers

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
@@ -13,7 +14,7 @@ from rich.text import Text
 from remat_cli.plan import Plan, metrics_to_json, plan_to_json
 from remat_cli.report.facts import PlanFacts, plan_facts
 from remat_cli.report.tradeoff import SweepPoint, Tradeoff
-from remat_cli.report.units import fmt_bytes, fmt_cost, fmt_count, fmt_pct, fmt_ratio, fmt_seconds
+from remat_cli.report.units import fmt_bytes, fmt_cost, fmt_count, fmt_pct, fmt_ratio, fmt_seconds, shorten_all
 from remat_cli.simulate import Metrics
 from remat_cli.summary import GraphSummary
 
@@ -78,8 +79,9 @@ def render_info(s: GraphSummary, console: Console) -> None:
         ops.add_row(f"… {len(s.by_op) - 12} more", "", "", "", "")
     console.print(ops)
     big = _list_table(console, "largest values", [("node", "left"), ("op", "left"), ("size", "right")])
-    for node, op, size in s.largest:
-        big.add_row(node, op, fmt_bytes(size))
+    names = shorten_all([node for node, _, _ in s.largest], 48)  # cut in the middle, still distinct
+    for (_node, op, size), name in zip(s.largest, names):
+        big.add_row(name, op, fmt_bytes(size))
     console.print(big)
 
 
@@ -117,9 +119,29 @@ def render_metrics(
     return t
 
 
-def render_plan(plan: Plan, console: Console, facts: PlanFacts | None = None) -> None:
+# What a strategy's ``info`` says, in a practitioner's words: key -> label in the report.
+# Other keys (solver internals: slot sizes, unit-size bounds, timings) are shown only with
+# --verbose, and always in --format json.
+_INFO_LABELS = {
+    "winner": "chosen strategy",
+    "mode": "method",
+    "status": "solver status",
+    "segments": "segments",
+    "width": "decomposition width",
+}
+
+
+def _info_rows(info: Mapping[str, Any], verbose: bool) -> tuple[list[tuple[str, str]], int]:
+    """Rows for a plan's strategy info, and how many details were left out."""
+    if verbose:
+        return [(str(k).replace("_", " "), str(v)) for k, v in info.items()], 0
+    rows = [(_INFO_LABELS[k], str(v)) for k, v in info.items() if k in _INFO_LABELS]
+    return rows, len(info) - len(rows)
+
+
+def render_plan(plan: Plan, console: Console, facts: PlanFacts | None = None, *, verbose: bool = False) -> None:
     """``remat plan``: the plan's metrics against its budget, what it recomputes most and
-    how much of the forward pass it keeps."""
+    how much of the forward pass it keeps. Strategy internals only with ``verbose``."""
     facts = facts or plan_facts(plan)
     m = plan.metrics
     t = render_metrics(m, console, plan.graph.cost_unit, f"plan for {plan.graph.name}: {plan.strategy}", base_seconds=facts.base_seconds)
@@ -136,18 +158,20 @@ def render_plan(plan: Plan, console: Console, facts: PlanFacts | None = None) ->
         f"{fmt_count(fw.kept_nodes)} of {fmt_count(fw.nodes)} values ({100 * fw.fraction:.0f}%), "
         f"{fmt_bytes(fw.kept_bytes)} of {fmt_bytes(fw.bytes)} ({100 * fw.bytes_fraction:.0f}%)",
     )
-    for key, value in plan.info.items():
-        t.add_row(str(key), str(value))
+    rows, hidden = _info_rows(plan.info, verbose)
+    for key, value in rows:
+        t.add_row(key, value)
     t.add_row("solve time", fmt_seconds(plan.solve_seconds))
+    if hidden:
+        t.add_row("details", f"{hidden} more about {plan.strategy}: --verbose or --format json")
     console.print(t)
     if facts.recomputed_most:
         most = _list_table(console, "values recomputed most", [("node", "left"), ("op", "left"), ("size", "right"), ("computes", "right")])
-        most.columns[0].max_width = 36
-        most.columns[0].overflow = "ellipsis"
-        most.columns[1].max_width = 16
-        most.columns[1].overflow = "ellipsis"
-        for r in facts.recomputed_most:
-            most.add_row(r.node, r.op, fmt_bytes(r.bytes), f"{r.computes}x")
+        width = 10_000 if verbose else 48
+        nodes = shorten_all([r.node for r in facts.recomputed_most], width)
+        ops = shorten_all([r.op for r in facts.recomputed_most], 10_000 if verbose else 20)
+        for r, node, op in zip(facts.recomputed_most, nodes, ops):
+            most.add_row(node, op, fmt_bytes(r.bytes), f"{r.computes}x")
         console.print(most)
 
 

@@ -1,47 +1,94 @@
-"""Numbers in human units for terminal output; JSON always carries the raw values."""
+"""Numbers in human units for terminal output; JSON always carries the raw values.
+
+Every formatter prints at most three or four significant digits and never scientific
+notation: a value that rounds up to the next unit's threshold moves to that unit
+(``1023.7 MiB`` reads ``1.00 GiB``, not ``1.02e+03 MiB``).
+"""
 
 from __future__ import annotations
 
 import math
 
-__all__ = ["fmt_bytes", "fmt_seconds", "fmt_pct", "fmt_ratio", "fmt_count", "fmt_cost"]
+__all__ = [
+    "fmt_bytes", "fmt_seconds", "fmt_pct", "fmt_ratio", "fmt_count", "fmt_cost", "fmt_bytes_pair", "shorten",
+    "shorten_all",
+]
+
+_BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB")
+# (seconds per unit, name, value from which the next unit takes over)
+_TIME_UNITS = (
+    (1e-9, "ns", 1000.0),
+    (1e-6, "µs", 1000.0),
+    (1e-3, "ms", 1000.0),
+    (1.0, "s", 120.0),
+    (60.0, "min", 120.0),
+    (3600.0, "h", 48.0),
+    (86400.0, "days", math.inf),
+)
+
+
+def _digits(value: float) -> str:
+    """``value`` (>= 0) with three significant digits, without an exponent: 1.50, 12.5, 512, 1010."""
+    if value >= 99.95:
+        return f"{value:.0f}"
+    if value >= 9.995:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
 
 
 def fmt_bytes(n: float | int | None) -> str:
-    """1536 -> '1.50 KiB' (binary units, three significant digits)."""
-    if n is None:
+    """1536 -> '1.50 KiB' (binary units, three significant digits; below 1 KiB exact bytes)."""
+    if n is None or (isinstance(n, float) and not math.isfinite(n)):
         return "-"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            if unit == "B":
-                return f"{int(value)} B"
-            return f"{value:.3g} {unit}" if abs(value) >= 100 else f"{value:.2f} {unit}"
+    sign = "-" if n < 0 else ""
+    value = abs(float(n))
+    if value < 1024:
+        return f"{sign}{int(abs(n))} B"
+    k = 0
+    while k + 1 < len(_BYTE_UNITS) and value >= 1024:
         value /= 1024
-    raise AssertionError("unreachable")
+        k += 1
+    if round(value) >= 1024 and k + 1 < len(_BYTE_UNITS):  # 1023.7 MiB reads 1.00 GiB
+        value /= 1024
+        k += 1
+    return f"{sign}{_digits(value)} {_BYTE_UNITS[k]}"
+
+
+def fmt_bytes_pair(a: int, b: int) -> tuple[str, str]:
+    """``a`` and ``b`` in human units, with exact byte counts added where the two would
+    otherwise read the same (so '1.50 GiB is above 1.50 GiB' never happens)."""
+    fa, fb = fmt_bytes(a), fmt_bytes(b)
+    if fa == fb and a != b:
+        return f"{fa} ({a:,} B)", f"{fb} ({b:,} B)"
+    return fa, fb
 
 
 def fmt_seconds(s: float | None) -> str:
-    """Seconds in µs/ms/s/min as fits."""
+    """Seconds in ns/µs/ms/s/min/h/days as fits, three significant digits."""
     if s is None or (isinstance(s, float) and math.isnan(s)):
         return "-"
+    if math.isinf(s):
+        return "inf" if s > 0 else "-inf"
     if s == 0:
         return "0 s"
-    if s < 1e-3:
-        return f"{s * 1e6:.3g} µs"
-    if s < 1:
-        return f"{s * 1e3:.3g} ms"
-    if s < 120:
-        return f"{s:.3g} s"
-    return f"{s / 60:.3g} min"
+    sign = "-" if s < 0 else ""
+    s = abs(float(s))
+    if s < 0.005e-9:
+        return f"{sign}<0.01 ns"
+    for k, (scale, unit, top) in enumerate(_TIME_UNITS):
+        value = s / scale
+        text = _digits(value)
+        if float(text) < top or k + 1 == len(_TIME_UNITS):
+            return f"{sign}{text} {unit}"
+    raise AssertionError("unreachable")
 
 
 def fmt_pct(x: float | None) -> str:
     """0.253 -> '+25.3%'."""
-    if x is None:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
     if math.isinf(x):
-        return "inf"
+        return "inf" if x > 0 else "-inf"
     if abs(x) < 5e-4:  # float noise around zero must not read "-0.0%"
         x = 0.0
     return f"{x * 100:+.1f}%"
@@ -56,14 +103,49 @@ def fmt_count(n: int | float) -> str:
 
 
 def fmt_cost(x: float, unit: str) -> str:
-    """A cost in its unit, compact (FLOPs get G/T prefixes)."""
+    """A cost in its unit, compact (FLOPs get k/M/G/T/P/E prefixes)."""
     if unit in ("flops", "FLOPs"):
-        for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-            if x >= scale:
-                return f"{x / scale:.3g} {prefix}FLOP"
-        return f"{x:.3g} FLOP"
+        if x < 999.5:
+            return "<0.01 FLOP" if 0 < x < 0.005 else f"{_digits(x)} FLOP"
+        for prefix, scale in (("E", 1e18), ("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+            if x >= scale * 0.9995 or prefix == "k":
+                return f"{_digits(x / scale)} {prefix}FLOP"
     if unit in ("seconds", "s"):
         return fmt_seconds(x)
     if float(x).is_integer() and abs(x) < 1e15:
         return f"{int(x):,}"
-    return f"{x:.4g}"
+    return _plain(x)
+
+
+def _plain(x: float) -> str:
+    """Four significant digits in positional notation (no exponent), thousands separated."""
+    if x == 0 or not math.isfinite(x):
+        return str(x)
+    places = max(0, 3 - math.floor(math.log10(abs(x))))
+    if places > 18:
+        return "<0.000000000000000001" if x > 0 else "-<0.000000000000000001"
+    text = f"{x:,.{places}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def shorten(text: str, width: int) -> str:
+    """``text`` cut in the middle to ``width`` characters (``/features/…/conv1/Conv``):
+    the start says where a value lives, the end which one it is."""
+    if width <= 0 or len(text) <= width:
+        return text
+    if width == 1:
+        return "…"
+    tail = (width - 1) * 3 // 5  # the end tells names apart: give it more room
+    head = width - 1 - tail
+    return text[:head] + "…" + text[len(text) - tail:]
+
+
+def shorten_all(texts: list[str], width: int) -> list[str]:
+    """Each text shortened to ``width`` (see :func:`shorten`), widened where needed so that
+    different texts never read the same."""
+    out = [shorten(t, width) for t in texts]
+    w = width
+    while len(set(out)) < len(set(texts)) and w < max((len(t) for t in texts), default=0):
+        w += 4
+        out = [shorten(t, w) for t in texts]
+    return out
