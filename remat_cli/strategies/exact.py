@@ -458,10 +458,13 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
                 if p is not None:
                     peaks.append(p)
             mb = min(peaks) if peaks else store_metrics.peak_bytes
-            why = " (proven over all schedules)" if proven_none else ""
+            what = (
+                "no schedule fits budget {} (proven over all schedules)"
+                if proven_none
+                else "no schedule of Checkmate's model (fixed order of first computations) fits budget {}"
+            ).format(f"{fmt_bytes(budget)} ({budget} B)")
             raise NoPlanError(
-                f"exact: no schedule fits budget {fmt_bytes(budget)} ({budget} B){why}; the smallest "
-                f"budget it can meet is {fmt_bytes(mb)} ({mb} B)",
+                f"exact: {what}; the smallest budget it can meet is {fmt_bytes(mb)} ({mb} B)",
                 min_budget=mb,
             )
         raise NoPlanError(f"exact: no schedule found within the time limit of {time_limit:g} s (--time-limit)")
