@@ -164,3 +164,24 @@ def test_search_is_the_brute_force_optimum_and_its_early_bound_is_below_it(seed:
         assert stopped.lower_bound <= opt + 1e-9
         if stopped.complete:
             assert stopped.cost == pytest.approx(opt)
+
+
+def test_the_report_says_over_which_schedules_the_plan_is_best() -> None:
+    import io
+
+    from rich.console import Console
+
+    from remat_cli.report.tables import render_plan
+
+    graph = issue_10_dag()
+    out = {}
+    for name, options in (("proven", OPTS), ("milp", MILP_ONLY)):
+        buf = io.StringIO()
+        render_plan(make_plan(graph, "exact", 16, options), Console(file=buf, force_terminal=False, width=100))
+        out[name] = buf.getvalue()
+        assert max(len(line) for line in out[name].splitlines()) <= 100
+    assert "all schedules (proven)" in out["proven"]
+    assert "cost lower bound  45 (over all schedules)" in out["proven"]
+    assert "first compute nodes in the order v0, v1, v2, v3, … v12 (13 nodes)" in out["milp"]
+    assert "all schedules (proven)" not in out["milp"]
+    assert "45 (over all schedules)" in out["milp"]  # the base cost: all that is proven there

@@ -136,8 +136,8 @@ def render_plan(plan: Plan, console: Console, facts: PlanFacts | None = None) ->
         f"{fmt_count(fw.kept_nodes)} of {fmt_count(fw.nodes)} values ({100 * fw.fraction:.0f}%), "
         f"{fmt_bytes(fw.kept_bytes)} of {fmt_bytes(fw.bytes)} ({100 * fw.bytes_fraction:.0f}%)",
     )
-    for key, value in plan.info.items():
-        t.add_row(str(key), str(value))
+    for key, value in _info_rows(plan.info):
+        t.add_row(key, value)
     t.add_row("solve time", fmt_seconds(plan.solve_seconds))
     console.print(t)
     if facts.recomputed_most:
@@ -149,6 +149,35 @@ def render_plan(plan: Plan, console: Console, facts: PlanFacts | None = None) ->
         for r in facts.recomputed_most:
             most.add_row(r.node, r.op, fmt_bytes(r.bytes), f"{r.computes}x")
         console.print(most)
+
+
+def _info_rows(info: Any) -> list[tuple[str, str]]:
+    """A strategy's facts as rows; exact's proof scope and bounds said in words."""
+    from remat_cli.strategies import exact
+
+    scope = {
+        exact.OVER_ALL: "all schedules (proven)",
+        exact.OVER_EVERY_ORDER: "Checkmate's model for every order of first computations "
+        "(each value computed at most once between two first computations)",
+        exact.OVER_NOTHING: "nothing proven (stopped at the time limit)",
+    }
+    rows = []
+    for key, value in info.items():
+        if key == "optimal_over":
+            if value == exact.OVER_ORDER:
+                order = list(info.get("order", []))
+                shown = ", ".join(order[:4]) + (f", … {order[-1]}" if len(order) > 4 else "")
+                text = f"schedules that first compute nodes in the order {shown} ({len(order)} nodes)"
+            else:
+                text = scope.get(value, str(value))
+            rows.append(("best over", text))
+        elif key == "lower_bound":
+            rows.append(("cost lower bound", f"{value:g} (over all schedules)"))
+        elif key == "model_bound":
+            rows.append(("bound in the model", f"{value:g} (over the schedules above only)"))
+        elif key != "order":
+            rows.append((str(key), str(value)))
+    return rows
 
 
 def plan_report_json(plan: Plan, facts: PlanFacts | None = None) -> dict[str, Any]:

@@ -404,8 +404,26 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
     use_search = needed <= int(options.get("search_nodes", 20))
     best = _heuristic(graph, budget)
     source = "baselines" if best is not None else None
-    # the MILP finds good plans fast; the search proves (or improves) them over all schedules
-    deadline = started + (time_limit / 2 if use_search else time_limit)
+    # on small graphs the search proves the optimum over all schedules, often at once;
+    # where it stops early it leaves a bound, and the MILP looks for a better plan
+    search = None
+    if use_search:
+        search = cheapest_schedule(
+            graph,
+            budget,
+            upper=None if best is None else best[1].cost,
+            max_states=int(options.get("search_states", 500_000)),
+            deadline=started + time_limit / 2,
+        )
+        if search.schedule is not None:
+            m = simulate(graph, search.schedule).metrics
+            assert m is not None and m.peak_bytes <= budget, "exact: the search's schedule is invalid"
+            if best is None or (m.cost, m.peak_bytes) < (best[1].cost, best[1].peak_bytes):
+                best, source = (search.schedule, m), "search"
+    milp_orders = orders
+    if search is not None and search.complete:
+        orders = []  # nothing left to prove
+    deadline = started + time_limit
     bounds: list[float] = []  # per order: a bound over the schedules of Checkmate's model
     finished = True
     for order in orders:
@@ -434,25 +452,11 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
         else:
             finished = False
             bounds.append(res.bound if res.bound is not None else base)
-    search = None
-    if use_search:
-        search = cheapest_schedule(
-            graph,
-            budget,
-            upper=None if best is None else best[1].cost,
-            max_states=int(options.get("search_states", 500_000)),
-            deadline=started + time_limit,
-        )
-        if search.schedule is not None:
-            m = simulate(graph, search.schedule).metrics
-            assert m is not None and m.peak_bytes <= budget, "exact: the search's schedule is invalid"
-            if best is None or (m.cost, m.peak_bytes) < (best[1].cost, best[1].peak_bytes):
-                best, source = (search.schedule, m), "search"
     if best is None:
         proven_none = search is not None and search.complete
         if finished or proven_none:
             peaks = []
-            for o in orders[:4]:
+            for o in milp_orders[:4]:
                 left = max(1.0, started + 2 * time_limit - time.perf_counter())  # at most one more limit
                 p = min_peak(graph, o, left)
                 if p is not None:
@@ -486,7 +490,8 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
         "lower_bound": round(lower, 9),
         "gap": 0.0 if m.cost <= 0 else round(max(0.0, (m.cost - lower) / m.cost), 9),
         "best_from": source,
-        "solver": "HiGHS (scipy.optimize.milp)" + (" and exhaustive search" if use_search else ""),
+        "solver": ("exhaustive search" if proven and not bounds else "HiGHS (scipy.optimize.milp)")
+        + (" and exhaustive search" if use_search and bounds else ""),
     }
     if over == OVER_ORDER:
         info["order"] = [graph.ids[v] for v in orders[0]]
