@@ -504,9 +504,10 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
 
 STRATEGY = Strategy(
     name="exact",
-    summary="Checkmate's MILP (HiGHS, time limit) for a fixed order of first computations, "
-    "then an exhaustive search (up to 20 nodes) that proves optimality over all schedules; "
-    "says over which schedules the plan is best; lower bound and gap hold for all schedules.",
+    summary="Exhaustive search that, when it finishes (graphs of up to 20 needed nodes), "
+    "proves the plan optimal over all schedules; else Checkmate's MILP (HiGHS, time limit) "
+    "for a fixed order of first computations. Says over which schedules the plan is best; "
+    "its lower bound and gap hold for all schedules.",
     run=_run,
     uses_budget=True,
     fast=False,
