@@ -412,7 +412,7 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
             graph,
             budget,
             upper=None if best is None else best[1].cost,
-            max_states=int(options.get("search_states", 500_000)),
+            max_states=int(options.get("search_states", 200_000)),
             deadline=started + time_limit / 2,
         )
         if search.schedule is not None:

@@ -69,7 +69,7 @@ def cheapest_schedule(
     graph: Graph,
     budget: int,
     upper: float | None = None,
-    max_states: int = 500_000,
+    max_states: int = 200_000,
     deadline: float | None = None,
 ) -> SearchResult:
     """A* over (resident set, computed targets) for the cheapest schedule peaking ≤ ``budget``.
