@@ -133,7 +133,7 @@ def test_a_rejected_milp_solution_does_not_drop_its_orders_bound(monkeypatch) ->
     monkeypatch.setattr(exact, "solve_milp", rejecting)
     monkeypatch.setattr(exact, "_heuristic", lambda graph_, budget: None)  # no cutoff: every order solved
     info = _check_claims(graph, 11, opt, MILP_ONLY)
-    assert info["status"] == "time limit" and info["optimal_over"] == exact.OVER_NOTHING
+    assert info["status"].startswith("not proven") and info["optimal_over"] == exact.OVER_NOTHING
     assert info["model_bound"] <= opt
     info = _check_claims(graph, 11, opt, OPTS)  # the search still proves the optimum
     assert info["status"] == "optimal"

@@ -159,7 +159,7 @@ def _info_rows(info: Any) -> list[tuple[str, str]]:
         exact.OVER_ALL: "all schedules (proven)",
         exact.OVER_EVERY_ORDER: "Checkmate's model for every order of first computations "
         "(each value computed at most once between two first computations)",
-        exact.OVER_NOTHING: "nothing proven (stopped at the time limit)",
+        exact.OVER_NOTHING: f"nothing proven ({info.get('status')})",
     }
     rows = []
     for key, value in info.items():

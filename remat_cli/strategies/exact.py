@@ -41,8 +41,9 @@ for that model. What this strategy reports:
 * otherwise ``status: best in Checkmate's model`` when every MILP finished: no schedule of
   the model is cheaper (``optimal_over: fixed order`` with ``order`` the node ids, or
   ``every order`` when all topological orders were solved: at most ``enumerate_nodes`` =
-  12 needed nodes and ``max_orders`` = 120 orders); or ``status: time limit``
-  (``optimal_over: nothing proven``).
+  12 needed nodes and ``max_orders`` = 120 orders); or ``status: time limit`` (or ``not
+  proven`` when a MILP solution failed the simulator), with ``optimal_over: nothing
+  proven``.
 * ``lower_bound`` and ``gap`` are over ALL schedules: the base cost, raised to the search's
   proven bound where it ran (least f = g + h on its open list; proof in that module).
   ``model_bound`` is the MILP's bound, valid only over the model's schedules; an order
@@ -426,6 +427,7 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
     deadline = started + time_limit
     bounds: list[float] = []  # per order: a bound over the schedules of Checkmate's model
     finished = True
+    rejected = False  # a MILP solution failed the simulator
     for order in orders:
         left = deadline - time.perf_counter()
         if left <= 0:
@@ -440,7 +442,7 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
         if res.schedule is not None:
             m = simulate(graph, res.schedule).metrics
             if m is None or m.peak_bytes > budget:  # the solver's tolerance on scaled bytes
-                finished = False  # nothing is proven for this order: keep only the base cost
+                finished, rejected = False, True  # nothing proven for this order: base cost
                 bounds.append(base)
                 continue
             if best is None or (m.cost, m.peak_bytes) < (best[1].cost, best[1].peak_bytes):
@@ -483,7 +485,7 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
     elif finished:
         status, over = "best in Checkmate's model", OVER_EVERY_ORDER if all_orders else OVER_ORDER
     else:
-        status, over = "time limit", OVER_NOTHING
+        status, over = ("not proven (a MILP solution failed the simulator)" if rejected else "time limit"), OVER_NOTHING
     info: dict[str, Any] = {
         "status": status,
         "optimal_over": over,
