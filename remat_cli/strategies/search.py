@@ -27,7 +27,8 @@ grow C. With a consistent heuristic the first time A* pops a state its cost is l
 
 **Bound when stopped early.** Before the search ends, some state of a cheapest schedule
 is on the open list with its least cost g (the first state on that path that has not been
-expanded; its predecessor was expanded with least cost), and g + h ≤ optimum there.
+expanded: its predecessor was expanded with least cost, and pushed it, since g + h ≤
+optimum ≤ ``upper`` there), and g + h ≤ optimum for it.
 So the least g + h on the open list is a lower bound on the cost of EVERY valid schedule
 within the budget; ``upper`` (the cost of a known valid schedule) only prunes states with
 g + h above it, which no cheaper schedule passes through.
