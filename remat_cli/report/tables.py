@@ -131,14 +131,6 @@ _INFO_LABELS = {
 }
 
 
-def _info_rows(info: Mapping[str, Any], verbose: bool) -> tuple[list[tuple[str, str]], int]:
-    """Rows for a plan's strategy info, and how many details were left out."""
-    if verbose:
-        return [(str(k).replace("_", " "), str(v)) for k, v in info.items()], 0
-    rows = [(_INFO_LABELS[k], str(v)) for k, v in info.items() if k in _INFO_LABELS]
-    return rows, len(info) - len(rows)
-
-
 def render_plan(plan: Plan, console: Console, facts: PlanFacts | None = None, *, verbose: bool = False) -> None:
     """``remat plan``: the plan's metrics against its budget, what it recomputes most and
     how much of the forward pass it keeps. Strategy internals only with ``verbose``."""
@@ -173,6 +165,43 @@ def render_plan(plan: Plan, console: Console, facts: PlanFacts | None = None, *,
         for r, node, op in zip(facts.recomputed_most, nodes, ops):
             most.add_row(node, op, fmt_bytes(r.bytes), f"{r.computes}x")
         console.print(most)
+
+
+def _info_rows(info: Mapping[str, Any], verbose: bool) -> tuple[list[tuple[str, str]], int]:
+    """A strategy's facts as rows, and how many details were left out (shown with
+    ``verbose``); exact's proof scope and bounds are always said, in words."""
+    from remat_cli.strategies import exact
+
+    scope = {
+        exact.OVER_ALL: "all schedules (proven)",
+        exact.OVER_EVERY_ORDER: "Checkmate's model for every order of first computations "
+        "(each value computed at most once between two first computations)",
+        exact.OVER_NOTHING: f"nothing proven ({info.get('status')})",
+    }
+    rows: list[tuple[str, str]] = []
+    hidden = 0
+    for key, value in info.items():
+        if key == "optimal_over":
+            if value == exact.OVER_ORDER:
+                order = list(info.get("order", []))
+                shown = ", ".join(order[:4]) + (f", … {order[-1]}" if len(order) > 4 else "")
+                text = f"schedules that first compute nodes in the order {shown} ({len(order)} nodes)"
+            else:
+                text = scope.get(value, str(value))
+            rows.append(("best over", text))
+        elif key == "lower_bound":
+            rows.append(("cost lower bound", f"{value:g} (over all schedules)"))
+        elif key == "model_bound":
+            rows.append(("bound in the model", f"{value:g} (over the schedules above only)"))
+        elif key == "order":
+            continue
+        elif key in _INFO_LABELS:
+            rows.append((_INFO_LABELS[key], str(value)))
+        elif verbose:
+            rows.append((str(key).replace("_", " "), str(value)))
+        else:
+            hidden += 1
+    return rows, hidden
 
 
 def plan_report_json(plan: Plan, facts: PlanFacts | None = None) -> dict[str, Any]:

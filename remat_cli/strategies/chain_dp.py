@@ -450,9 +450,9 @@ def _best_plan(
 
 STRATEGY = Strategy(
     name="chain-dp",
-    summary="Optimal dynamic program for heterogeneous chains (revolve / rotor) over the chain "
-    "of articulation-point segments; matches the optimum on training chains of up to 7 "
-    "layers (checked by brute force), rotor-optimal beyond.",
+    summary="Dynamic program for heterogeneous chains (revolve / rotor, plus borrowed "
+    "checkpoints) over the chain of articulation-point segments; equals the brute-force "
+    "optimum on training chains of 1-6 layers at every budget (tested); not proven beyond.",
     run=_run,
     uses_budget=True,
     reference="Griewank & Walther 2000 (revolve); Beaumont et al. 2019, arXiv:1911.13214 (rotor)",

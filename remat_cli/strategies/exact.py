@@ -1,4 +1,4 @@
-"""exact: the optimal schedule by integer programming (Checkmate's MILP, solved by HiGHS).
+"""exact: Checkmate's MILP (solved by HiGHS), proven optimal over all schedules where it can be.
 
 Jain et al., *Checkmate: Breaking the Memory Wall with Optimal Tensor Rematerialization*
 (MLSys 2020), §4. The needed nodes are put in a topological order v_0..v_{T-1}; stage t
@@ -27,12 +27,31 @@ relaxation did not (it freed fractions of kept values), and with it the root bou
 of up to about 60 nodes. The solution is turned into a schedule whose frees are taken at
 the earliest moment the solution allows, and the simulator's figures are reported.
 
-The model fixes the order of first computations. For small graphs (at most
-``enumerate_nodes`` = 12 needed nodes and ``max_orders`` = 120 topological orders) every
-order is solved, which makes the optimum global; otherwise the graph's own order is used
-and the report says so (``optimal_over``). The cheapest plan of the fast baselines is the
-starting incumbent: each MILP only looks for strictly cheaper schedules, so "infeasible"
-proves the incumbent optimal.
+**What is proven, and over which schedules.** Checkmate's model is narrower than the set
+of all schedules: it fixes the order of first computations, and within a stage it computes
+each value at most once, in that same order. For the graph's own order its optimum can
+exceed the true one (issue 10's 13-node DAG at budget 16: 48 against 45), and solving
+every order does not lift the second restriction, so its bounds and "optimal" speak only
+for that model. What this strategy reports:
+
+* ``status: optimal`` (``optimal_over: all schedules``) only when the cost is proven least
+  over ALL valid schedules within the budget: store-all fits (cost = base cost, which no
+  schedule beats), or the exhaustive search of :mod:`remat_cli.strategies.search` (A* over
+  resident sets, run when there are at most ``search_nodes`` = 20 needed nodes) finished.
+* otherwise ``status: best in Checkmate's model`` when every MILP finished: no schedule of
+  the model is cheaper (``optimal_over: fixed order`` with ``order`` the node ids, or
+  ``every order`` when all topological orders were solved: at most ``enumerate_nodes`` =
+  12 needed nodes and ``max_orders`` = 120 orders); or ``status: time limit`` (or ``not
+  proven`` when a MILP solution failed the simulator), with ``optimal_over: nothing
+  proven``.
+* ``lower_bound`` and ``gap`` are over ALL schedules: the base cost, raised to the search's
+  proven bound where it ran (least f = g + h on its open list; proof in that module).
+  ``model_bound`` is the MILP's bound, valid only over the model's schedules; an order
+  whose solution the simulator rejects contributes the base cost, never nothing.
+
+The cheapest plan of the fast baselines is the starting incumbent: each MILP only looks
+for strictly cheaper schedules, so "infeasible" proves the incumbent best in the model,
+and the search prunes every state that cannot beat the best plan found.
 
 Needs ``scipy`` (HiGHS): ``pip install 'remat-cli[exact]'``.
 """
@@ -53,11 +72,18 @@ from remat_cli.report.units import fmt_bytes
 from remat_cli.schedule import Schedule, ScheduleBuilder
 from remat_cli.simulate import Metrics, simulate
 from remat_cli.strategies.base import Strategy, StrategyResult
+from remat_cli.strategies.search import cheapest_schedule
 from remat_cli.strategies.store_all import store_all_plan
 
 __all__ = ["STRATEGY", "MilpResult", "solve_milp", "lp_lower_bound", "topological_orders"]
 
 INSTALL_HINT = "the exact solver needs scipy (HiGHS): pip install 'remat-cli[exact]'"
+
+# ``optimal_over``: the schedules over which the plan is proven cheapest (report/ words them)
+OVER_ALL = "all schedules"
+OVER_EVERY_ORDER = "every order"  # Checkmate's model, every order of first computations
+OVER_ORDER = "fixed order"  # Checkmate's model, first computations in ``info["order"]``
+OVER_NOTHING = "nothing proven"
 
 
 @dataclass(frozen=True, eq=False)
@@ -359,15 +385,16 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
     store_all = store_all_plan(graph)
     store, store_metrics = store_all.schedule, store_all.metrics
     base = graph.base_cost
-    if budget is None or store_metrics.peak_bytes <= budget:
-        return StrategyResult(store, {"status": "optimal (store-all fits)", "lower_bound": base, "gap": 0.0})
+    if budget is None or store_metrics.peak_bytes <= budget:  # cost = base cost, a bound for all
+        info = {"status": "optimal (store-all fits)", "optimal_over": OVER_ALL, "lower_bound": base, "gap": 0.0}
+        return StrategyResult(store, info)
     needed = int(graph.needed.sum())
     max_nodes = int(options.get("max_nodes", 300))
     if needed > max_nodes:
         lp = lp_lower_bound(graph, budget, time_limit=time_limit) if options.get("lp_bound") else None
         raise NoPlanError(
             f"exact: {needed} nodes is too many for the MILP (limit {max_nodes}, option max_nodes)"
-            + (f"; LP lower bound on the cost: {lp:g}" if lp is not None else ""),
+            + (f"; LP lower bound (for the graph's order of first computations): {lp:g}" if lp is not None else ""),
             min_budget=None,
         )
     all_orders = None
@@ -375,11 +402,32 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
         all_orders = topological_orders(graph, int(options.get("max_orders", 120)))
     orders = all_orders or [graph.needed_nodes.tolist()]
     integral = bool(np.all(graph.cost[graph.needed] == np.round(graph.cost[graph.needed])))
+    use_search = needed <= int(options.get("search_nodes", 20))
     best = _heuristic(graph, budget)
     source = "baselines" if best is not None else None
+    # on small graphs the search proves the optimum over all schedules, often at once;
+    # where it stops early it leaves a bound, and the MILP looks for a better plan
+    search = None
+    if use_search:
+        search = cheapest_schedule(
+            graph,
+            budget,
+            upper=None if best is None else best[1].cost,
+            max_states=int(options.get("search_states", 200_000)),
+            deadline=started + time_limit / 2,
+        )
+        if search.schedule is not None:
+            m = simulate(graph, search.schedule).metrics
+            assert m is not None and m.peak_bytes <= budget, "exact: the search's schedule is invalid"
+            if best is None or (m.cost, m.peak_bytes) < (best[1].cost, best[1].peak_bytes):
+                best, source = (search.schedule, m), "search"
+    milp_orders = orders
+    if search is not None and search.complete:
+        orders = []  # nothing left to prove
     deadline = started + time_limit
-    bounds: list[float] = []
+    bounds: list[float] = []  # per order: a bound over the schedules of Checkmate's model
     finished = True
+    rejected = False  # a MILP solution failed the simulator
     for order in orders:
         left = deadline - time.perf_counter()
         if left <= 0:
@@ -393,9 +441,9 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
         res = solve_milp(graph, budget, order, left, cutoff)
         if res.schedule is not None:
             m = simulate(graph, res.schedule).metrics
-            assert m is not None, "exact: the MILP schedule is invalid"
-            if m.peak_bytes > budget:  # only by the solver's tolerance on scaled bytes
-                finished = False
+            if m is None or m.peak_bytes > budget:  # the solver's tolerance on scaled bytes
+                finished, rejected = False, True  # nothing proven for this order: base cost
+                bounds.append(base)
                 continue
             if best is None or (m.cost, m.peak_bytes) < (best[1].cost, best[1].peak_bytes):
                 best, source = (res.schedule, m), "MILP"
@@ -407,45 +455,61 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
             finished = False
             bounds.append(res.bound if res.bound is not None else base)
     if best is None:
-        if finished:
+        proven_none = search is not None and search.complete
+        if finished or proven_none:
             peaks = []
-            for o in orders[:4]:
-                left = max(1.0, deadline + time_limit - time.perf_counter())  # at most one more limit
+            for o in milp_orders[:4]:
+                left = max(1.0, started + 2 * time_limit - time.perf_counter())  # at most one more limit
                 p = min_peak(graph, o, left)
                 if p is not None:
                     peaks.append(p)
             mb = min(peaks) if peaks else store_metrics.peak_bytes
+            what = (
+                "no schedule fits budget {} (proven over all schedules)"
+                if proven_none
+                else "no schedule of Checkmate's model (fixed order of first computations) fits budget {}"
+            ).format(f"{fmt_bytes(budget)} ({budget} B)")
             raise NoPlanError(
-                f"exact: no schedule fits budget {fmt_bytes(budget)} ({budget} B); the smallest "
-                f"budget it can meet is {fmt_bytes(mb)} ({mb} B)",
+                f"exact: {what}; the smallest budget it can meet is {fmt_bytes(mb)} ({mb} B)",
                 min_budget=mb,
             )
         raise NoPlanError(f"exact: no schedule found within the time limit of {time_limit:g} s (--time-limit)")
     schedule, m = best
-    lower = max(base, min(bounds)) if bounds else base
-    lp = None
-    if not finished:  # the LP relaxation may bound better than an interrupted search
-        lp = lp_lower_bound(graph, budget, time_limit=min(15.0, max(1.0, time_limit / 4)))
-        if lp is not None and len(orders) == 1:
-            lower = max(lower, lp)
+    proven = search is not None and search.complete
+    # only bounds over ALL schedules: the base cost, and what the search proved
+    lower = m.cost if proven else max(base, search.lower_bound if search is not None else base)
     lower = min(lower, m.cost)
+    model_bound = min(m.cost, max(base, min(bounds))) if bounds else base
+    if proven:
+        status, over = "optimal", OVER_ALL
+    elif finished:
+        status, over = "best in Checkmate's model", OVER_EVERY_ORDER if all_orders else OVER_ORDER
+    else:
+        status, over = ("not proven (a MILP solution failed the simulator)" if rejected else "time limit"), OVER_NOTHING
     info: dict[str, Any] = {
-        "status": "optimal" if finished else "time limit",
-        "optimal_over": "all topological orders" if all_orders else "schedules whose first computations follow the graph's order",
+        "status": status,
+        "optimal_over": over,
         "lower_bound": round(lower, 9),
         "gap": 0.0 if m.cost <= 0 else round(max(0.0, (m.cost - lower) / m.cost), 9),
         "best_from": source,
-        "solver": "HiGHS (scipy.optimize.milp)",
+        "solver": ("exhaustive search" if proven and not bounds else "HiGHS (scipy.optimize.milp)")
+        + (" and exhaustive search" if use_search and bounds else ""),
     }
-    if lp is not None:
-        info["lp_bound"] = round(lp, 9)
+    if over == OVER_ORDER:
+        info["order"] = [graph.ids[v] for v in orders[0]]
+    if not proven:
+        info["model_bound"] = round(model_bound, 9)
+    if search is not None:
+        info["search_states"] = search.states
     return StrategyResult(schedule, info)
 
 
 STRATEGY = Strategy(
     name="exact",
-    summary="Optimal schedule by integer programming (Checkmate's MILP) with HiGHS and a time "
-    "limit; reports the proven lower bound and the gap. For small graphs.",
+    summary="Exhaustive search that, when it finishes (graphs of up to 20 needed nodes), "
+    "proves the plan optimal over all schedules; else Checkmate's MILP (HiGHS, time limit) "
+    "for a fixed order of first computations. Says over which schedules the plan is best; "
+    "its lower bound and gap hold for all schedules.",
     run=_run,
     uses_budget=True,
     fast=False,

@@ -249,7 +249,7 @@ def _runner(name: str, score: Score) -> Callable[[Graph, "int | None", Mapping[s
 GREEDY = Strategy(
     name="greedy",
     summary="GreedyRemat: replay store-all; when the budget would be exceeded evict the largest "
-    "resident value; recompute evicted values on demand.",
+    "resident value the compute under way does not need; recompute evicted values on demand.",
     run=_runner("greedy", largest_first),
     uses_budget=True,
     reference="Kumar et al. 2019 (NeurIPS) baseline; Jain et al. 2020 (Checkmate) §6",
@@ -258,7 +258,8 @@ GREEDY = Strategy(
 DTR = Strategy(
     name="dtr",
     summary="Dynamic Tensor Rematerialization: the same replay, evicting the value with the "
-    "least recompute cost / (size · staleness).",
+    "least (its cost + its evicted neighbours' costs) / (size · staleness), scoring at most 64 "
+    "sampled values.",
     run=_runner("dtr", dtr_score),
     uses_budget=True,
     reference="Kirisame et al. 2021, Dynamic Tensor Rematerialization (ICLR)",
