@@ -1,7 +1,10 @@
 """auto: run every fast strategy and keep the cheapest plan that fits the budget.
 
 Each candidate is replayed by the simulator here, so a strategy that misjudges its peak
-cannot win. Ties on cost go to the lower peak, then to the registry's order.
+cannot win. Ties on cost go to the lower peak, then to the registry's order. The three
+cheapest fitting plans are then polished by twremat's memory-limit pass
+(:mod:`remat_cli.strategies.evict`); a polished plan wins only if it replays within the
+budget and costs less.
 """
 
 from __future__ import annotations
