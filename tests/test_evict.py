@@ -158,3 +158,15 @@ def test_auto_polishes_the_best_plans_with_the_pass() -> None:
             pass
     assert auto.metrics.cost < min(others)
     assert "memory-limit pass" in str(auto.info.get("winner"))
+
+
+@SETTINGS
+@given(graphs, st.floats(0.0, 0.5), st.sampled_from(["treewidth", "pathwidth"]))
+def test_the_smallest_budget_named_is_met(g: Graph, where: float, name: str) -> None:
+    """A budget that does not fit names a smallest budget, and planning at it succeeds."""
+    budget = int(g.lb + where * (store_all_peak(g) - g.lb))
+    try:
+        make_plan(g, name, budget, {})
+    except NoPlanError as exc:
+        assert exc.min_budget is not None and exc.min_budget > budget
+        assert make_plan(g, name, exc.min_budget, {}).metrics.peak_bytes <= exc.min_budget
