@@ -55,7 +55,7 @@ class StructuralBound:
         return self.bytes / self.op_bound_bytes if self.op_bound_bytes else 1.0
 
 
-def structural_lower_bound(graph: Graph, *, depth: int = 4, max_work: int = 4_000) -> StructuralBound:
+def structural_lower_bound(graph: Graph, *, depth: int = 4, max_work: int = 2_000) -> StructuralBound:
     """The bound of the module docstring, searched ``depth`` levels deep.
 
     Never below ``graph.lb`` (depth 0 is exactly it). Work: at most ``max_work`` set
