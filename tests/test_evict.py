@@ -157,7 +157,7 @@ def test_auto_polishes_the_best_plans_with_the_pass() -> None:
         except NoPlanError:
             pass
     assert auto.metrics.cost < min(others)
-    assert "memory-limit pass" in str(auto.info.get("winner"))
+    assert "memory-limit pass" in str(auto.info.get("polished"))
 
 
 @SETTINGS

@@ -82,7 +82,8 @@ def _polish(graph: Graph, budget: int | None, fitting: list, best: tuple) -> tup
         m = simulate(graph, schedule).metrics
         if m is None or m.peak_bytes > budget or m.cost >= cost:
             continue
-        key = (m.cost, m.peak_bytes, rank, f"{name} + memory-limit pass", StrategyResult(schedule, dict(result.info), None))
+        info = {**result.info, "polished": f"memory-limit pass: cost {m.cost / cost - 1:+.2%} on {name}'s plan"}
+        key = (m.cost, m.peak_bytes, rank, name, StrategyResult(schedule, info, None))
         if key[:3] < best[:3]:
             best = key
     return best
