@@ -20,9 +20,10 @@ already recomputes enough (the bare treewidth/pathwidth recursion, which peaks l
    it again first, and that compute is kept because the value is gone.
 3. Rounds of 1 and 2 until the schedule stops changing (at most ``rounds``).
 
-Memory never rises above the input schedule's at the same compute (lazy residency is a
-superset, but only while it fits), except that the limit is soft as in twremat: when no
-candidate is left the compute goes over. :func:`memlimit_pass` returns the schedule
+Memory at every compute is at most max(limit, the input's memory at that compute): lazy
+residency is a superset of the input's, and the extra values are all candidates, evicted
+before anything goes over. So an input that fits the limit gives an output that fits;
+otherwise the limit is soft as in twremat and the compute goes over. :func:`memlimit_pass` returns the schedule
 either way; callers replay it with the simulator and use it only when it fits.
 
 Cost: O(steps · log steps) per round.
