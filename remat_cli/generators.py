@@ -10,7 +10,10 @@ import numpy as np
 
 from remat_cli.graph import Graph
 
-__all__ = ["chain", "random_dag", "ladder", "grid", "unet", "diamonds", "skip_chain", "series_parallel", "partial_ktree", "transformer", "from_edges"]
+__all__ = [
+    "chain", "random_dag", "ladder", "grid", "unet", "diamonds", "skip_chain", "series_parallel", "partial_ktree",
+    "transformer", "from_edges", "resnet", "mobilenet", "vgg", "fcn", "segnet", "unet_cnn",
+]
 
 
 def from_edges(
@@ -219,3 +222,168 @@ def transformer(layers: int, seq: int = 512, hidden: int = 768, heads: int = 12,
         src=graph.edges()[0], dst=graph.edges()[1], name=graph.name, cost_unit="FLOP",
         fixed_mem=graph.fixed_mem, _checked=True,
     )
+
+
+# ---------------------------------------------------------------- CNN-shaped graphs
+# Forward graphs shaped like the Checkmate / MOCCASIN benchmark networks, with realistic
+# sizes: a node is one fused conv (+ batch norm + ReLU) or pool/add/concat, its size is
+# batch × channels × height × width × dtype bytes, its cost the FLOPs of the op. Channels
+# double where height and width halve, so per-layer sizes halve at each pooling.
+
+
+class _CNN:
+    """Builds a forward graph node by node; ``finish`` turns it into a :class:`Graph`."""
+
+    def __init__(self, batch: int, dtype_bytes: int) -> None:
+        self.batch = batch
+        self.bytes = dtype_bytes
+        self.mem: list[int] = []
+        self.cost: list[float] = []
+        self.ops: list[str] = []
+        self.edges: list[tuple[int, int]] = []
+        self.shape: list[tuple[int, int]] = []  # (channels, side)
+
+    def add(self, op: str, channels: int, side: int, inputs: list[int], flops: float = 0.0) -> int:
+        node = len(self.mem)
+        elems = self.batch * channels * side * side
+        self.mem.append(elems * self.bytes)
+        self.cost.append(max(flops, float(elems)))
+        self.ops.append(op)
+        self.shape.append((channels, side))
+        self.edges.extend((u, node) for u in inputs)
+        return node
+
+    def conv(self, x: int, channels: int, k: int = 3, stride: int = 1, groups: int = 1, op: str = "Conv") -> int:
+        cin, side = self.shape[x]
+        out = max(1, side // stride)
+        flops = 2.0 * self.batch * (cin // groups) * channels * k * k * out * out
+        return self.add(op, channels, out, [x], flops)
+
+    def pool(self, x: int, op: str = "MaxPool") -> int:
+        c, side = self.shape[x]
+        return self.add(op, c, max(1, side // 2), [x])
+
+    def finish(self, name: str) -> Graph:
+        n = len(self.mem)
+        g = from_edges(n, self.edges, mem=np.asarray(self.mem), cost=np.asarray(self.cost), name=name, cost_unit="FLOP")
+        src, dst = g.edges()
+        return Graph.from_arrays(
+            ids=[f"{op.lower()}{i}" for i, op in enumerate(self.ops)], ops=self.ops, kinds=g.kinds,
+            mem=g.mem, cost=g.cost, src=src, dst=dst, name=name, cost_unit="FLOP", _checked=True,
+        )
+
+
+def resnet(blocks: tuple[int, ...] = (2, 2, 2, 2), *, batch: int = 8, side: int = 224, width: int = 64, dtype_bytes: int = 4, name: str | None = None) -> Graph:
+    """ResNet-shaped (basic blocks): stem conv + pool, then per stage ``blocks[i]`` blocks of
+    conv → conv → add(skip), the first of each later stage strided with a 1×1 projection."""
+    net = _CNN(batch, dtype_bytes)
+    x = net.add("Input", 3, side, [])
+    x = net.pool(net.conv(x, width, k=7, stride=2))
+    for stage, count in enumerate(blocks):
+        channels = width << stage
+        for b in range(count):
+            stride = 2 if stage and not b else 1
+            y = net.conv(net.conv(x, channels, stride=stride), channels)
+            skip = net.conv(x, channels, k=1, stride=stride) if stride == 2 else x
+            x = net.add("Add", channels, net.shape[y][1], [skip, y])
+    x = net.add("GlobalAveragePool", net.shape[x][0], 1, [x])
+    net.add("Gemm", 1000, 1, [x], 2.0 * batch * net.shape[x][0] * 1000)
+    return net.finish(name or f"resnet{'-'.join(map(str, blocks))}")
+
+
+def mobilenet(blocks: tuple[tuple[int, int, int, int], ...] = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 2, 2), (6, 96, 1, 1)), *, batch: int = 8, side: int = 224, dtype_bytes: int = 4, name: str | None = None) -> Graph:
+    """MobileNetV2-shaped: inverted residual blocks (expand 1×1 → depthwise 3×3 → project
+    1×1, add when shape is kept); ``blocks`` are (expansion, channels, repeats, stride)."""
+    net = _CNN(batch, dtype_bytes)
+    x = net.conv(net.add("Input", 3, side, []), 32, stride=2)
+    for t, channels, repeats, stride in blocks:
+        for r in range(repeats):
+            s = stride if r == 0 else 1
+            cin = net.shape[x][0]
+            h = net.conv(x, cin * t, k=1) if t != 1 else x
+            h = net.conv(h, cin * t, k=3, stride=s, groups=cin * t, op="DepthwiseConv")
+            y = net.conv(h, channels, k=1)
+            x = net.add("Add", channels, net.shape[y][1], [x, y]) if s == 1 and cin == channels else y
+    x = net.add("GlobalAveragePool", net.shape[x][0], 1, [net.conv(x, 1280, k=1)])
+    net.add("Gemm", 1000, 1, [x], 2.0 * batch * 1280 * 1000)
+    return net.finish(name or "mobilenet")
+
+
+def vgg(stages: tuple[int, ...] = (2, 2, 3, 3, 3), *, batch: int = 8, side: int = 224, width: int = 64, dtype_bytes: int = 4, name: str | None = None) -> Graph:
+    """VGG-shaped: ``stages[i]`` 3×3 convs then a max-pool per stage, channels doubling up to
+    8× ``width``; two fully connected layers at the end."""
+    net = _CNN(batch, dtype_bytes)
+    x = net.add("Input", 3, side, [])
+    for stage, count in enumerate(stages):
+        for _ in range(count):
+            x = net.conv(x, width << min(stage, 3))
+        x = net.pool(x)
+    c, s = net.shape[x]
+    x = net.add("Gemm", 4096, 1, [x], 2.0 * batch * c * s * s * 4096)
+    net.add("Gemm", 1000, 1, [x], 2.0 * batch * 4096 * 1000)
+    return net.finish(name or f"vgg{sum(stages) + 2}")
+
+
+def _encoder(net: _CNN, stages: tuple[int, ...], side: int, width: int) -> tuple[int, list[int], list[int]]:
+    """VGG-style encoder: returns the last node, the pre-pool and the pool node of each stage."""
+    x = net.add("Input", 3, side, [])
+    before, pools = [], []
+    for stage, count in enumerate(stages):
+        for _ in range(count):
+            x = net.conv(x, width << min(stage, 3))
+        before.append(x)
+        x = net.pool(x)
+        pools.append(x)
+    return x, before, pools
+
+
+def fcn(stages: tuple[int, ...] = (2, 2, 3, 3, 3), *, classes: int = 21, batch: int = 8, side: int = 224, width: int = 64, dtype_bytes: int = 4, name: str | None = None) -> Graph:
+    """FCN-8s-shaped: a VGG encoder, 1×1 class scores at the last three pools, upsampled ×2
+    and added (skip edges from pool3 and pool4), then upsampled to the input size."""
+    net = _CNN(batch, dtype_bytes)
+    x, _, pools = _encoder(net, stages, side, width)
+    score = net.conv(x, classes, k=1)
+    for skip in (pools[-2], pools[-3]):
+        side_up = net.shape[skip][1]
+        up = net.add("ConvTranspose", classes, side_up, [score], 2.0 * batch * classes * classes * 16 * side_up * side_up)
+        score = net.add("Add", classes, side_up, [up, net.conv(skip, classes, k=1)])
+    net.add("Resize", classes, side, [score])
+    return net.finish(name or "fcn8s")
+
+
+def segnet(stages: tuple[int, ...] = (2, 2, 3, 3, 3), *, classes: int = 21, batch: int = 8, side: int = 224, width: int = 64, dtype_bytes: int = 4, name: str | None = None) -> Graph:
+    """SegNet-shaped: a VGG encoder whose max-pools keep their indices, and a mirrored
+    decoder whose unpooling reads the matching pool (edges across the network)."""
+    net = _CNN(batch, dtype_bytes)
+    x, before, pools = _encoder(net, stages, side, width)
+    for stage in reversed(range(len(stages))):
+        c, s = net.shape[before[stage]]
+        x = net.add("MaxUnpool", net.shape[x][0], s, [x, pools[stage]])
+        for k in range(stages[stage]):
+            last = k == stages[stage] - 1
+            x = net.conv(x, (width << max(min(stage, 3) - 1, 0)) if last and stage else c)
+    net.conv(x, classes, k=1)
+    return net.finish(name or "segnet")
+
+
+def unet_cnn(depth: int = 4, *, convs: int = 2, batch: int = 8, side: int = 256, width: int = 64, dtype_bytes: int = 4, name: str | None = None) -> Graph:
+    """U-Net-shaped with realistic sizes: ``depth`` encoder levels of ``convs`` 3×3 convs and a
+    pool, a bottleneck, and a decoder of up-convolution → concat(skip) → convs."""
+    net = _CNN(batch, dtype_bytes)
+    x = net.add("Input", 3, side, [])
+    skips = []
+    for level in range(depth):
+        for _ in range(convs):
+            x = net.conv(x, width << level)
+        skips.append(x)
+        x = net.pool(x)
+    for _ in range(convs):
+        x = net.conv(x, width << depth)
+    for level in reversed(range(depth)):
+        c, s = net.shape[skips[level]]
+        up = net.add("ConvTranspose", c, s, [x], 2.0 * batch * net.shape[x][0] * c * 4 * s * s)
+        x = net.add("Concat", 2 * c, s, [up, skips[level]])
+        for _ in range(convs):
+            x = net.conv(x, c)
+    net.conv(x, 2, k=1)
+    return net.finish(name or f"unet-cnn{depth}")

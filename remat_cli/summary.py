@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from remat_cli.bounds import StructuralBound, structural_lower_bound
 from remat_cli.graph import Graph
 from remat_cli.simulate import Metrics
 from remat_cli.strategies.store_all import store_all_plan
@@ -47,6 +48,7 @@ class GraphSummary:
     by_op: tuple[OpShare, ...]
     largest: tuple[tuple[str, str, int], ...]  # (id, op, bytes)
     extra: dict[str, Any] = field(default_factory=dict)
+    structural_bound: StructuralBound | None = None  # proven over all schedules (bounds.py)
 
 
 def summarize(graph: Graph, *, top: int = 10, decompose: bool = False) -> GraphSummary:
@@ -95,6 +97,7 @@ def summarize(graph: Graph, *, top: int = 10, decompose: bool = False) -> GraphS
         by_op=tuple(shares),
         largest=tuple((graph.ids[v], graph.ops[v], int(graph.mem[v])) for v in order.tolist()),
         extra=_extra(graph, decompose),
+        structural_bound=structural_lower_bound(graph),
     )
 
 

@@ -18,7 +18,18 @@ the exhaustive search's bound on small graphs), or, for graphs too large for the
 LP relaxation of Checkmate's model for the graph's order (``LP, fixed order``: a bound for
 that order only). Every plan is replayed by the simulator through ``make_plan``.
 
-Usage: PYTHONPATH=. python scripts/bench_quality.py [--time-limit 60] [GRAPH ...]
+Sections (``--section``, default all):
+
+* ``reference``: on unit training chains (16/128/1024 layers, next to the seed reference's
+  twremat figures) and residual / inverted-residual / U-Net / transformer training graphs,
+  the paper's recursion with twremat's memory-limit pass against treewidth, pathwidth and
+  auto, in evaluations per needed node and cost per base cost;
+* ``bound``: the structural lower bound against the largest-operation bound, and auto's
+  lowest peak as a multiple of it;
+* ``exact``: the table above, for the sample graphs, small generated families and
+  CNN-shaped training graphs with realistic sizes (``--families``).
+
+Usage: PYTHONPATH=. python scripts/bench_quality.py [--time-limit 60] [--section S] [GRAPH ...]
 """
 
 from __future__ import annotations
@@ -48,6 +59,84 @@ def generated() -> list[Graph]:
         checkmate_training_graph(gen.unet(2, convs=1, base_mem=1 << 16)),
         checkmate_training_graph(gen.random_dag(24, 0.15, seed=3, max_size=4)),
     ]
+
+
+def cnn_shaped() -> list[Graph]:
+    """Training graphs shaped like the Checkmate / MOCCASIN benchmark CNNs, with realistic
+    per-layer sizes (batch 8, fp32, halving at each pooling) and FLOP costs."""
+    return [
+        checkmate_training_graph(gen.resnet((2, 2, 2, 2), name="resnet18-shaped")),
+        checkmate_training_graph(gen.mobilenet(name="mobilenetv2-shaped")),
+        checkmate_training_graph(gen.vgg((2, 2, 3, 3, 3), name="vgg16-shaped")),
+        checkmate_training_graph(gen.fcn(name="fcn8s-shaped")),
+        checkmate_training_graph(gen.segnet((2, 2, 3, 3), name="segnet-shaped")),
+        checkmate_training_graph(gen.unet_cnn(4, name="unet-shaped")),
+    ]
+
+
+SEED_CHAIN_FIGURES = {  # twremat on unit training chains (seed-reference.md): cost in evaluations / (2L+1)
+    16: ("1.97", "2.30", "3.00", "over"),
+    128: ("1.11", "2.64", "3.62", "4.18"),
+    1024: ("1.10", "3.22", "4.55", "5.43"),
+}
+
+
+def reference_rows(graph: Graph, ratios: list[float], names: list[str]) -> None:
+    """Per budget: the paper's recursion with twremat's memory-limit pass (our
+    implementation of that pass over our bare recursion) against ``names``. Cells are
+    evaluations / needed nodes (the seed reference's unit) and cost / base cost."""
+    from remat_cli.simulate import simulate
+    from remat_cli.strategies import decompose as D
+    from remat_cli.strategies.evict import memlimit_pass
+    from remat_cli.strategies.treewidth import recursive_schedule
+
+    peak = store_all_peak(graph)
+    needed = int(graph.needed.sum())
+    bare, _ = recursive_schedule(graph, D.separator_tree(graph, D.tree_decomposition(graph)), None)
+    rows: dict[str, list[str]] = {"reference": []} | {n: [] for n in names}
+    for ratio in ratios:
+        budget = int(ratio * peak)
+        m = simulate(graph, memlimit_pass(graph, bare, budget)).metrics
+        assert m is not None
+        over = "" if m.peak_bytes <= budget else " over"
+        rows["reference"].append(f"{m.computes / needed:.2f}/{m.cost / m.base_cost:.3f}{over}")
+        for name in names:
+            try:
+                plan = make_plan(graph, name, budget, {}, reference_peak=peak)
+                rows[name].append(f"{plan.metrics.computes / needed:.2f}/{plan.metrics.cost / plan.metrics.base_cost:.3f}")
+            except NoPlanError:
+                rows[name].append("-")
+    print(f"{graph.name}: {graph.n} nodes; cells: evaluations per needed node / cost per base cost")
+    print("  " + "strategy".ljust(12) + "".join(f"{r:.1f}x".ljust(18) for r in ratios))
+    for name, cells in rows.items():
+        print("  " + name.ljust(12) + "".join(c.ljust(18) for c in cells))
+    layers = (needed - 1) // 2
+    if graph.name.startswith("chain") and layers in SEED_CHAIN_FIGURES:
+        print("  " + "twremat".ljust(12) + "".join(c.ljust(18) for c in SEED_CHAIN_FIGURES[layers]) + "(seed-reference.md)")
+    print()
+
+
+def bound_row(graph: Graph) -> None:
+    """The structural lower bound against the largest-operation bound, and auto's smallest
+    budget (each replayed by the simulator) as a multiple of it."""
+    from remat_cli.bounds import structural_lower_bound
+
+    started = time.perf_counter()
+    bound = structural_lower_bound(graph)
+    took = time.perf_counter() - started
+    try:
+        plan = make_plan(graph, "auto", graph.lb, {})
+        smallest = plan.metrics.peak_bytes
+    except NoPlanError as exc:
+        smallest = exc.min_budget
+        if smallest is not None:
+            smallest = make_plan(graph, "auto", smallest, {}).metrics.peak_bytes
+    ratio = f"{smallest / bound.bytes:.3f}" if smallest else "-"
+    state = "" if bound.complete else " cut short"
+    print(
+        f"  {graph.name[:26]:26} {graph.lb:>14,} {bound.bytes:>14,} {bound.gain:6.3f}x{state} {took:5.2f}s"
+        f" {smallest or 0:>14,} {ratio:>7}x"
+    )
 
 
 def sample_graphs(paths: list[str]) -> list[Graph]:
@@ -127,11 +216,37 @@ def main() -> None:
     ap.add_argument("--budgets", default="0.9,0.7,0.5,0.3")
     ap.add_argument("--exact-max-nodes", type=int, default=80)
     ap.add_argument("--no-generated", action="store_true")
+    ap.add_argument("--section", choices=["all", "exact", "reference", "bound"], default="all",
+                    help="exact: every strategy vs the exact solver; reference: treewidth/pathwidth/auto vs "
+                    "the paper's recursion with twremat's memory-limit pass; bound: the structural lower bound")
+    ap.add_argument("--families", default="samples,generated,cnn", help="graphs of the exact section: "
+                    "samples (sample_graphs/), generated (small families), cnn (CNN-shaped, realistic sizes)")
     args = ap.parse_args()
     ratios = [float(x) for x in args.budgets.split(",")]
-    graphs = sample_graphs(args.graphs) + ([] if args.no_generated else generated())
-    for g in graphs:
-        bench(g, ratios, args.time_limit, args.exact_max_nodes)
+    samples = sample_graphs(args.graphs)
+    if args.section in ("all", "reference"):
+        print("== the paper's recursion + twremat's memory-limit pass vs ours ==\n")
+        refs = [checkmate_training_graph(gen.chain(n)) for n in (16, 128, 1024)]
+        refs += [
+            checkmate_training_graph(gen.resnet((2, 2, 2, 2), name="resnet18-shaped")),
+            checkmate_training_graph(gen.mobilenet(name="mobilenetv2-shaped")),
+            checkmate_training_graph(gen.unet_cnn(4, name="unet-shaped")),
+            checkmate_training_graph(gen.transformer(6, name="transformer6")),
+        ]
+        for g in refs:
+            reference_rows(g, ratios, ["treewidth", "pathwidth", "auto"])
+    if args.section in ("all", "bound"):
+        print("== structural lower bound (remat_cli.bounds) and auto's lowest peak ==\n")
+        print(f"  {'graph':26} {'op bound B':>14} {'structural B':>14} {'gain':>7} {'time':>6} {'auto lowest B':>14} {'/bound':>8}")
+        for g in samples + cnn_shaped():
+            bound_row(g)
+        print()
+    if args.section in ("all", "exact"):
+        families = set(args.families.split(","))
+        graphs = (samples if "samples" in families else []) + ([] if args.no_generated else (
+            (generated() if "generated" in families else []) + (cnn_shaped() if "cnn" in families else [])))
+        for g in graphs:
+            bench(g, ratios, args.time_limit, args.exact_max_nodes)
 
 
 if __name__ == "__main__":

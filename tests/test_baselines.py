@@ -252,8 +252,11 @@ def test_auto_is_the_cheapest_fast_strategy(graph: Graph, ratio: float) -> None:
     if not costs:
         assert isinstance(got, NoPlanError)
         return
-    assert got.metrics.cost == min(costs.values())
-    assert costs[got.info["winner"]] == got.metrics.cost
+    assert got.metrics.cost <= min(costs.values())
+    if "polished" in got.info:  # the memory-limit pass made the winner's plan cheaper
+        assert got.metrics.cost < costs[got.info["winner"]]
+    else:
+        assert got.metrics.cost == min(costs.values()) == costs[got.info["winner"]]
 
 
 # ---------------------------------------------------------------- segments and sequences

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from remat_cli.bounds import StructuralBound, structural_lower_bound
 from remat_cli.errors import InvalidScheduleError
 from remat_cli.graph import Graph
 from remat_cli.plan import Plan
@@ -63,6 +64,7 @@ class PlanFacts:
     recomputed_most: tuple[Recomputed, ...]
     forward: ForwardKept
     base_seconds: float | None  # Σ seconds of the needed nodes, once each
+    bound: StructuralBound | None = None  # proven lower bound on any schedule's peak
 
     @property
     def recomputed_nodes(self) -> int:
@@ -90,7 +92,7 @@ def plan_facts(plan: Plan, *, top: int = 5) -> PlanFacts:
         bytes=int(graph.mem[forward].sum()),
         kept_bytes=int(graph.mem[once].sum()),
     )
-    return PlanFacts(counts, sim.memory, most, kept, graph.base_seconds)
+    return PlanFacts(counts, sim.memory, most, kept, graph.base_seconds, structural_lower_bound(graph))
 
 
 def _forward_mask(graph: Graph) -> np.ndarray:

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from remat_cli.bounds import StructuralBound
 from remat_cli.plan import Plan, metrics_to_json, plan_to_json
 from remat_cli.report.facts import PlanFacts, plan_facts
 from remat_cli.report.tradeoff import SweepPoint, Tradeoff
@@ -64,6 +65,8 @@ def render_info(s: GraphSummary, console: Console) -> None:
     t.add_row("fixed memory", fmt_bytes(s.fixed_bytes))
     t.add_row("activations (all)", fmt_bytes(s.activation_bytes))
     t.add_row("lower bound", f"{fmt_bytes(s.lower_bound_bytes)}  at {s.lower_bound_node} ({s.lower_bound_op or 'op'})")
+    if s.structural_bound is not None:
+        t.add_row("structural bound", structural_bound_text(s.structural_bound))
     t.add_row("store-all peak", f"{fmt_bytes(s.store_all.peak_bytes)}  (order: {s.store_all_order})")
     t.add_row("base cost", f"{fmt_cost(s.base_cost, s.cost_unit)} ({s.cost_unit})")
     if s.base_seconds is not None:
@@ -83,6 +86,15 @@ def render_info(s: GraphSummary, console: Console) -> None:
     for (_node, op, size), name in zip(s.largest, names):
         big.add_row(name, op, fmt_bytes(size))
     console.print(big)
+
+
+def structural_bound_text(b: StructuralBound) -> str:
+    """One line: the proven bound, how it compares with the largest-operation bound, and
+    how far its argument searched (bounds.py)."""
+    steps = f"{b.depth} steps back" + ("" if b.complete else ", cut short")
+    if b.bytes > b.op_bound_bytes:
+        return f"{fmt_bytes(b.bytes)}  at {b.node} ({b.gain:.3f}x lower bound; {steps})"
+    return f"{fmt_bytes(b.bytes)}  (= lower bound; {steps})"
 
 
 def summary_to_json(s: GraphSummary) -> dict[str, Any]:
@@ -141,6 +153,8 @@ def render_plan(plan: Plan, console: Console, facts: PlanFacts | None = None, *,
         t.add_row("budget", "none")
     else:
         t.add_row("budget", f"{fmt_bytes(plan.budget_bytes)} ({fmt_ratio(plan.budget_ratio)} of store-all {fmt_bytes(plan.store_all_peak)}) - fits")
+    if facts.bound is not None:
+        t.add_row("structural bound", structural_bound_text(facts.bound))
     if m.recomputations:
         t.add_row("recomputed values", f"{fmt_count(facts.recomputed_nodes)} distinct")
     fw = facts.forward
@@ -214,6 +228,8 @@ def plan_report_json(plan: Plan, facts: PlanFacts | None = None) -> dict[str, An
     doc["activation_peak_bytes"] = plan.metrics.activation_peak_bytes
     doc["base_seconds"] = facts.base_seconds
     doc["recomputed_values"] = facts.recomputed_nodes
+    if facts.bound is not None:
+        doc["structural_bound"] = asdict(facts.bound)
     doc["recomputed_most"] = [asdict(r) for r in facts.recomputed_most]
     fw = facts.forward
     doc["forward_kept"] = {

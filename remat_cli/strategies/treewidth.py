@@ -37,8 +37,10 @@ root-to-leaf path, each call asks one child at a time, and with unit sizes
 * a bag that needs several inputs from one child asks for them at once (prefetch);
 * candidates: the cacheless recursion at B (monotone in B by construction), the bare
   recursion, and the cached recursion with prefetch at each point of a fixed budget
-  ladder at or below B. Each is replayed by the simulator; the cheapest that fits wins,
-  so the cost never rises with B. If none fits: NoPlanError with the smallest budget
+  ladder at or below B, and twremat's memory-limit pass at B
+  (:mod:`remat_cli.strategies.evict`) over the bare recursion (what the paper's
+  reference code returns, so we never cost more) and over the cheapest fitting
+  candidate. Each is replayed by the simulator; the cheapest that fits wins. If none fits: NoPlanError with the smallest budget
   known to work.
 """
 
@@ -508,12 +510,18 @@ def plan_over_separator_tree(graph: Graph, sep: SeparatorTree, budget: int | Non
                     continue
                 candidates.append(attempt)
                 fitted = fitted or attempt.metrics.peak_bytes <= point
+    candidates.extend(_memlimit_candidates(graph, candidates, bare_schedule, budget))
     fitting = [c for c in candidates if c.metrics.peak_bytes <= budget]
     if not fitting:
-        least = min(bare.peak_bytes, sa.peak_bytes)
+        from remat_cli.strategies.evict import cleanup
+
+        # the memory-limit pass over the bare recursion fits every budget at or above the
+        # peak of the bare recursion cleaned up (evict.py), which is at most the bare peak
+        low = _measure(graph, cleanup(graph, bare_schedule)).peak_bytes
+        least = min(low, sa.peak_bytes)
         raise NoPlanError(
             f"{kind} cannot fit budget {fmt_bytes(budget)} ({budget} B): its smallest plan "
-            f"(the bare recursion) peaks at {fmt_bytes(bare.peak_bytes)} ({bare.peak_bytes} B)",
+            f"(the bare recursion, frees moved to last use) peaks at {fmt_bytes(low)} ({low} B)",
             min_budget=least,
         )
     best = min(fitting, key=lambda c: (c.metrics.cost, c.metrics.peak_bytes))
@@ -522,6 +530,22 @@ def plan_over_separator_tree(graph: Graph, sep: SeparatorTree, budget: int | Non
     if discarded:
         info["discarded candidates (internal error)"] = discarded
     return _result(graph, best.schedule, best.metrics, info, started)
+
+
+def _memlimit_candidates(graph: Graph, candidates: list[_Attempt], bare: Schedule, budget: int) -> list[_Attempt]:
+    """twremat's memory-limit pass (:mod:`remat_cli.strategies.evict`) at ``budget`` over the
+    bare recursion (what the paper's reference code returns) and over the cheapest
+    candidate that fits (the pass never raises a fitting schedule's cost or peak)."""
+    from remat_cli.strategies.evict import memlimit_pass
+
+    out = [_Attempt(s := memlimit_pass(graph, bare, budget), _measure(graph, s), "bare recursion + memory-limit pass (twremat)")]
+    fitting = [c for c in candidates if c.metrics.peak_bytes <= budget]
+    if fitting:
+        best = min(fitting, key=lambda c: (c.metrics.cost, c.metrics.peak_bytes))
+        if best.metrics.recomputations:
+            polished = memlimit_pass(graph, best.schedule, budget)
+            out.append(_Attempt(polished, _measure(graph, polished), f"{best.label} + memory-limit pass"))
+    return out
 
 
 def _ladder(budget: int, floor: int, store_all: int) -> list[int]:

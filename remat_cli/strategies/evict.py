@@ -1,0 +1,169 @@
+"""A memory-limit pass over a schedule: keep what the limit allows, recompute only the rest.
+
+Reference: the post-processing of twremat (nshepperd's Haskell implementation of Kumar et
+al., NeurIPS 2019), described in /work/shared/research/seed-reference.md; written here
+from that description, not from its code. The pass only ever *removes* computations
+from the schedule it is given and never reorders them, so it needs a schedule that
+already recomputes enough (the bare treewidth/pathwidth recursion, which peaks low).
+
+1. **Clean up** (:func:`cleanup`): delete every compute whose value is freed before any
+   step reads it (unless it is the last compute of a target that nothing else computes),
+   repeatedly until nothing changes, and move every free to right after the value's last
+   use (a value never read again is freed right after it is computed).
+2. **Lazy eviction** (:func:`lazy_eviction`): replay the computes in order. A scheduled
+   free does not free; it makes the value an eviction candidate. A compute of a value
+   that is still resident is dropped (and the value stops being a candidate until its
+   next scheduled free). When the next compute would exceed the limit, candidates are
+   evicted until it fits: first values that no later step reads or computes, then the
+   one cheapest to recompute per byte. Evicting only candidates keeps the schedule
+   valid: the input schedule frees a candidate before it reads it again, so it computes
+   it again first, and that compute is kept because the value is gone.
+3. Rounds of 1 and 2 until the schedule stops changing (at most ``rounds``).
+
+Memory at every compute is at most max(limit, the input's memory at that compute): lazy
+residency is a superset of the input's, and the extra values are all candidates, evicted
+before anything goes over. So an input that fits the limit gives an output that fits;
+otherwise the limit is soft as in twremat and the compute goes over. :func:`memlimit_pass` returns the schedule
+either way; callers replay it with the simulator and use it only when it fits.
+
+Cost: O(steps · log steps) per round.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+from remat_cli.graph import Graph
+from remat_cli.schedule import COMPUTE, Schedule, ScheduleBuilder
+
+__all__ = ["memlimit_pass", "cleanup", "lazy_eviction"]
+
+
+def memlimit_pass(graph: Graph, schedule: Schedule, limit: int, *, rounds: int = 4) -> Schedule:
+    """twremat's memory-limit post-processing of ``schedule`` for a peak of ``limit`` bytes
+    (fixed memory included). Returns a valid schedule with no more computes than the input
+    (given a valid input); its peak may exceed ``limit`` when nothing can be evicted."""
+    current = cleanup(graph, schedule)
+    for _ in range(max(1, rounds)):
+        nxt = cleanup(graph, lazy_eviction(graph, current, limit))
+        if len(nxt) == len(current) and (nxt.nodes == current.nodes).all() and (nxt.ops == current.ops).all():
+            break
+        current = nxt
+    return current
+
+
+def cleanup(graph: Graph, schedule: Schedule) -> Schedule:
+    """Delete computes whose value is never read before it is freed (keeping one compute
+    of every target) and free every value right after its last read; never adds a step."""
+    preds = graph.pred_lists
+    is_target = [False] * graph.n
+    for t in graph.targets.tolist():
+        is_target[t] = True
+    computes = schedule.compute_nodes.tolist()
+    alive = [True] * len(computes)
+    while True:
+        # instance[k]: which earlier compute instance each input of compute k reads
+        current: dict[int, int] = {}
+        used = [False] * len(computes)
+        last_target: dict[int, int] = {}
+        for k, v in enumerate(computes):
+            if not alive[k]:
+                continue
+            for u in preds[v]:
+                used[current[u]] = True
+            current[v] = k
+            if is_target[v]:
+                last_target[v] = k
+        changed = False
+        for k, v in enumerate(computes):
+            if alive[k] and not used[k] and not (is_target[v] and last_target.get(v) == k):
+                alive[k] = False
+                changed = True
+        if not changed:
+            break
+    kept = [v for k, v in enumerate(computes) if alive[k]]
+    # free each instance right after its last read (or its own compute when never read)
+    last_read = list(range(len(kept)))
+    current = {}
+    for k, v in enumerate(kept):
+        for u in preds[v]:
+            last_read[current[u]] = k
+        current[v] = k
+    frees_after: list[list[int]] = [[] for _ in kept]
+    for k, v in enumerate(kept):
+        frees_after[last_read[k]].append(v)
+    b = ScheduleBuilder()
+    for k, v in enumerate(kept):
+        b.compute(v)
+        for u in frees_after[k]:
+            b.free(u)
+    return b.build()
+
+
+def lazy_eviction(graph: Graph, schedule: Schedule, limit: int) -> Schedule:
+    """One round of lazy eviction of ``schedule`` under ``limit`` bytes (fixed included);
+    see the module docstring. Frees become eviction candidates, recomputes of resident
+    values are dropped, candidates are evicted only when the next compute needs room."""
+    preds = graph.pred_lists
+    mem = graph.mem.tolist()
+    ws = graph.workspace.tolist()
+    cost = graph.cost.tolist()
+    n = graph.n
+    ops = schedule.ops.tolist()
+    nodes = schedule.nodes.tolist()
+    # positions (step indices) of every step that reads or computes each node
+    touches: list[list[int]] = [[] for _ in range(n)]
+    for pos, (op, v) in enumerate(zip(ops, nodes)):
+        if op == COMPUTE:
+            touches[v].append(pos)
+            for u in preds[v]:
+                touches[u].append(pos)
+    last_touch = [t[-1] if t else -1 for t in touches]
+    per_byte = [cost[v] / mem[v] if mem[v] else math.inf for v in range(n)]
+
+    resident = [False] * n
+    candidate = [False] * n
+    stamp = [0] * n  # invalidates stale heap entries
+    dead: list[tuple[int, int, int]] = []  # (last touch, stamp, v): values no later step needs
+    cheap: list[tuple[float, int, int, int]] = []  # (cost per byte, -mem, stamp, v)
+    cur = graph.fixed_mem
+    b = ScheduleBuilder()
+
+    def evict(v: int) -> None:
+        nonlocal cur
+        resident[v] = False
+        candidate[v] = False
+        stamp[v] += 1
+        cur -= mem[v]
+        b.free(v)
+
+    for pos, (op, v) in enumerate(zip(ops, nodes)):
+        if op != COMPUTE:
+            if resident[v] and not candidate[v]:
+                candidate[v] = True
+                stamp[v] += 1
+                heapq.heappush(dead, (last_touch[v], stamp[v], v))
+                heapq.heappush(cheap, (per_byte[v], -mem[v], stamp[v], v))
+            continue
+        if resident[v]:  # still resident: the recompute is not needed
+            if candidate[v]:
+                candidate[v] = False
+                stamp[v] += 1
+            continue
+        need = mem[v] + ws[v]
+        while cur + need > limit:
+            if dead and dead[0][0] < pos:  # no later step reads or computes it
+                _, st, u = heapq.heappop(dead)
+                if candidate[u] and stamp[u] == st:
+                    evict(u)
+                continue
+            while cheap and (not candidate[cheap[0][3]] or stamp[cheap[0][3]] != cheap[0][2]):
+                heapq.heappop(cheap)
+            if not cheap:
+                break  # soft limit: nothing left to evict
+            evict(heapq.heappop(cheap)[3])
+        b.compute(v)
+        resident[v] = True
+        cur += mem[v]
+    return b.build()
