@@ -111,16 +111,19 @@ def write_plan(plan: Plan, path: str | Path) -> None:
         path.write_text(json.dumps(plan_to_json(plan), indent=1) + "\n")
 
 
-def read_plan(path: str | Path, graph: Graph) -> tuple[Schedule, dict[str, Any]]:
+def read_plan(path: str | Path, graph: Graph, max_bytes: int | None = None) -> tuple[Schedule, dict[str, Any]]:
     """Read a plan file (remat-plan JSON or twremat c/f text) as a schedule over ``graph``.
 
     Returns the schedule and the document's header (empty for twremat text). Raises
     :class:`InputError` for unreadable files, another graph's plan, or unknown nodes.
     """
+    from remat_cli.limits import read_regular_file
+
     path = Path(path)
+    data = read_regular_file(path, max_bytes, "plan file")  # no FIFOs, devices or huge files
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise InputError(f"{path}: cannot read plan: {exc}") from None
     if not text.strip():
         raise InputError(f"{path}: the plan file is empty")
