@@ -22,7 +22,7 @@ from remat_cli import __version__
 from remat_cli.batch import DEFAULT_STRATEGY
 from remat_cli.budget import Budget, parse_budget, parse_size
 from remat_cli.errors import EXIT_BAD_INPUT, EXIT_FAILED, InputError, RematError
-from remat_cli.limits import DEFAULT_LIMITS, Limits, default_memory_limit, set_memory_limit
+from remat_cli.limits import DEFAULT_LIMITS, Limits, default_memory_limit, lift_memory_limit, set_memory_limit
 from remat_cli.loaders import LoadOptions, load_graph
 from remat_cli.loaders import remat_json, twremat
 from remat_cli.plan import read_plan, write_plan
@@ -54,6 +54,8 @@ class BudgetType(click.ParamType):
             return parse_budget(str(value))
         except InputError as exc:
             self.fail(exc.message, param, ctx)
+        except (OverflowError, ValueError):  # e.g. 1e999GiB: a number no machine has
+            self.fail(f"cannot read budget {str(value)[:40]!r}: the number is too large", param, ctx)
 
 
 class OneLineUsageError(click.UsageError):
@@ -93,10 +95,11 @@ class RematGroup(click.Group):
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
         except MemoryError:
-            _stderr().print(
+            lift_memory_limit()  # room to say so
+            click.echo(
                 "remat: error: out of memory: the input needs more than this process may use "
                 "(raise it with --max-memory, or try a smaller graph or budget)",
-                highlight=False, markup=False, soft_wrap=True,
+                err=True,
             )
             ctx.exit(EXIT_BAD_INPUT)
         except Exception as exc:  # a bug: still one line, the traceback on request

@@ -33,6 +33,7 @@ __all__ = [
     "check_regular_file",
     "format_bytes",
     "set_memory_limit",
+    "lift_memory_limit",
     "default_memory_limit",
 ]
 
@@ -170,3 +171,14 @@ def set_memory_limit(max_bytes: int | None) -> bool:
     except (ValueError, OSError):
         return False
     return True
+
+
+def lift_memory_limit() -> None:
+    """Undo :func:`set_memory_limit` (soft limit back to the hard one), e.g. to report a MemoryError."""
+    try:
+        import resource
+
+        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+    except (ImportError, ValueError, OSError):  # pragma: no cover
+        pass
