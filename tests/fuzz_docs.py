@@ -5,7 +5,7 @@ Shared by ``tests/test_fuzz.py`` (hypothesis drives the choices, so failures shr
 A generator takes a :class:`Chooser` and returns ``(file name, bytes)``.
 
 The contract (:func:`check_answer`): remat either refuses the input with exit 2 and exactly
-one ``remat: error:`` line on stderr, or answers (exit 0, or 1 for "no plan fits"/"check
+one ``remat: error:`` line on stderr (after any one-line ``remat: warning:``\ s), or answers (exit 0, or 1 for "no plan fits"/"check
 failed") without an internal error, with strict JSON where JSON was asked for, and with a
 plan that replays through the simulator to the metrics it states.
 """
@@ -288,8 +288,9 @@ def check_answer(exit_code: int, stdout: str, stderr: str, *, json_out: bool = F
         return Verdict("exception", (errors or err_lines or ["?"])[-1][:300])
     if "RuntimeWarning" in stderr or "Warning:" in stderr:
         return Verdict("exception", "a Python warning reached the user: " + stderr.strip().splitlines()[0][:200])
+    others = [ln for ln in err_lines if not ln.startswith(("remat: error:", "remat: warning:"))]
     if exit_code == 2:
-        if len(err_lines) == 1 and errors:
+        if len(errors) == 1 and not others:  # warnings before it are fine, each one line
             return Verdict("clean-error", errors[0][:300])
         return Verdict("exception", f"exit 2 with {len(err_lines)} stderr lines: {stderr.strip()[:300]!r}")
     if exit_code not in (0, 1):

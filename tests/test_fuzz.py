@@ -10,18 +10,26 @@ seeded campaign with time and memory limits per input is ``scripts/fuzz.py``.
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from fuzz_docs import GENERATORS, PLAN_GENERATORS, SAFE_GRAPH, Chooser, check_answer
 from remat_cli.cli import cli
 
-FUZZ = settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+# Modest counts keep CI fast; no shrinking, so that a failing class costs seconds, not
+# minutes (the failing draws are printed; scripts/fuzz.py --save-dir keeps whole inputs).
+FUZZ = settings(
+    max_examples=int(os.environ.get("REMAT_FUZZ_EXAMPLES", "15")),
+    deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    suppress_health_check=list(HealthCheck),
+)
 
 
 class DataChooser(Chooser):
