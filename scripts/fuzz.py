@@ -50,12 +50,23 @@ SAMPLE_LIMIT = 300_000  # bytes: larger samples are too slow to mutate thousands
 # --------------------------------------------------------------------------- inputs
 
 
-def _samples() -> list[tuple[str, bytes]]:
+def _samples() -> list[tuple[str, bytes, list[str]]]:
+    """Sample graphs small enough to mutate, each with --dim options for its symbolic dimensions."""
     out = []
     for path in sorted((ROOT / "sample_graphs").iterdir()):
         if path.is_file() and path.suffix in (".json", ".txt", ".onnx") and path.stat().st_size <= SAMPLE_LIMIT:
-            out.append((path.name, path.read_bytes()))
+            out.append((path.name, path.read_bytes(), _dim_args(path)))
     return out
+
+
+def _dim_args(path: Path) -> list[str]:
+    if path.suffix != ".onnx":
+        return []
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    names = sorted({d.dim_param for vi in model.graph.input for d in vi.type.tensor_type.shape.dim if d.dim_param})
+    return [arg for name in names for arg in ("--dim", f"{name}=2")]
 
 
 def _mutate_json(doc: Any, rng: random.Random, edits: int) -> Any:
@@ -154,18 +165,18 @@ def _mutate_onnx(data: bytes, rng: random.Random, edits: int) -> bytes:
     return model.SerializeToString()
 
 
-def make_case(index: int, seed: int, kinds: tuple[str, ...], samples: list[tuple[str, bytes]]) -> dict[str, Any]:
+def make_case(index: int, seed: int, kinds: tuple[str, ...], samples: list[tuple[str, bytes, list[str]]]) -> dict[str, Any]:
     """The ``index``-th input of the campaign with ``seed``: deterministic, independent of --jobs."""
     rng = random.Random(f"{seed}:{index}")
     kind = rng.choice(kinds)
     chooser = RandomChooser(rng)
-    case: dict[str, Any] = {"index": index, "kind": kind}
+    case: dict[str, Any] = {"index": index, "kind": kind, "dims": []}
     if kind in GENERATORS:
         case["name"], case["data"] = GENERATORS[kind](chooser)
     elif kind in PLAN_GENERATORS:
         case["name"], case["data"] = PLAN_GENERATORS[kind](chooser)
     else:  # "mutant": a sample graph, mutated
-        name, data = rng.choice(samples)
+        name, data, case["dims"] = rng.choice(samples)
         edits = rng.choice([1, 1, 2, 3, 8])
         case["kind"] = f"mutant-{Path(name).suffix.lstrip('.')}"
         if name.endswith(".json"):
@@ -209,14 +220,16 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
             code, out, err = run(["validate", str(graph), str(path), "--format", "json"])
             verdicts.append(("validate", check_answer(code, out, err, json_out=True)))
         else:
-            code, out, err = run(["info", str(path), "--format", "json"])
+            dims = case["dims"]
+            code, out, err = run(["info", str(path), "--format", "json", *dims])
             verdicts.append(("info", check_answer(code, out, err, json_out=True)))
             plan = Path(tmp) / "out.plan.json"
-            args = ["plan", str(path), "-s", case["strategy"], "-b", case["budget"], "-o", str(plan), "--format", "json"]
+            args = ["plan", str(path), "-s", case["strategy"], "-b", case["budget"], "-o", str(plan), "--format", "json", *dims]
             code, out, err = run(args)
-            verdicts.append(("plan", check_answer(code, out, err, json_out=True, graph_path=path, plan_path=plan)))
+            dim_pairs = tuple((a.split("=")[0], int(a.split("=")[1])) for a in dims[1::2])
+            verdicts.append(("plan", check_answer(code, out, err, json_out=True, graph_path=path, plan_path=plan, dims=dim_pairs)))
             conv = Path(tmp) / "conv.json"
-            code, out, err = run(["convert", str(path), str(conv)])
+            code, out, err = run(["convert", str(path), str(conv), *dims])
             verdict = check_answer(code, out, err)
             if code == 0:
                 code, out, err = run(["info", str(conv), "--no-decompose", "--format", "json"])

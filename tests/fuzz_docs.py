@@ -72,7 +72,13 @@ def _name(c: Chooser, pool: list[str]) -> str:
 
 
 def _number(c: Chooser, sane: tuple[int, int] = (0, 64)) -> Any:
-    return c.integer(*sane) if c.chance(0.7) else c.choice(NUMBERS)
+    """A sane integer, or (with the document's hostility, see :func:`_hostility`) an extreme value."""
+    return c.choice(NUMBERS) if c.chance(getattr(c, "hostility", 0.3)) else c.integer(*sane)
+
+
+def _hostility(c: Chooser) -> None:
+    """How often this document's values are extreme: some documents are clean, some hostile all over."""
+    c.hostility = c.choice([0.0, 0.0, 0.02, 0.1, 0.3])  # type: ignore[attr-defined]
 
 
 def _dumps(doc: Any) -> bytes:
@@ -97,6 +103,7 @@ def _graph_shape(c: Chooser) -> tuple[list[str], list[list[str]]]:
 
 
 def remat_json(c: Chooser) -> tuple[str, bytes]:
+    _hostility(c)
     ids, inputs = _graph_shape(c)
     nodes = []
     for v, ins in zip(ids, inputs):
@@ -107,7 +114,7 @@ def remat_json(c: Chooser) -> tuple[str, bytes]:
         if c.chance(0.3):
             node["kind"] = c.choice(["forward", "loss", "backward", "", "sideways"])
         for key in list(node):
-            if c.chance(0.03):
+            if c.chance(getattr(c, "hostility", 0.1) / 3):
                 node[key] = c.choice(NUMBERS + NAMES[:4])  # wrong type
             elif c.chance(0.02):
                 del node[key]
@@ -117,23 +124,21 @@ def remat_json(c: Chooser) -> tuple[str, bytes]:
                            "fixed_mem": _number(c), "nodes": nodes}
     if c.chance(0.4):
         doc["targets"] = [_name(c, ids) for _ in range(c.integer(0, 3))]
-    if c.chance(0.1):
-        doc["meta"] = _nested(c.integer(1, 3000))
+    depth = c.integer(1, 3000) if c.chance(0.1) else 0
+    if depth:
+        doc["meta"] = "__NESTED__"  # spliced in as text below: json.dumps itself cannot nest that deep
     if c.chance(0.05):
         doc["nodes"] = c.choice(NUMBERS)
     if c.chance(0.03):
         doc = [doc]  # type: ignore[assignment]
-    return "g.json", _dumps(doc)
-
-
-def _nested(depth: int) -> Any:
-    doc: Any = 1
-    for _ in range(depth):
-        doc = {"a": doc}
-    return doc
+    data = _dumps(doc)
+    if depth:
+        data = data.replace(b'"__NESTED__"', b'{"a": ' * depth + b"1" + b"}" * depth)
+    return "g.json", data
 
 
 def node_link(c: Chooser) -> tuple[str, bytes]:
+    _hostility(c)
     ids, inputs = _graph_shape(c)
     key = c.choice(["id", "id", "name"])
     nodes = []
@@ -156,6 +161,7 @@ def node_link(c: Chooser) -> tuple[str, bytes]:
 
 
 def twremat_text(c: Chooser) -> tuple[str, bytes]:
+    _hostility(c)
     ids, inputs = _graph_shape(c)
     lines = ["p remat2"] if c.chance(0.9) else []
     if c.chance(0.5):
@@ -173,7 +179,7 @@ def twremat_text(c: Chooser) -> tuple[str, bytes]:
 
 
 def _token(c: Chooser) -> str:
-    if c.chance(0.75):
+    if not c.chance(getattr(c, "hostility", 0.25)):
         return str(c.integer(0, 100))
     return str(c.choice(["-1", "²", "1e3", "0x10", "9" * 25, "NaN", "inf", "1_000", "", "٣", "2.5"]))
 
@@ -242,6 +248,7 @@ SAFE_GRAPH = {
 
 
 def plan_json(c: Chooser) -> tuple[str, bytes]:
+    _hostility(c)
     """A plan file for SAFE_GRAPH with hostile steps, header and claims."""
     steps: list[Any] = []
     for _ in range(c.integer(0, 9)):
@@ -261,7 +268,10 @@ def plan_json(c: Chooser) -> tuple[str, bytes]:
 def plan_text(c: Chooser) -> tuple[str, bytes]:
     lines = []
     for _ in range(c.integer(0, 9)):
-        lines.append(f"{c.choice(['c', 'c', 'f', 'x', ''])} {c.choice(['a', 'b', 'c', 'd', 'a b', '²', ''])}")
+        if c.chance(0.8):
+            lines.append(f"{c.choice(['c', 'c', 'f'])} {c.choice(['a', 'b', 'c'])}")
+        else:
+            lines.append(f"{c.choice(['c', 'f', 'x', '', 'C'])} {c.choice(['a', 'd', 'a b', '²', '', '[/x]'])}")
     return "plan.txt", ("\n".join(lines) + "\n").encode()
 
 
@@ -280,7 +290,8 @@ class Verdict:
 
 
 def check_answer(exit_code: int, stdout: str, stderr: str, *, json_out: bool = False,
-                 graph_path: Path | None = None, plan_path: Path | None = None) -> Verdict:
+                 graph_path: Path | None = None, plan_path: Path | None = None,
+                 dims: tuple[tuple[str, int], ...] = ()) -> Verdict:
     """Judge one CLI answer against the contract (see the module docstring)."""
     err_lines = [ln for ln in stderr.splitlines() if ln.strip()]
     errors = [ln for ln in err_lines if ln.startswith("remat: error:")]
@@ -303,7 +314,7 @@ def check_answer(exit_code: int, stdout: str, stderr: str, *, json_out: bool = F
         except ValueError as exc:
             return Verdict("wrong", f"--format json output is not strict JSON: {exc}")
     if plan_path is not None and exit_code == 0 and graph_path is not None:
-        return _check_plan(graph_path, plan_path)
+        return _check_plan(graph_path, plan_path, dims)
     return Verdict("ok")
 
 
@@ -311,9 +322,9 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"non-finite number {name}")
 
 
-def _check_plan(graph_path: Path, plan_path: Path) -> Verdict:
+def _check_plan(graph_path: Path, plan_path: Path, dims: tuple[tuple[str, int], ...] = ()) -> Verdict:
     """The plan written by ``remat plan -o`` replays to the metrics it states."""
-    from remat_cli.loaders import load_graph
+    from remat_cli.loaders import LoadOptions, load_graph
     from remat_cli.plan import read_plan
     from remat_cli.simulate import simulate
 
@@ -324,7 +335,7 @@ def _check_plan(graph_path: Path, plan_path: Path) -> Verdict:
     except ValueError as exc:
         return Verdict("wrong", f"the plan file is not strict JSON: {exc}")
     try:
-        graph = load_graph(graph_path)
+        graph = load_graph(graph_path, LoadOptions(dims=dims))
         schedule, _ = read_plan(plan_path, graph)
     except Exception as exc:  # noqa: BLE001 - whatever remat writes, remat must read
         return Verdict("wrong", f"remat cannot read back its own plan: {type(exc).__name__}: {exc}"[:300])
