@@ -65,10 +65,10 @@ def _graph_case(kind: str, data: Any) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / name
         path.write_bytes(content)
-        _assert_contract(["info", str(path), "--no-decompose", "--format", "json", "--max-memory", "2GiB"], json_out=True)
+        _assert_contract(["info", str(path), "--no-decompose", "--format", "json"], json_out=True)
         plan_path = Path(tmp) / "out.plan.json"
         _assert_contract(
-            ["plan", str(path), "-s", strategy, "-b", budget, "-o", str(plan_path), "--format", "json", "--max-memory", "2GiB"],
+            ["plan", str(path), "-s", strategy, "-b", budget, "-o", str(plan_path), "--format", "json"],
             json_out=True, graph_path=path, plan_path=plan_path,
         )
         conv = Path(tmp) / "conv.json"
