@@ -233,7 +233,7 @@ def _loader_nodes(max_nodes: int | None) -> int:
 
 
 def _limits(**kwargs: Any) -> Limits:
-    """The limit options as :class:`Limits` (defaults where not given); sets the memory guard."""
+    """The limit options as :class:`Limits` (defaults where not given)."""
     limits = Limits(
         max_file_bytes=kwargs.get("max_file_size") or _D.max_file_bytes,
         max_nodes=kwargs.get("max_nodes") or _D.max_nodes,
