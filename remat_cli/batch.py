@@ -503,6 +503,11 @@ def read_rows(path: str | Path) -> list[Row]:
     A missing file gives no rows; a torn last line (a run killed mid-write) is ignored.
     """
     path = Path(path)
+    if not path.exists():
+        return []
+    from remat_cli.limits import check_regular_file
+
+    check_regular_file(path, "results file")  # a FIFO here would block the run before it starts
     try:
         text = path.read_text()
     except FileNotFoundError:

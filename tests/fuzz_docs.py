@@ -4,10 +4,11 @@ Shared by ``tests/test_fuzz.py`` (hypothesis drives the choices, so failures shr
 ``scripts/fuzz.py`` (a seeded ``random.Random`` drives them, for thousands of inputs).
 A generator takes a :class:`Chooser` and returns ``(file name, bytes)``.
 
-The contract (:func:`check_answer`): remat either refuses the input with exit 2 and exactly
-one ``remat: error:`` line on stderr (after any one-line ``remat: warning:``\ s), or answers (exit 0, or 1 for "no plan fits"/"check
-failed") without an internal error, with strict JSON where JSON was asked for, and with a
-plan that replays through the simulator to the metrics it states.
+The contract (:func:`check_answer`): remat either refuses the input with exit 2 and
+exactly one ``remat: error:`` line on stderr (after any one-line ``remat: warning:``
+lines), or answers (exit 0, or 1 for "no plan fits"/"check failed") without an internal
+error, with strict JSON where JSON was asked for, and with a plan that replays through
+the simulator to the metrics it states.
 """
 
 from __future__ import annotations

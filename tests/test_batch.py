@@ -567,3 +567,13 @@ def test_plans_are_written_whole(tmp_path: Path) -> None:
     graph = load_graph(root / "a.json")
     schedule, _ = read_plan(out_dir / written[0], graph)
     assert simulate(graph, schedule).error is None
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_resume_from_a_fifo_is_refused_not_blocking(tmp_path: Path) -> None:
+    from remat_cli.errors import InputError
+
+    fifo = tmp_path / "out.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="named pipe"):
+        read_rows(fifo)
