@@ -1,6 +1,6 @@
 """Hostile documents for every format remat reads, and the contract every answer must keep.
 
-Shared by ``tests/test_fuzz.py`` (hypothesis drives the choices, so failures shrink) and
+Shared by ``tests/test_fuzz.py`` (hypothesis drives the choices and prints the failing draws) and
 ``scripts/fuzz.py`` (a seeded ``random.Random`` drives them, for thousands of inputs).
 A generator takes a :class:`Chooser` and returns ``(file name, bytes)``.
 

@@ -577,3 +577,21 @@ def test_resume_from_a_fifo_is_refused_not_blocking(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     with pytest.raises(InputError, match="named pipe"):
         read_rows(fifo)
+
+
+def plan_or_hog(task: FileTask) -> FileResult:
+    """A per-file function that tries to take 4 GiB on files named hog*."""
+    if Path(task.path).name.startswith("hog"):
+        hog = bytearray(4 << 30)
+        return FileResult(task.path, (Row(file=task.path, strategy="x", budget="none", status=OK, nodes=len(hog)),))
+    return plan_file(task)
+
+
+def test_the_memory_guard_stops_a_hungry_file_and_the_rest_completes(tmp_path: Path) -> None:
+    root = tmp_path / "models"
+    for name in ("a.json", "hog.json", "z.json"):
+        _write_graph(root / name, seed=len(name))
+    tasks = make_tasks(discover([root]), strategies=["store-all"], budgets=[parse_budget("none")])
+    result = run_batch(tasks, executor=LocalExecutor(1, memory_limit=1 << 30), work=plan_or_hog)
+    assert [(Path(r.file).name, r.status) for r in result.rows] == [("a.json", OK), ("hog.json", "error"), ("z.json", OK)]
+    assert "MemoryError" in result.rows[1].message
