@@ -242,3 +242,17 @@ def test_nothing_from_a_file_is_unpickled_or_evaluated() -> None:
             if pattern.search(line.split("#")[0]):
                 offenders.append(f"{path.relative_to(REPO)}:{lineno}: {line.strip()}")
     assert offenders == []
+
+
+def test_dimension_limit_applies_to_dims_in_onnx_files(tmp_path: Path) -> None:
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2**41, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2**41, 4])
+    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]))
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    line = one_line(run("info", str(path), "--inference", "--no-decompose"))
+    assert "'x'" in line and str(2**41) in line and "--max-dim" in line
+    res = run("info", str(path), "--inference", "--no-decompose", "--max-dim", str(2**41))
+    assert "--max-dim" not in res.stderr

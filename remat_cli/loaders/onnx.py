@@ -84,6 +84,9 @@ def load(path: Path, data: bytes, options: Any) -> Graph:
         raise InputError(f"--cost {options.cost!r}: choose one of {', '.join(COST_KINDS)}")
     profile = load_device(options.device)
     model = _parse(path, data)
+    limits = getattr(options, "limits", None)
+    if limits is not None:
+        check_dim_limit(model, path, limits.max_dim)
     fwd = read_model(
         model,
         source=str(path),
@@ -173,6 +176,27 @@ def check_external_data(model, path: Path) -> None:
                     f"{path}: tensor {tensor.name!r}: external data location {loc!r} is outside the "
                     "model's folder (only relative paths below it are allowed)"
                 )
+
+
+def check_dim_limit(model, path: Path, max_dim: int) -> None:
+    """Refuse a dimension stated in the file (inputs, outputs, value infos, initializers) above ``max_dim``."""
+    from remat_cli.limits import LimitError
+
+    def refuse(name: str, value: int) -> None:
+        raise LimitError(
+            f"{path}: tensor {name!r} has a dimension of {value}, more than the dimension limit "
+            f"{max_dim} (raise it with --max-dim)"
+        )
+
+    g = model.graph
+    for vi in (*g.input, *g.output, *g.value_info):
+        for d in vi.type.tensor_type.shape.dim:
+            if d.HasField("dim_value") and d.dim_value > max_dim:
+                refuse(vi.name, d.dim_value)
+    for t in g.initializer:
+        for value in t.dims:
+            if value > max_dim:
+                refuse(t.name, value)
 
 
 def _all_tensors(model):
