@@ -39,6 +39,7 @@ from fuzz_docs import (  # noqa: E402
     SAFE_GRAPH,
     RandomChooser,
     check_answer,
+    check_validated,
 )
 
 OUTCOMES = ("clean-error", "ok", "exception", "wrong", "timeout", "crash")
@@ -218,7 +219,10 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
             graph = Path(tmp) / "g.json"
             graph.write_text(json.dumps(SAFE_GRAPH))
             code, out, err = run(["validate", str(graph), str(path), "--format", "json"])
-            verdicts.append(("validate", check_answer(code, out, err, json_out=True)))
+            verdict = check_answer(code, out, err, json_out=True)
+            if code == 0 and verdict.outcome == "ok":
+                verdict = check_validated(graph, path)
+            verdicts.append(("validate", verdict))
         else:
             dims = case["dims"]
             code, out, err = run(["info", str(path), "--format", "json", *dims])

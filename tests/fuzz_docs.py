@@ -21,7 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Chooser", "RandomChooser", "GENERATORS", "PLAN_GENERATORS", "Verdict", "check_answer", "NAMES", "NUMBERS"]
+__all__ = [
+    "Chooser", "RandomChooser", "GENERATORS", "PLAN_GENERATORS", "Verdict", "check_answer", "check_claims",
+    "check_validated", "NAMES", "NUMBERS",
+]
 
 
 class Chooser:
@@ -252,7 +255,11 @@ def plan_json(c: Chooser) -> tuple[str, bytes]:
     _hostility(c)
     """A plan file for SAFE_GRAPH with hostile steps, header and claims."""
     steps: list[Any] = []
-    for _ in range(c.integer(0, 9)):
+    if c.chance(0.4):  # a valid schedule, so that the header's claims are what is tested
+        steps = [["compute", "a"], ["compute", "b"], ["compute", "c"]]
+        if c.chance(0.5):
+            steps.insert(2, ["free", "a"] if c.chance(0.2) else ["compute", "b"])
+    for _ in range(c.integer(0, 9) if not steps or c.chance(0.2) else 0):
         op = c.choice(["compute", "compute", "free", "c", "COMPUTE", None, 1])
         steps.append([op, c.choice(["a", "b", "c", "a", "b", "c", "d", [], None, 1, "[/x]"])])
         if c.chance(0.03):
@@ -343,14 +350,44 @@ def _check_plan(graph_path: Path, plan_path: Path, dims: tuple[tuple[str, int], 
     result = simulate(graph, schedule)
     if result.error is not None:
         return Verdict("wrong", f"the written plan does not replay: {result.error}"[:300])
-    stated = doc.get("metrics", {})
-    m = result.metrics
-    if stated.get("peak_bytes") != m.peak_bytes:
-        return Verdict("wrong", f"plan states peak {stated.get('peak_bytes')}, replay gives {m.peak_bytes}")
-    budget = doc.get("budget_bytes")
-    if budget is not None and m.peak_bytes > budget:
-        return Verdict("wrong", f"plan peak {m.peak_bytes} is above its budget {budget}")
+    return check_claims(doc, result.metrics, written=True)
+
+
+def check_claims(doc: Any, m: Any, written: bool = False) -> Verdict:
+    """The claims a plan document states (peak, cost, budget) against replayed metrics ``m``.
+
+    A plan remat wrote must state them all; a plan ``validate`` accepted must not state
+    false ones (it may leave them out).
+    """
+    stated = doc.get("metrics") if isinstance(doc, dict) else None
+    stated = stated if isinstance(stated, dict) else {}
+    peak = stated.get("peak_bytes")
+    if (written or peak is not None) and peak != m.peak_bytes:
+        return Verdict("wrong", f"plan states peak {peak!r}, replay gives {m.peak_bytes}")
+    budget = doc.get("budget_bytes") if isinstance(doc, dict) else None
+    if isinstance(budget, (int, float)) and not isinstance(budget, bool) and m.peak_bytes > budget:
+        return Verdict("wrong", f"plan peak {m.peak_bytes} is above its stated budget {budget}")
     cost = stated.get("cost")
     if isinstance(cost, (int, float)) and not math.isclose(cost, m.cost, rel_tol=1e-9, abs_tol=1e-9):
         return Verdict("wrong", f"plan states cost {cost}, replay gives {m.cost}")
     return Verdict("ok")
+
+
+def check_validated(graph_path: Path, plan_path: Path) -> Verdict:
+    """A plan that ``remat validate`` accepted (exit 0): it replays, and its stated claims are true."""
+    from remat_cli.loaders import load_graph
+    from remat_cli.plan import read_plan
+    from remat_cli.simulate import simulate
+
+    graph = load_graph(graph_path)
+    try:
+        schedule, header = read_plan(plan_path, graph)
+    except Exception as exc:  # noqa: BLE001 - validate read it, so must this
+        return Verdict("wrong", f"validate accepted a plan read_plan refuses: {exc}"[:300])
+    result = simulate(graph, schedule)
+    if result.error is not None:
+        return Verdict("wrong", f"validate accepted a plan that does not replay: {result.error}"[:300])
+    verdict = check_claims(header, result.metrics)
+    if verdict.outcome == "wrong":
+        return Verdict("wrong", f"validate accepted a false claim: {verdict.detail}")
+    return verdict

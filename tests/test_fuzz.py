@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from fuzz_docs import GENERATORS, PLAN_GENERATORS, SAFE_GRAPH, Chooser, check_answer
+from fuzz_docs import GENERATORS, PLAN_GENERATORS, SAFE_GRAPH, Chooser, check_answer, check_validated
 from remat_cli.cli import cli
 
 # Modest counts keep CI fast; no shrinking, so that a failing class costs seconds, not
@@ -114,5 +114,6 @@ def test_fuzz_plan_files(data: Any, kind: str) -> None:
         code, out, err = _run(["validate", str(graph), str(plan), "--format", "json"])
         assert check_answer(code, out, err, json_out=True).outcome in ("clean-error", "ok"), (code, err)
         if code == 0:  # accepted: the plan is valid for the graph and its stated claims are true
-            doc = json.loads(out)
-            assert doc.get("fits", True)
+            assert json.loads(out).get("fits", True)
+            verdict = check_validated(graph, plan)
+            assert verdict.outcome == "ok", verdict.detail
