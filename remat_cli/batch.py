@@ -26,6 +26,7 @@ import math
 import os
 import re
 import signal
+import stat
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
@@ -35,6 +36,7 @@ from typing import Any
 from remat_cli.budget import Budget, parse_budget
 from remat_cli.errors import InputError, NoPlanError, RematError
 from remat_cli.executors import LocalExecutor, Outcome
+from remat_cli.limits import LimitError
 from remat_cli.loaders import LoadOptions, load_graph
 from remat_cli.plan import load_record, plan_to_json
 from remat_cli.planner import make_plan, resolve_budget, store_all_peak
@@ -75,6 +77,7 @@ FAILED = frozenset(STATUSES) - {OK}
 _REUSABLE = frozenset({OK, NO_PLAN, BAD_INPUT, TOO_LARGE})
 
 _GRAPH_SUFFIXES = (".onnx", ".json")
+_SNIFF_LIMIT = 64 << 20  # JSON above this is taken without parsing it during discovery
 _SKIP_DIRS = frozenset({"__pycache__", "node_modules"})
 
 
@@ -198,7 +201,9 @@ def discover(paths: Sequence[str | Path], globs: Sequence[str] = ()) -> list[str
     twremat text, and JSON that is not something else (plan files, other tools' JSON).
     JSON that does not parse is taken, so that a broken model becomes an error row rather
     than disappearing. ``globs`` (matched against the path below the directory and the
-    file name) narrow the search. Hidden directories are skipped.
+    file name) narrow the search. Hidden directories are skipped. A subdirectory that
+    cannot be listed, and a FIFO, device or socket with a graph suffix, are taken too, so
+    that they become rows saying why they were not planned instead of vanishing.
     """
     found: dict[str, None] = {}
     for root in paths:
@@ -209,7 +214,14 @@ def discover(paths: Sequence[str | Path], globs: Sequence[str] = ()) -> list[str
             found[str(root_path)] = None
             continue
         candidates = []
-        for dirpath, dirnames, filenames in os.walk(root_path):
+
+        def unreadable(exc: OSError) -> None:
+            if exc.filename and Path(exc.filename) != root_path:
+                found[str(exc.filename)] = None  # a row: "cannot list this directory"
+            elif exc.filename:
+                raise InputError(f"{root}: cannot list the directory: {exc.strerror or exc}")
+
+        for dirpath, dirnames, filenames in os.walk(root_path, onerror=unreadable):
             dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in _SKIP_DIRS)
             for fname in sorted(filenames):
                 full = Path(dirpath) / fname
@@ -218,8 +230,13 @@ def discover(paths: Sequence[str | Path], globs: Sequence[str] = ()) -> list[str
                     continue
                 candidates.append(full)
         for full in candidates:
-            if not full.name.startswith(".") and full.is_file() and _looks_like_graph(full):
-                found[str(full)] = None
+            if full.name.startswith("."):
+                continue
+            if full.is_file():
+                if _looks_like_graph(full):
+                    found[str(full)] = None
+            elif full.suffix.lower() in _GRAPH_SUFFIXES and not full.is_dir():
+                found[str(full)] = None  # a FIFO or device named like a model: a row says why not
     return sorted(found, key=_sort_key)
 
 
@@ -253,8 +270,10 @@ def _looks_like_graph(path: Path) -> bool:
 def _json_may_be_graph(path: Path) -> bool:
     """A remat-graph document, JSON with a ``nodes`` list (node-link), or JSON that does not parse."""
     try:
+        if path.stat().st_size > _SNIFF_LIMIT:
+            return True  # too big to parse just to look: the worker reads it (and reports it)
         doc = json.loads(path.read_bytes())
-    except (ValueError, OSError):
+    except (ValueError, OSError, RecursionError):  # nested too deeply: a broken model, a row
         return path.suffix.lower() == ".json"
     if not isinstance(doc, dict) or doc.get("format") == "remat-plan":
         return False
@@ -273,14 +292,26 @@ def parse_budget_list(text: str) -> tuple[Budget, ...]:
 
 
 def file_sha256(path: str | Path) -> str:
-    """sha256 of a file's bytes ('' when it cannot be read: the worker reports why)."""
+    """sha256 of a regular file's bytes ('' for anything else: the worker reports why).
+
+    Opened non-blocking and checked with ``fstat``: a FIFO or device must not block or
+    stream forever here, before any worker (and its --timeout) exists.
+    """
     h = hashlib.sha256()
     try:
-        with open(path, "rb") as fh:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return ""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        with os.fdopen(fd, "rb", closefd=False) as fh:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 h.update(block)
     except OSError:
         return ""
+    finally:
+        os.close(fd)
     return h.hexdigest()
 
 
@@ -404,8 +435,17 @@ def plan_file(task: FileTask) -> FileResult:
         )
         return FileResult(task.path, rows)
 
+    if os.path.isdir(task.path):  # found by discovery but not listable
+        try:
+            os.listdir(task.path)
+            problem = "is a directory"
+        except OSError as exc:
+            problem = f"cannot list this directory: {exc.strerror or exc}"
+        return all_rows(BAD_INPUT, f"{task.path}: {problem}; its files were not planned")
     try:
         graph = load_graph(task.path, task.load)
+    except LimitError as exc:
+        return all_rows(TOO_LARGE, exc.message)
     except RematError as exc:
         return all_rows(BAD_INPUT, exc.message)
     except RecursionError:
@@ -443,6 +483,9 @@ def plan_file(task: FileTask) -> FileResult:
             continue
         except RematError as exc:
             rows.append(replace(base, status=ERROR, message=exc.message))
+            continue
+        except MemoryError:
+            rows.append(replace(base, status=TOO_LARGE, message=f"{task.path}: {strategy} ran out of memory (--max-memory)"))
             continue
         except Exception as exc:
             rows.append(replace(base, status=ERROR, message=f"internal error in {strategy}: {type(exc).__name__}: {exc}"))
@@ -499,6 +542,11 @@ def read_rows(path: str | Path) -> list[Row]:
     A missing file gives no rows; a torn last line (a run killed mid-write) is ignored.
     """
     path = Path(path)
+    if not path.exists():
+        return []
+    from remat_cli.limits import check_regular_file
+
+    check_regular_file(path, "results file")  # a FIFO here would block the run before it starts
     try:
         text = path.read_text()
     except FileNotFoundError:
@@ -508,6 +556,8 @@ def read_rows(path: str | Path) -> list[Row]:
     rows: list[Row] = []
     if path.suffix.lower() == ".csv":
         for record in csv.DictReader(io.StringIO(text)):
+            if None in record.values() or None in record:  # a torn or padded line: not a whole row
+                continue
             try:
                 rows.append(Row.from_record(record))
             except (TypeError, ValueError):
@@ -529,20 +579,30 @@ class RowWriter:
 
     Rows are appended (and flushed) as files finish, so an interrupted or killed run
     keeps what it finished; :meth:`finish` rewrites the file atomically in input order.
+    With ``resume`` the earlier file is kept and appended to (never truncated), so a
+    resumed run that is killed in turn loses nothing; later records of the same row win.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, resume: bool = False) -> None:
         self.path = Path(path)
         self.csv = self.path.suffix.lower() == ".csv"
+        self.resumed = False
         try:
             if self.path.parent and not self.path.parent.exists():
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh: Any = self.path.open("w", newline="")
+            size = self.path.stat().st_size if resume and self.path.is_file() else 0
+            self.resumed = size > 0
+            self._fh: Any = self.path.open("a" if self.resumed else "w", newline="")
+            if self.resumed:
+                with self.path.open("rb") as fh:
+                    fh.seek(size - 1)
+                    if fh.read(1) != b"\n":  # a torn last line from a killed run
+                        self._fh.write("\n")
         except OSError as exc:
             raise InputError(f"{self.path}: cannot write: {exc.strerror or exc}") from None
-        if self.csv:
+        if self.csv and not self.resumed:
             self._fh.write(csv_line(COLUMNS))
-            self._fh.flush()
+        self._fh.flush()
 
     def append(self, rows: Iterable[Row]) -> None:
         text = "".join(self._line(r) for r in rows)
@@ -642,7 +702,8 @@ def run_batch(
     reused_count = len(results)
     todo = [i for i in range(len(tasks)) if i not in results]
     for w in writers:
-        w.append(r for i in sorted(results) for r in results[i].rows)
+        if not w.resumed:  # a resumed file still holds them
+            w.append(r for i in sorted(results) for r in results[i].rows)
     stopped = False
     events = executor.run(work, [tasks[i] for i in todo], stop.is_set)
     try:
@@ -697,6 +758,8 @@ def _write_plans(out_dir: str | Path, plans: Iterable[tuple[str, str]]) -> None:
         target = Path(out_dir) / name
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text)
+            tmp = target.with_name(target.name + ".tmp")
+            tmp.write_text(text)
+            os.replace(tmp, target)  # an interrupted run never leaves half a plan behind
         except OSError as exc:
             raise InputError(f"{target}: cannot write plan: {exc.strerror or exc}") from None

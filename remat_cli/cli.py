@@ -20,8 +20,9 @@ from rich.console import Console
 
 from remat_cli import __version__
 from remat_cli.batch import DEFAULT_STRATEGY
-from remat_cli.budget import Budget, parse_budget
-from remat_cli.errors import EXIT_FAILED, InputError, RematError
+from remat_cli.budget import Budget, parse_budget, parse_size
+from remat_cli.errors import EXIT_BAD_INPUT, EXIT_FAILED, InputError, RematError
+from remat_cli.limits import DEFAULT_LIMITS, Limits, default_memory_limit, lift_memory_limit, set_memory_limit
 from remat_cli.loaders import LoadOptions, load_graph
 from remat_cli.loaders import remat_json, twremat
 from remat_cli.plan import load_record, read_plan, write_plan
@@ -54,10 +55,32 @@ class BudgetType(click.ParamType):
             return parse_budget(str(value))
         except InputError as exc:
             self.fail(exc.message, param, ctx)
+        except (OverflowError, ValueError):  # e.g. 1e999GiB: a number no machine has
+            self.fail(f"cannot read budget {str(value)[:40]!r}: the number is too large", param, ctx)
+
+
+class OneLineUsageError(click.UsageError):
+    """Bad usage (an unknown option, a bad value, a missing argument) as one line, exit 2."""
+
+    def show(self, file: Any = None) -> None:
+        text = " ".join(self.format_message().split())
+        _stderr().print(f"remat: error: {text}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _one_line(exc: click.UsageError, ctx: click.Context) -> click.UsageError:
+    if isinstance(exc, (OneLineUsageError, OneLineParamError)):
+        return exc
+    return OneLineUsageError(exc.format_message(), ctx=exc.ctx or ctx)
 
 
 class RematGroup(click.Group):
-    """Turns :class:`RematError` into one line on stderr and its exit code."""
+    """Turns :class:`RematError`, bad usage and I/O errors into one line on stderr and an exit code."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            raise _one_line(exc, ctx) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -68,11 +91,27 @@ class RematGroup(click.Group):
         except KeyboardInterrupt:
             _stderr().print("remat: interrupted", highlight=False)
             ctx.exit(130)
+        except click.UsageError as exc:
+            raise _one_line(exc, ctx) from None
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
+        except MemoryError:
+            lift_memory_limit()  # room to say so
+            click.echo(
+                "remat: error: out of memory: the input needs more than this process may use "
+                "(raise it with --max-memory, or try a smaller graph or budget)",
+                err=True,
+            )
+            ctx.exit(EXIT_BAD_INPUT)
         except Exception as exc:  # a bug: still one line, the traceback on request
             if os.environ.get("REMAT_DEBUG"):
                 raise
+            if isinstance(exc, OSError) and exc.filename:  # an output file that cannot be written
+                _stderr().print(
+                    f"remat: error: {exc.filename}: cannot write or read: {exc.strerror or exc}",
+                    highlight=False, markup=False, soft_wrap=True,
+                )
+                ctx.exit(EXIT_BAD_INPUT)
             _stderr().print(
                 f"remat: internal error: {type(exc).__name__}: {exc} "
                 "(please report it; REMAT_DEBUG=1 shows the traceback)",
@@ -124,6 +163,48 @@ class DimType(click.ParamType):
         return key, number
 
 
+class SizeType(click.ParamType):
+    """A size in bytes: ``2GiB``, ``500MB``, ``123456`` (and ``none`` where ``allow_none``)."""
+
+    name = "SIZE"
+
+    def __init__(self, allow_none: bool = False) -> None:
+        self.allow_none = allow_none
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int | None:
+        if value is None or isinstance(value, int):
+            return value
+        text = str(value).strip()
+        if self.allow_none and text.lower() in ("none", "off", "0"):
+            return 0  # no limit (None means: not given, use the default)
+        try:
+            size = parse_size(text)
+        except OverflowError:
+            raise OneLineParamError(f"{_opt(param)} {text!r}: too large", ctx=ctx, param=param) from None
+        except InputError as exc:
+            raise OneLineParamError(f"{_opt(param)} {text!r}: {exc.message}", ctx=ctx, param=param) from None
+        if size <= 0:
+            raise OneLineParamError(f"{_opt(param)} {text!r}: give a positive size, e.g. 4GiB", ctx=ctx, param=param)
+        return size
+
+
+def _opt(param: click.Parameter | None) -> str:
+    return (param.opts[0] if param is not None and getattr(param, "opts", None) else "option")
+
+
+_D = DEFAULT_LIMITS
+LIMIT_OPTIONS = [
+    click.option("--max-file-size", type=SizeType(), default=None, help=f"Refuse graph and plan files larger than this [default: {_D.max_file_bytes >> 30}GiB]."),
+    click.option("--max-dim", type=click.IntRange(min=1), default=None, help=f"Refuse --dim values larger than this [default: 2^40 = {_D.max_dim}]."),
+    click.option("--max-total-size", type=SizeType(), default=None, help="Refuse graphs whose sizes (outputs, workspaces, fixed memory) sum above this [default: 1EiB]."),
+    click.option("--max-memory", type=SizeType(allow_none=True), default=None, help="Memory this process (and each batch worker) may use; beyond it remat stops with one line [default: 80% of RAM; none: no limit]."),
+]
+_MAX_NODES_OPTION = click.option(
+    "--max-nodes", type=click.IntRange(min=1), default=None,
+    help=f"Refuse graphs with more nodes than this [default: {_D.max_nodes}]; batch and check report them as too-large rows.",
+)
+
+
 _GRAPH_OPTIONS = [
     click.option("--dim", "dims", type=DimType(), multiple=True, help="Set a symbolic dimension of an ONNX model, e.g. --dim batch=32 (repeatable)."),
     click.option("--training/--inference", "training", default=None, help="Schedule the training graph (ONNX default) or the forward pass alone. JSON graphs are taken as given unless --training."),
@@ -136,14 +217,44 @@ _GRAPH_OPTIONS = [
 
 
 def graph_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Options shared by every command that reads a graph."""
-    for option in reversed(_GRAPH_OPTIONS):
+    """Options shared by every command that reads a graph (limits included)."""
+    for option in reversed(_GRAPH_OPTIONS + LIMIT_OPTIONS):
         func = option(func)
     return func
 
 
+def node_limit_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``--max-nodes`` for single-graph commands (batch and check have it among executor options)."""
+    return _MAX_NODES_OPTION(func)
+
+
+def _loader_nodes(max_nodes: int | None) -> int:
+    """batch/check apply a smaller --max-nodes themselves (a too-large row with the graph's facts)."""
+    return max(max_nodes or 0, _D.max_nodes)
+
+
+def _limits(**kwargs: Any) -> Limits:
+    """The limit options as :class:`Limits` (defaults where not given)."""
+    limits = Limits(
+        max_file_bytes=kwargs.get("max_file_size") or _D.max_file_bytes,
+        max_nodes=kwargs.get("max_nodes") or _D.max_nodes,
+        max_dim=kwargs.get("max_dim") or _D.max_dim,
+        max_total_bytes=kwargs.get("max_total_size") or _D.max_total_bytes,
+    )
+    return limits
+
+
+def _memory_guard(kwargs: dict[str, Any]) -> int | None:
+    """Apply --max-memory to this process (default 80% of RAM); the value for batch workers."""
+    given = kwargs.get("max_memory")
+    limit = default_memory_limit() if given is None else (given or None)
+    set_memory_limit(limit)
+    return limit
+
+
 def _load_options(**kwargs: Any) -> LoadOptions:
     """The shared graph options as :class:`LoadOptions`; loader warnings go to stderr."""
+    _memory_guard(kwargs)
     dims = tuple(kwargs.get("dims") or ())
     names = [k for k, _ in dims]
     dup = next((k for k in names if names.count(k) > 1), None)
@@ -157,6 +268,7 @@ def _load_options(**kwargs: Any) -> LoadOptions:
         cost=kwargs.get("cost") or "roofline",
         device=kwargs.get("device") or "a100",
         keep_views=bool(kwargs.get("keep_views")),
+        limits=_limits(**kwargs),
         extra={"warn": _warn},
     )
 
@@ -215,6 +327,7 @@ def cli() -> None:
 @click.argument("graph_file", metavar="GRAPH")
 @click.option("--decompose/--no-decompose", default=True, show_default=True, help="Also find treewidth and pathwidth upper bounds (moral skeleton) and time them.")
 @graph_options
+@node_limit_option
 @FORMAT_OPTION
 def info(graph_file: str, fmt: str, decompose: bool, **graph_kw: Any) -> None:
     """Describe a graph: size, lower bound, store-all peak, where the memory is."""
@@ -237,6 +350,7 @@ def info(graph_file: str, fmt: str, decompose: bool, **graph_kw: Any) -> None:
 @click.option("--time-limit", type=click.FloatRange(min=0.1), default=60.0, show_default=True, metavar="SECONDS", help="Time limit of the exact solver, in seconds.")
 @click.option("-v", "--verbose", is_flag=True, help="Also the strategy's internals (decomposition bounds, solver details) and full node names.")
 @graph_options
+@node_limit_option
 @FORMAT_OPTION
 def plan(
     graph_file: str,
@@ -313,6 +427,7 @@ def plan(
 @click.option("--budgets", "budget_list", metavar="B1,B2,…", default=None, help="Explicit budgets instead of --points: 0.9x,0.7x,8GiB,…")
 @click.option("--plot", type=click.Path(dir_okay=False), metavar="OUT.png|svg", help="Plot overhead (and est. step time) against peak memory (needs remat-cli[plot]).")
 @graph_options
+@node_limit_option
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True, help="table for people; csv or json for machines.")
 def tradeoff(graph_file: str, strategy_list: str | None, points: int, budget_list: str | None, plot: str | None, fmt: str, **graph_kw: Any) -> None:
     """Sweep budgets from the lower bound to the store-all peak and compare strategies.
@@ -389,6 +504,7 @@ def _with_progress(work: Callable[[Callable[[int, int, str], None] | None], Any]
 @click.argument("plan_file", metavar="PLAN")
 @click.option("-b", "--budget", type=BudgetType(), default="none", help="Also fail (exit 1) if the plan peaks above this budget.")
 @graph_options
+@node_limit_option
 @FORMAT_OPTION
 def validate(graph_file: str, plan_file: str, budget: Budget, fmt: str, **graph_kw: Any) -> None:
     """Replay PLAN (remat-plan JSON or twremat c/f text) on GRAPH and print its metrics.
@@ -400,7 +516,7 @@ def validate(graph_file: str, plan_file: str, budget: Budget, fmt: str, **graph_
 
     options = _load_options(**graph_kw)
     graph = load_graph(graph_file, options)
-    schedule, _header = read_plan(plan_file, graph, load_record(options, graph))
+    schedule, _header = read_plan(plan_file, graph, load_record(options, graph), _limits(**graph_kw).max_file_bytes)
     result = simulate(graph, schedule)
     if result.error is not None:
         if fmt == "json":
@@ -430,6 +546,7 @@ def validate(graph_file: str, plan_file: str, budget: Budget, fmt: str, **graph_
 @click.argument("output_file", metavar="OUT", type=click.Path(dir_okay=False))
 @click.option("--to", "to", type=click.Choice(["remat-json", "twremat"]), default=None, help="Output format (default: twremat for .txt, else remat JSON).")
 @graph_options
+@node_limit_option
 def convert(input_file: str, output_file: str, to: str | None, **graph_kw: Any) -> None:
     """Convert any graph file remat reads into remat JSON (or twremat text)."""
     graph = load_graph(input_file, _load_options(**graph_kw))
@@ -470,14 +587,16 @@ def strategies(fmt: str) -> None:
 # --------------------------------------------------------------------------- many models
 
 
-def _executor(executor: str, scheduler: str | None, jobs: int | None, timeout: float | None) -> Any:
+def _executor(
+    executor: str, scheduler: str | None, jobs: int | None, timeout: float | None, memory_limit: int | None = None
+) -> Any:
     from remat_cli.executors import DaskExecutor, LocalExecutor
 
     if executor == "dask":
         return DaskExecutor(scheduler or "", timeout=timeout)
     if scheduler:
         raise InputError("--scheduler needs --executor dask")
-    return LocalExecutor(jobs, timeout=timeout)
+    return LocalExecutor(jobs, timeout=timeout, memory_limit=memory_limit)
 
 
 EXECUTOR_OPTIONS = [
@@ -562,13 +681,13 @@ def batch(
     budgets = batch_mod.parse_budget_list(budget_list) if budget_list else (budget,)
     if resume and not (jsonl_path or csv_path):
         raise InputError("--resume needs --jsonl or --csv: the results to resume from")
-    run_on = _executor(executor, scheduler, jobs, timeout)
+    run_on = _executor(executor, scheduler, jobs, timeout, memory_limit=_memory_guard(graph_kw))
     files = batch_mod.discover(paths, globs)
     if not files:
         raise InputError(f"no graph files found under {', '.join(paths)}" + (f" matching {', '.join(globs)}" if globs else ""))
     # one --dim list serves many models: a model without that dimension skips it, but a
     # --dim that no file has is an error (checked on the rows, below)
-    load = replace(_load_options(**graph_kw), strict_dims=len(files) == 1)
+    load = replace(_load_options(max_nodes=_loader_nodes(max_nodes), **graph_kw), strict_dims=len(files) == 1)
     dims_by_file: dict[str, tuple[tuple[str, int], ...]] = {}
     if config_file:
         from remat_cli import config as config_mod
@@ -581,7 +700,7 @@ def batch(
         previous = batch_mod.read_rows(jsonl_path) if jsonl_path else []
         if not previous and csv_path:
             previous = batch_mod.read_rows(csv_path)
-    writers = [batch_mod.RowWriter(p) for p in (jsonl_path, csv_path) if p]
+    writers = [batch_mod.RowWriter(p, resume=resume) for p in (jsonl_path, csv_path) if p]
     err = _stderr()
     try:
         with batch_mod.interrupt_flag() as stop, BatchProgress(err, len(tasks)) as progress:
@@ -683,7 +802,7 @@ def check(
         raise InputError("no models given and no remat.toml (or [tool.remat] in pyproject.toml) found here or above")
     specs = check_mod.specs_from_entries(
         entries,
-        cli_load=replace(_load_options(**graph_kw), strict_dims=len(entries) == 1),
+        cli_load=replace(_load_options(max_nodes=_loader_nodes(max_nodes), **graph_kw), strict_dims=len(entries) == 1),
         cli_given=_given_load_fields(click.get_current_context()),
         budget=budget,
         max_overhead=overhead,
@@ -696,7 +815,7 @@ def check(
         timeout = timeout or conf.timeout
         if not models:  # the file's report is for the file's models
             junit = junit or (str(Path(conf.source).parent / conf.junit) if conf.junit else None)
-    run_on = _executor(executor, scheduler, jobs, timeout)
+    run_on = _executor(executor, scheduler, jobs, timeout, memory_limit=_memory_guard(graph_kw))
     with batch_mod.interrupt_flag() as stop, BatchProgress(_stderr(), len(specs), "checking") as progress:
         report = check_mod.run_check(specs, executor=run_on, on_start=progress.start, on_done=progress.done, stop=stop)
     if junit:

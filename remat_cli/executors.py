@@ -83,9 +83,17 @@ def _call(fn: Callable[[Any], Any], arg: Any) -> Outcome:
 # --------------------------------------------------------------------------- local
 
 
-def _worker_loop(conn: Any) -> None:
-    """Body of a local worker: answer ``(fn, arg)`` requests until told to stop."""
+def _worker_loop(conn: Any, memory_limit: int | None = None) -> None:
+    """Body of a local worker: answer ``(fn, arg)`` requests until told to stop.
+
+    ``memory_limit`` caps the worker's address space, so a file that needs more ends in a
+    ``MemoryError`` (a row) rather than in the machine swapping.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what Ctrl-C stops
+    if memory_limit:
+        from remat_cli.limits import set_memory_limit
+
+        set_memory_limit(memory_limit)
     while True:
         try:
             msg = conn.recv()
@@ -124,11 +132,15 @@ def _context() -> Any:
 
 
 class LocalExecutor:
-    """``jobs`` worker processes on this machine; ``timeout`` seconds per call (None: no limit)."""
+    """``jobs`` worker processes on this machine; ``timeout`` seconds per call (None: no limit).
 
-    def __init__(self, jobs: int | None = None, timeout: float | None = None) -> None:
+    ``memory_limit``: bytes of address space each worker may use (None: inherited).
+    """
+
+    def __init__(self, jobs: int | None = None, timeout: float | None = None, memory_limit: int | None = None) -> None:
         self.jobs = max(1, jobs or os.cpu_count() or 1)
         self.timeout = timeout
+        self.memory_limit = memory_limit
 
     def describe(self) -> str:
         return f"{self.jobs} local worker{'s' if self.jobs != 1 else ''}"
@@ -151,7 +163,7 @@ class LocalExecutor:
 
         def spawn() -> _Worker:
             parent, child = ctx.Pipe(duplex=True)
-            proc = ctx.Process(target=_worker_loop, args=(child,), daemon=True, name="remat-worker")
+            proc = ctx.Process(target=_worker_loop, args=(child, self.memory_limit), daemon=True, name="remat-worker")
             proc.start()
             child.close()
             return _Worker(proc, parent)

@@ -169,7 +169,7 @@ def write_plan(plan: Plan, path: str | Path, load: Mapping[str, Any] | None = No
 
 
 def read_plan(
-    path: str | Path, graph: Graph, load: Mapping[str, Any] | None = None
+    path: str | Path, graph: Graph, load: Mapping[str, Any] | None = None, max_bytes: int | None = None
 ) -> tuple[Schedule, dict[str, Any]]:
     """Read a plan file (remat-plan JSON or twremat c/f text) as a schedule over ``graph``.
 
@@ -178,10 +178,13 @@ def read_plan(
     options that differ from ``load``, this run's :func:`load_record`, when the plan
     recorded its own), or unknown nodes.
     """
+    from remat_cli.limits import read_regular_file
+
     path = Path(path)
+    data = read_regular_file(path, max_bytes, "plan file")  # no FIFOs, devices or huge files
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise InputError(f"{path}: cannot read plan: {exc}") from None
     if not text.strip():
         raise InputError(f"{path}: the plan file is empty")

@@ -28,6 +28,7 @@ from remat_cli.batch import (
     Row,
     RowWriter,
     discover,
+    file_sha256,
     make_tasks,
     plan_file,
     read_rows,
@@ -473,3 +474,124 @@ def test_one_dim_list_serves_models_with_and_without_that_dimension(tmp_path: Pa
     assert [r.status for r in rows] == ["ok", "ok"]
     single = CliRunner().invoke(cli, ["info", str(tmp_path / "resnet18.onnx"), "--dim", "batch=2", "--dim", "sequence=16"])
     assert single.exit_code == 2 and "no dimension named 'sequence'" in single.output
+
+
+# --------------------------------------------------------------------------- hostile trees
+
+
+def test_deeply_nested_json_is_one_row_and_the_good_files_are_planned(tmp_path: Path) -> None:
+    root = tmp_path / "models"
+    _write_graph(root / "a.json", seed=1)
+    (root / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    (root / "deep_graph.json").write_text('{"format": "remat-graph", "nodes": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    _write_graph(root / "z.json", seed=2)
+    res = CliRunner().invoke(cli, ["batch", str(root), "-j", "1", "-s", "store-all", "--format", "json"])
+    assert res.exit_code == 1, res.stderr
+    rows = [Row.from_record(r) for r in json.loads(res.stdout)]
+    status = {Path(r.file).name: r.status for r in rows}
+    assert status == {"a.json": OK, "deep.json": BAD_INPUT, "deep_graph.json": BAD_INPUT, "z.json": OK}
+    assert all("nested too deeply" in r.message for r in rows if r.status == BAD_INPUT)
+    assert "4 of 4 files done" in res.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_fifos_become_rows_and_never_block_the_run(tmp_path: Path) -> None:
+    root = tmp_path / "models"
+    _write_graph(root / "a.json", seed=1)
+    os.mkfifo(root / "pipe.json")
+    os.mkfifo(tmp_path / "named.onnx")
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run(
+        [sys.executable, "-m", "remat_cli", "batch", str(root), str(tmp_path / "named.onnx"), "-j", "1", "-s", "store-all", "--format", "json"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 1, proc.stderr
+    rows = [Row.from_record(r) for r in json.loads(proc.stdout)]
+    assert {Path(r.file).name: r.status for r in rows} == {"a.json": OK, "pipe.json": BAD_INPUT, "named.onnx": BAD_INPUT}
+    assert all("named pipe" in r.message for r in rows if r.status != OK)
+    assert file_sha256(root / "pipe.json") == ""  # hashing does not block either
+
+
+def test_an_unreadable_subdirectory_is_a_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "models"
+    _write_graph(root / "a.json", seed=1)
+    _write_graph(root / "locked" / "b.json", seed=2)
+    locked = str(root / "locked")
+    real_scandir, real_listdir = os.scandir, os.listdir
+
+    def deny(path: object = ".") -> object:
+        if os.fspath(path) == locked:  # type: ignore[arg-type]
+            raise PermissionError(13, "Permission denied", locked)
+        return real_scandir(path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "scandir", deny)
+    files = discover([root])
+    assert files == [str(root / "a.json"), locked]
+    monkeypatch.setattr(os, "listdir", lambda p=".": deny(p) and real_listdir(p))
+    tasks = make_tasks(files, strategies=["store-all"], budgets=[parse_budget("none")])
+    rows = [r for t in tasks for r in plan_file(t).rows]
+    assert [r.status for r in rows] == [OK, BAD_INPUT]
+    assert "cannot list this directory" in rows[1].message and "Permission denied" in rows[1].message
+
+
+def test_a_resumed_writer_keeps_what_is_there_until_it_finishes(tmp_path: Path) -> None:
+    for suffix in (".jsonl", ".csv"):
+        out = tmp_path / f"out{suffix}"
+        first = [Row(file=f"f{k}.json", strategy="store-all", budget="none", status=OK, key=f"k{k}", nodes=k) for k in range(3)]
+        writer = RowWriter(out)
+        writer.append(first)
+        writer.close()  # killed before finish(): the rows are there
+        assert read_rows(out) == first
+        with out.open("a") as fh:
+            fh.write('{"file": "torn' if suffix == ".jsonl" else "torn.json,store-all,none,ok,,k9")  # a torn last line
+        resumed = RowWriter(out, resume=True)  # a resumed run must not truncate it
+        assert read_rows(out) == first
+        new = Row(file="f3.json", strategy="store-all", budget="none", status=OK, key="k3", nodes=3)
+        resumed.append([new])
+        resumed.close()  # and is killed in turn: still nothing lost, no torn record read
+        assert read_rows(out) == [*first, new]
+        resumed = RowWriter(out, resume=True)
+        resumed.finish([*first, new])
+        assert read_rows(out) == [*first, new]
+        assert len(out.read_text().splitlines()) == 4 + (suffix == ".csv")
+
+
+def test_plans_are_written_whole(tmp_path: Path) -> None:
+    root = tmp_path / "models"
+    _write_graph(root / "a.json", seed=1)
+    out_dir = tmp_path / "plans"
+    res = CliRunner().invoke(cli, ["batch", str(root), "-j", "1", "-s", "store-all", "--out-dir", str(out_dir)])
+    assert res.exit_code == 0, res.stderr
+    written = sorted(p.name for p in out_dir.rglob("*") if p.is_file())
+    assert written == ["a.json.store-all.plan.json"]  # no temporary file left behind
+    graph = load_graph(root / "a.json")
+    schedule, _ = read_plan(out_dir / written[0], graph)
+    assert simulate(graph, schedule).error is None
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_resume_from_a_fifo_is_refused_not_blocking(tmp_path: Path) -> None:
+    from remat_cli.errors import InputError
+
+    fifo = tmp_path / "out.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="named pipe"):
+        read_rows(fifo)
+
+
+def plan_or_hog(task: FileTask) -> FileResult:
+    """A per-file function that tries to take 4 GiB on files named hog*."""
+    if Path(task.path).name.startswith("hog"):
+        hog = bytearray(4 << 30)
+        return FileResult(task.path, (Row(file=task.path, strategy="x", budget="none", status=OK, nodes=len(hog)),))
+    return plan_file(task)
+
+
+def test_the_memory_guard_stops_a_hungry_file_and_the_rest_completes(tmp_path: Path) -> None:
+    root = tmp_path / "models"
+    for name in ("a.json", "hog.json", "z.json"):
+        _write_graph(root / name, seed=len(name))
+    tasks = make_tasks(discover([root]), strategies=["store-all"], budgets=[parse_budget("none")])
+    result = run_batch(tasks, executor=LocalExecutor(1, memory_limit=1 << 30), work=plan_or_hog)
+    assert [(Path(r.file).name, r.status) for r in result.rows] == [("a.json", OK), ("hog.json", "error"), ("z.json", OK)]
+    assert "MemoryError" in result.rows[1].message

@@ -13,8 +13,9 @@ from typing import Any
 
 from remat_cli.errors import InputError
 from remat_cli.graph import Graph
+from remat_cli.limits import DEFAULT_LIMITS, LimitError, Limits, format_bytes, read_regular_file
 
-__all__ = ["LoadOptions", "load_graph", "detect_format", "FORMATS"]
+__all__ = ["LoadOptions", "load_graph", "detect_format", "check_limits", "FORMATS"]
 
 FORMATS = ("onnx", "remat-json", "node-link", "twremat")
 
@@ -31,6 +32,7 @@ class LoadOptions:
     device: str = "a100"
     keep_views: bool = False
     strict_dims: bool = True  # a --dim the model lacks is an error (False: ignored, for batches)
+    limits: Limits = DEFAULT_LIMITS  # file size, node count, dimension and total size (limits.py)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -56,15 +58,18 @@ def detect_format(path: str | Path, data: bytes) -> str:
 
 
 def load_graph(path: str | Path, options: LoadOptions | None = None) -> Graph:
-    """Read ``path`` into a :class:`Graph`, by content, applying ``options``."""
+    """Read ``path`` into a :class:`Graph`, by content, applying ``options``.
+
+    Only regular files are read, up to ``options.limits.max_file_bytes``; the graph must
+    keep within the node-count and total-size limits (:mod:`remat_cli.limits`).
+    """
     options = options or LoadOptions()
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, not a graph file") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    limits = options.limits
+    for key, value in options.dims:
+        if value > limits.max_dim:
+            raise LimitError(f"--dim {key}={value} is more than the dimension limit {limits.max_dim} (raise it with --max-dim)")
+    data = read_regular_file(path, limits.max_file_bytes, "graph file")
     kind = detect_format(path, data)
     if kind == "json":
         graph = _load_json(path, data)
@@ -73,9 +78,22 @@ def load_graph(path: str | Path, options: LoadOptions | None = None) -> Graph:
 
         graph = twremat.read(_text(path, data), source=str(path), name=path.stem)
     else:
-        return _load_onnx(path, data, options)
+        return check_limits(_load_onnx(path, data, options), limits, path)
     if options.training:
-        return _training(graph, options, path)
+        graph = _training(graph, options, path)
+    return check_limits(graph, limits, path)
+
+
+def check_limits(graph: Graph, limits: Limits, path: str | Path) -> Graph:
+    """``graph`` if it keeps within ``limits`` (node count, total size), else :class:`LimitError`."""
+    if graph.n > limits.max_nodes:
+        raise LimitError(f"{path}: {graph.n} nodes is more than --max-nodes {limits.max_nodes} (raise it with --max-nodes)")
+    total = int(graph.fixed_mem) + sum(int(x) for x in graph.mem.tolist()) + sum(int(x) for x in graph.workspace.tolist())
+    if total > limits.max_total_bytes:
+        raise LimitError(
+            f"{path}: its sizes sum to {total} bytes, more than the {format_bytes(limits.max_total_bytes)} "
+            "total size limit (raise it with --max-total-size)"
+        )
     return graph
 
 
@@ -86,6 +104,8 @@ def _load_json(path: Path, data: bytes) -> Graph:
         doc = json.loads(_text(path, data))
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply to read") from None
     if isinstance(doc, dict) and doc.get("format") == remat_json.FORMAT:
         return remat_json.read(doc, source=str(path), name=path.stem)
     if isinstance(doc, dict) and doc.get("format") == "remat-plan":

@@ -84,6 +84,9 @@ def load(path: Path, data: bytes, options: Any) -> Graph:
         raise InputError(f"--cost {options.cost!r}: choose one of {', '.join(COST_KINDS)}")
     profile = load_device(options.device)
     model = _parse(path, data)
+    limits = getattr(options, "limits", None)
+    if limits is not None:
+        check_dim_limit(model, path, limits.max_dim)
     fwd = read_model(
         model,
         source=str(path),
@@ -186,6 +189,7 @@ def _parse(path: Path, data: bytes):
         raise InputError(f"{path}: not an ONNX model (no IR version or no graph in the protobuf)")
     if len(model.graph.node) == 0:
         raise InputError(f"{path}: the ONNX graph has no operations")
+    check_external_data(model, path)
     if len(model.functions):  # model-local functions (as the dynamo exporter writes): expand them
         try:
             import onnx.inliner
@@ -194,6 +198,86 @@ def _parse(path: Path, data: bytes):
         except Exception:  # noqa: BLE001 - a function the inliner rejects stays an opaque op
             pass
     return model
+
+
+def check_external_data(model, path: Path) -> None:
+    """Refuse external-data ``location`` values that leave the model's folder.
+
+    remat never reads external weights (structure is enough), but a location that is
+    absolute, climbs out with ``..`` or names a device is refused anyway, with the tensor
+    named, so no later tool is pointed at ``/etc/passwd`` by a model remat accepted.
+    """
+    import posixpath
+
+    for tensor in _all_tensors(model):
+        for entry in tensor.external_data:
+            if entry.key != "location":
+                continue
+            loc = entry.value
+            norm = posixpath.normpath(loc.replace("\\", "/"))
+            if (
+                not loc
+                or "\0" in loc
+                or loc.startswith(("/", "\\"))
+                or (len(loc) > 1 and loc[1] == ":")  # C:\...
+                or norm == ".."
+                or norm.startswith("../")
+                or Path(loc).is_absolute()
+            ):
+                raise InputError(
+                    f"{path}: tensor {tensor.name!r}: external data location {loc!r} is outside the "
+                    "model's folder (only relative paths below it are allowed)"
+                )
+
+
+def check_dim_limit(model, path: Path, max_dim: int) -> None:
+    """Refuse a dimension stated in the file (inputs, outputs, value infos, initializers) above ``max_dim``."""
+    from remat_cli.limits import LimitError
+
+    def refuse(name: str, value: int) -> None:
+        raise LimitError(
+            f"{path}: tensor {name!r} has a dimension of {value}, more than the dimension limit "
+            f"{max_dim} (raise it with --max-dim)"
+        )
+
+    g = model.graph
+    for vi in (*g.input, *g.output, *g.value_info):
+        for d in vi.type.tensor_type.shape.dim:
+            if d.HasField("dim_value") and d.dim_value > max_dim:
+                refuse(vi.name, d.dim_value)
+    for t in g.initializer:
+        for value in t.dims:
+            if value > max_dim:
+                refuse(t.name, value)
+
+
+def _all_tensors(model):
+    """Every TensorProto in the model: initializers and attributes, subgraphs and functions included."""
+    def in_graph(g):
+        yield from g.initializer
+        for sp in g.sparse_initializer:
+            yield sp.values
+            yield sp.indices
+        for nd in g.node:
+            yield from in_nodes([nd])
+
+    def in_nodes(nodes):
+        for nd in nodes:
+            for a in nd.attribute:
+                if a.HasField("t"):
+                    yield a.t
+                yield from a.tensors
+                if a.HasField("sparse_tensor"):
+                    yield a.sparse_tensor.values
+                    yield a.sparse_tensor.indices
+                if a.HasField("g"):
+                    yield from in_graph(a.g)
+                for sub in a.graphs:
+                    yield from in_graph(sub)
+
+    yield from in_graph(model.graph)
+    for fn in model.functions:
+        yield from in_nodes(fn.node)
 
 
 # ---------------------------------------------------------------------------- the reader
@@ -778,8 +862,12 @@ def _numel_dims(dims) -> int:
 
 
 def _to_array(t) -> np.ndarray:
+    """The values of a tensor stored in the file; external data is never opened."""
+    import onnx
     from onnx import numpy_helper
 
+    if t.data_location == onnx.TensorProto.EXTERNAL or len(t.external_data):
+        raise ValueError("external data is not read")
     return numpy_helper.to_array(t)
 
 
