@@ -748,7 +748,8 @@ def fidelity_cmd(factory: str, budget: Budget, strategy_list: tuple[str, ...], r
     if fmt == "json":
         click.echo(json.dumps(fidelity_to_json(report), indent=1))
     else:
-        render_fidelity(report, _stdout())
+        out = _stdout()
+        render_fidelity(report, out if out.is_terminal else Console(highlight=False, width=100))
 
 
 def main() -> None:

@@ -45,7 +45,7 @@ def render_fidelity(report: Any, console: Console) -> None:
             notes.append(f"{row.strategy}: {row.note}")
             table.add_row(row.strategy, fmt_bytes(row.budget_bytes), "no fit", *[""] * 8)
             continue
-        if row.note:
+        if row.note and row.strategy != "eager" and not row.strategy.endswith("+sac"):
             notes.append(f"{row.strategy}: {row.note}")
         ratio = row.peak_ratio
         table.add_row(
