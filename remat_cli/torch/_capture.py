@@ -162,7 +162,10 @@ def _profile(prog: Program, inputs: Sequence[Any], order: list[str], params: Seq
             before = tracker.mark()
             f0 = tracker.flops
             ex.backward(name)
-            _record(out, BWD + name, tracker, before, f0)
+            # a gradient step may pass its incoming gradient through (add, views): the
+            # storage then lives as long as either holds it, so it counts for both
+            held = _distinct(ex.grads[name].values())
+            _record(out, BWD + name, tracker, before, f0, mem=max(held, tracker.live - before))
     out["saved"] = {name: sorted({s.owner for s in ex.saved_by.get(name, []) if s.owner}) for name in order}
     out["untracked_saved"] = ex.untracked_saved
     out["fallbacks"] = ex.fallbacks
@@ -175,10 +178,20 @@ def _profile(prog: Program, inputs: Sequence[Any], order: list[str], params: Seq
     return out
 
 
-def _record(out: dict[str, Any], node: str, tracker: Tracker, before: int, f0: int) -> None:
-    out["mem"][node] = max(0, tracker.live - before)
-    out["ws"][node] = max(0, tracker.peak - tracker.live)
+def _record(out: dict[str, Any], node: str, tracker: Tracker, before: int, f0: int, mem: int | None = None) -> None:
+    mem = max(0, tracker.live - before) if mem is None else mem
+    out["mem"][node] = mem
+    out["ws"][node] = max(0, tracker.peak - before - mem)
     out["flops"][node] = tracker.flops - f0
+
+
+def _distinct(tensors: Any) -> int:
+    seen: dict[int, int] = {}
+    for t in tensors:
+        if isinstance(t, torch.Tensor) and t.numel():
+            st = t.untyped_storage()
+            seen[st.data_ptr()] = st.nbytes()
+    return sum(seen.values())
 
 
 def _time(prog: Program, inputs: Sequence[Any], order: list[str], params: Sequence[torch.Tensor], runs: int) -> dict[str, float]:

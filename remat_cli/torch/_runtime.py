@@ -235,6 +235,7 @@ class Executor:
         self._fallback_held: set[str] = set()
         self.consumers = consumers(prog)
         self.done_forward: set[str] = set()
+        self.done_backward: set[str] = set()
         self.saved_by: dict[str, list[_Saved]] = {}
         self._pending: list[_Saved] = []
         self.untracked_saved = 0
@@ -411,18 +412,21 @@ class Executor:
     def backward(self, name: str) -> None:
         """Gradient step of owner op ``name``: reads the output gradients its consumers'
         gradient steps (or the loss) produced, leaves its inputs' gradients."""
-        multi, edges, leaves, params = self.edges.pop(name)
+        multi, edges, leaves, params = self.edges[name]  # kept: a plan may recompute it
         outs: dict[Any, torch.Tensor] = {}
         for c in self.consumers[name]:
             for key, g in self.grads.get(c, {}).items():
                 if key[0] == name:
                     outs[key[1]] = g if key[1] not in outs else outs[key[1]] + g
         use = [(e, outs[i if multi else None]) for i, e in edges if (i if multi else None) in outs]
-        inputs = leaves + params
+        again = name in self.done_backward  # a recomputation: parameters got theirs already
+        self.done_backward.add(name)
+        inputs = leaves if again else leaves + params
         produced: dict[Any, torch.Tensor] = {}
         if use and inputs:
             grads = torch.autograd.grad(
-                [e for e, _ in use], [t for _, t in inputs], [g for _, g in use], allow_unused=True
+                [e for e, _ in use], [t for _, t in inputs], [g for _, g in use], allow_unused=True,
+                retain_graph=True,
             )
             for (key, _t), g in zip(inputs, grads):
                 if g is None:
@@ -449,7 +453,9 @@ class Executor:
             for out_name, target in self.prog.buffer_updates.items():
                 n = self.prog.by_name[out_name]
                 value = self.updates.get(out_name)
-                if value is None:  # e.g. num_batches_tracked + 1: from fixed tensors only
+                if value is None:  # e.g. num_batches_tracked + 1: an op outside the plan
+                    if is_owner(n) and n.name not in self.env:
+                        self._recompute(n)
                     value = self.value(n)
                 self.prog.module.get_buffer(target).copy_(value)
         self.env.clear()
