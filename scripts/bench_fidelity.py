@@ -20,6 +20,7 @@ sys.path.insert(0, str(ROOT))
 
 from remat_cli.budget import parse_budget  # noqa: E402
 from remat_cli.report.units import fmt_bytes, fmt_pct, fmt_seconds  # noqa: E402
+from remat_cli.torch._capture import capture_program  # noqa: E402
 from remat_cli.torch.fidelity import fidelity, load_factory  # noqa: E402
 
 MODELS = ["examples/mlp.py:make", "examples/cnn.py:make", "examples/transformer.py:make"]
@@ -40,10 +41,13 @@ def main() -> None:
     for spec in args.models:
         model, inputs, loss_fn = load_factory(str(ROOT / spec), args.device)
         name = Path(spec.split(":")[0]).stem
+        started = time.perf_counter()
+        captured = capture_program(model, inputs, loss_fn, factory=spec)
+        print(f"{name:<12} captured: {captured[0].n} nodes in {time.perf_counter() - started:.0f} s")
         for b in args.budgets.split(","):
             started = time.perf_counter()
             rep = fidelity(model, inputs, loss_fn, parse_budget(b), strategies, factory=spec, runs=args.runs,
-                           sac=not args.no_sac)
+                           sac=not args.no_sac, captured=captured)
             for row in rep.rows:
                 if b != args.budgets.split(",")[0] and row.strategy in ("store-all", "eager"):
                     continue

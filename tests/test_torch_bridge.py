@@ -256,8 +256,17 @@ def test_cli_capture_then_plan_then_fidelity(tmp_path):
     assert res.exit_code == 0, res.output
     doc = json.loads(out.read_text())
     assert doc["format"] == "remat-graph" and doc["meta"]["torch"]["factory"] == f"{factory}:make"
-    res = runner.invoke(cli, ["plan", str(out), "-s", "chain-dp", "-b", "0.8x", "--format", "json"])
-    assert res.exit_code in (0, 1), res.output
+    plan_file = tmp_path / "plan.json"
+    res = runner.invoke(cli, ["plan", str(out), "-s", "dtr", "-b", "0.8x", "-o", str(plan_file)])
+    assert res.exit_code == 0, res.output
+    assert json.loads(plan_file.read_text())["provenance"]["factory"] == f"{factory}:make"
+    # the README's flow: the plan file applied from Python to the same factory's model
+    from remat_cli.torch.fidelity import load_factory
+
+    model, inputs, loss_fn = load_factory(f"{factory}:make")
+    reference = _grads(eager_step(model, loss_fn), model, inputs)
+    step = apply(model, str(plan_file), inputs, loss_fn)
+    assert _equal(_grads(step, model, inputs), reference) and step.fallbacks == 0
     res = runner.invoke(
         cli, ["fidelity", f"{factory}:make", "-b", "0.8x", "-s", "chain-dp", "--runs", "1", "--format", "json"]
     )

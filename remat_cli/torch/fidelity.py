@@ -195,14 +195,16 @@ def fidelity(
     runs: int = 3,
     sac: bool = True,
     seed: int = 0,
+    captured: tuple[Graph, Any] | None = None,
 ) -> FidelityReport:
     """Capture, plan with each strategy, run, measure; see the module docstring.
 
     A budget below the lower bound is raised to it (said in the row's note); a strategy
     that cannot meet the budget gives a row with its reason and no measurement.
+    ``captured`` reuses a ``capture_program`` result for the same model and inputs.
     """
     inputs = tuple(inputs)
-    graph, prog = capture_program(model, inputs, loss_fn, factory=factory)
+    graph, prog = captured or capture_program(model, inputs, loss_fn, factory=factory)
     buffers = {k: b.clone() for k, b in model.named_buffers()}
     try:
         store_all = make_plan(graph, "store-all", None)
