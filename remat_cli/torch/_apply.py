@@ -108,7 +108,7 @@ def apply(
     Refuses, with one line naming what differs, a plan captured from another model,
     input shape, loss, device or torch version.
     """
-    graph, prog = capture_program(model, example_inputs, loss_fn, factory=factory)
+    graph, prog = capture_program(model, example_inputs, loss_fn, factory=factory, timing_runs=0)
     strategy, names, prov, where = _plan_parts(plan)
     if prov is not None:
         diff = provenance_mismatch(prov, graph.meta.get("torch", {}))

@@ -59,7 +59,10 @@ def capture_program(
     factory: str | None = None,
     timing_runs: int = 2,
 ) -> tuple[Graph, Program]:
-    """:func:`capture`, also returning the executable program apply runs."""
+    """:func:`capture`, also returning the executable program apply runs.
+
+    ``timing_runs`` store-all steps time each node (0: no seconds, as apply needs none).
+    """
     inputs = tuple(example_inputs)
     where = factory or type(model).__name__
     prog = export_program(model, inputs, loss_fn, where)
@@ -75,7 +78,7 @@ def capture_program(
         for p in params:
             p.grad = torch.zeros_like(p)
         facts = _profile(prog, inputs, order, params)
-        seconds = _time(prog, inputs, order, params, timing_runs)
+        seconds = _time(prog, inputs, order, params, timing_runs) if timing_runs > 0 else {}
     finally:
         for p, g in zip(params, old_grads):
             p.grad = g
@@ -257,13 +260,13 @@ def _build(
         specs.append(
             NodeSpec(
                 id=name, inputs=inputs_of, mem=mem, cost=facts["flops"][name], op=_op_name(n),
-                workspace=facts["ws"][name], kind="forward", seconds=seconds.get(name, 0.0),
+                workspace=facts["ws"][name], kind="forward", seconds=seconds.get(name),
             )
         )
     specs.append(
         NodeSpec(
             id=LOSS, inputs=[loss_owner[0]], mem=facts["mem"][LOSS], cost=facts["flops"][LOSS], op="loss",
-            workspace=facts["ws"][LOSS], kind="loss", seconds=seconds.get(LOSS, 0.0),
+            workspace=facts["ws"][LOSS], kind="loss", seconds=seconds.get(LOSS),
         )
     )
     for name in reversed(order):
@@ -277,7 +280,7 @@ def _build(
             NodeSpec(
                 id=BWD + name, inputs=list(dict.fromkeys(reads)), mem=facts["mem"][BWD + name],
                 cost=facts["flops"][BWD + name], op=_op_name(prog.by_name[name]) + ".backward",
-                workspace=facts["ws"][BWD + name], kind="backward", seconds=seconds.get(BWD + name, 0.0),
+                workspace=facts["ws"][BWD + name], kind="backward", seconds=seconds.get(BWD + name),
             )
         )
     fixed = _fixed_bytes(prog, inputs) + facts["updates"]

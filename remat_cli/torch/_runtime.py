@@ -70,13 +70,15 @@ class Tracker(TorchDispatchMode):
         tensors = [t for t in _flat(out) if isinstance(t, torch.Tensor)]
         if formula is not None:
             self.flops += int(formula(*args, **kwargs, out_val=out))
-        elif not func.is_view:
+        elif not getattr(func, "is_view", False):
             self.flops += sum(t.numel() for t in tensors if t.is_floating_point())
         for t in tensors:
             self._register(t)
         return out
 
     def _register(self, t: torch.Tensor) -> None:
+        if t.layout != torch.strided or t.device.type == "meta":
+            return
         st = t.untyped_storage()
         key = st.data_ptr()
         nbytes = st.nbytes()
