@@ -170,9 +170,9 @@ def checkpoint_policy(plan: Plan) -> Callable[..., Any]:
     """A ``create_selective_checkpoint_contexts`` policy from a plan's keep-set.
 
     Ops are matched to the plan's nodes by kind and occurrence (the k-th ``addmm`` the
-    region runs is the k-th ``addmm`` node of the capture). An op whose node the plan
-    computes only once (a value it keeps) is ``MUST_SAVE``; every other op is
-    ``PREFER_RECOMPUTE``. Use it as ``context_fn=lambda:
+    region runs is the k-th ``addmm`` node of the capture). An op whose output autograd
+    saves and the plan computes only once (a value it keeps) is ``MUST_SAVE``; every
+    other op is ``PREFER_RECOMPUTE``. Use it as ``context_fn=lambda:
     create_selective_checkpoint_contexts(policy)`` around the whole forward pass; call
     ``policy.reset()`` before each step.
     """
@@ -186,7 +186,8 @@ def checkpoint_policy(plan: Plan) -> Callable[..., Any]:
     for v in g.topo.tolist():
         if g.kinds[v] != "forward":
             continue
-        by_kind.setdefault(g.ops[v], []).append(counts[v] <= 1)
+        saved = any(g.kinds[s] == "backward" for s in g.succ_lists[v])  # autograd saves it
+        by_kind.setdefault(g.ops[v], []).append(counts[v] <= 1 and saved)
     seen: dict[tuple[bool, str], int] = {}
 
     def policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
