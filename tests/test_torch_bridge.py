@@ -239,8 +239,9 @@ from torch import nn
 
 def make():
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 4))
-    return model, (torch.randn(8, 16),), lambda out: out.pow(2).mean()
+    layers = [m for _ in range(4) for m in (nn.Linear(16, 16), nn.ReLU())]
+    model = nn.Sequential(*layers, nn.Linear(16, 4))
+    return model, (torch.randn(128, 16),), lambda out: out.pow(2).mean()
 
 def broken():
     return 42
