@@ -29,15 +29,15 @@ def fidelity_to_json(report: Any) -> dict[str, Any]:
 
 def render_fidelity(report: Any, console: Console) -> None:
     """Predicted against measured, one row per plan; notes (no fit, sac) below."""
+    console.print(f"fidelity for {report.name}: {report.nodes} nodes ({report.device})", markup=False)
     console.print(
-        f"fidelity for {report.name}: {report.nodes} nodes, fixed {fmt_bytes(report.fixed_bytes)}, "
-        f"store-all {fmt_bytes(report.store_all_peak)}, lower bound {fmt_bytes(report.lower_bound)} "
-        f"({report.device}; seconds: median of {report.runs})",
+        f"fixed {fmt_bytes(report.fixed_bytes)}, store-all {fmt_bytes(report.store_all_peak)}, "
+        f"lower bound {fmt_bytes(report.lower_bound)}; seconds: median of {report.runs} steps",
         markup=False,
     )
-    table = Table(box=None, pad_edge=False, show_edge=False)
-    for col in ("strategy", "budget", "peak pred", "measured", "ratio", "FLOPs pred", "measured",
-                "time pred", "measured", "fallb.", "grads"):
+    table = Table(box=None, pad_edge=False, show_edge=False, collapse_padding=True)
+    for col in ("strategy", "budget", "peak", "measured", "ratio", "+FLOPs", "measured",
+                "time", "measured", "fb", "grads"):
         table.add_column(col, justify="left" if col == "strategy" else "right", no_wrap=True)
     notes = []
     for row in report.rows:
@@ -59,13 +59,13 @@ def render_fidelity(report: Any, console: Console) -> None:
             fmt_seconds(row.predicted_seconds),
             fmt_seconds(row.measured_seconds),
             "-" if row.fallbacks is None else str(row.fallbacks),
-            "-" if row.grads_match is None else ("equal" if row.grads_match else f"DIFFER {row.max_grad_error:.1e}"),
+            "-" if row.grads_match is None else ("equal" if row.grads_match else f"DIFFER {row.max_grad_error:.0e}"),
         )
     console.print(table)
     console.print(
-        "peak: fixed memory included; ratio = measured / predicted. FLOPs: extra over the "
-        "store-all step (predicted from the graph, measured by op counting). eager and +sac "
-        "rows are PyTorch's own step and the plan's keep-set as a checkpoint policy.",
+        "peak, +FLOPs (extra over store-all), time: predicted, then measured; fixed memory "
+        "included; ratio = measured / predicted peak; fb = fallback recomputations. eager: "
+        "PyTorch's own step; +sac: the plan's keep-set as a checkpoint policy.",
         markup=False,
     )
     for note in notes:
