@@ -837,6 +837,89 @@ def check(
         click.get_current_context().exit(report.exit_code)
 
 
+# ---------------------------------------------------------------- PyTorch (remat-cli[torch])
+@cli.command("capture", context_settings=CONTEXT)
+@click.argument("factory", metavar="FILE.py:FACTORY")
+@click.argument("output_file", metavar="OUT.json", type=click.Path(dir_okay=False))
+@click.option("--device", default="cpu", show_default=True, help="Device to move the model and inputs to (cpu, cuda, cuda:1).")
+def capture_cmd(factory: str, output_file: str, device: str) -> None:
+    """Capture a PyTorch model's training step as a remat graph (needs remat-cli[torch]).
+
+    This command RUNS FILE.py: that is its purpose. FACTORY() must return (model,
+    inputs) or (model, inputs, loss_fn); without loss_fn the loss is the sum of the
+    outputs. The graph is exported with torch.export to core ATen; node ids are its op
+    names, sizes and FLOPs are measured on one step. OUT.json is an ordinary remat graph
+    (every command reads it) that records what it was captured from. No other remat
+    command executes anything from a file.
+
+    \b
+    Example:
+      remat capture examples/mlp.py:make mlp.json && remat plan mlp.json -b 0.5x -o plan.json
+    """
+    from remat_cli.torch import require_torch
+
+    require_torch("remat capture")
+    from remat_cli.torch._capture import capture_program
+    from remat_cli.torch.fidelity import load_factory
+
+    model, inputs, loss_fn = load_factory(factory, device)
+    with _working(f"capturing {factory}"):
+        graph, _ = capture_program(model, inputs, loss_fn, factory=factory)
+    try:
+        Path(output_file).write_text(remat_json.dumps(graph))
+    except OSError as exc:
+        raise InputError(f"{output_file}: cannot write: {exc.strerror}") from None
+    from remat_cli.report.units import fmt_bytes
+
+    _stdout().print(
+        f"captured {graph.name}: {graph.n} nodes, fixed {fmt_bytes(graph.fixed_mem)}, "
+        f"lower bound {fmt_bytes(graph.lb)} -> {output_file}",
+        markup=False,
+        soft_wrap=True,
+    )
+
+
+@cli.command("fidelity", context_settings=CONTEXT)
+@click.argument("factory", metavar="FILE.py:FACTORY")
+@click.option("-b", "--budget", type=BudgetType(), default="0.5x", show_default=True, help="Memory budget of the plans: 12GiB, 0.5x, … (raised to the lower bound if below it).")
+@click.option("-s", "--strategy", "strategy_list", multiple=True, metavar="NAME", help="Strategy to plan with (repeat; default: chain-dp, dtr, treewidth).")
+@click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True, help="Timed steps per plan (seconds are their median).")
+@click.option("--device", default="cpu", show_default=True, help="Device to run on (cpu, cuda, cuda:1).")
+@click.option("--no-sac", is_flag=True, help="Skip measuring each plan's keep-set as a selective-checkpointing policy.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True, help="table for people, json for machines.")
+def fidelity_cmd(factory: str, budget: Budget, strategy_list: tuple[str, ...], runs: int, device: str, no_sac: bool, fmt: str) -> None:
+    """Run plans in PyTorch and print predicted against measured (needs remat-cli[torch]).
+
+    RUNS FILE.py (see `remat capture`). Captures the model, plans store-all and each
+    STRATEGY under BUDGET, runs every plan's schedule step by step, and prints its peak
+    bytes, extra FLOPs and step time, predicted and measured, the executor's fallback
+    recomputations, and whether the gradients equal plain eager training's.
+
+    \b
+    Example:
+      remat fidelity examples/transformer.py:make -b 0.5x -s chain-dp -s dtr
+    """
+    from remat_cli.torch import require_torch
+
+    require_torch("remat fidelity")
+    from remat_cli.report.fidelity import fidelity_to_json, render_fidelity
+    from remat_cli.strategies import STRATEGIES as known
+    from remat_cli.torch.fidelity import fidelity, load_factory
+
+    names = list(strategy_list) or ["chain-dp", "dtr", "treewidth"]
+    for name in names:
+        if name not in known:
+            raise InputError(f"unknown strategy {name!r}; see `remat strategies`")
+    model, inputs, loss_fn = load_factory(factory, device)
+    with _working(f"measuring {factory}"):
+        report = fidelity(model, inputs, loss_fn, budget, names, factory=factory, runs=runs, sac=not no_sac)
+    if fmt == "json":
+        click.echo(json.dumps(fidelity_to_json(report), indent=1))
+    else:
+        out = _stdout()
+        render_fidelity(report, out if out.is_terminal else Console(highlight=False, width=100))
+
+
 def main() -> None:
     """Console entry point."""
     try:

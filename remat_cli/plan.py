@@ -140,10 +140,17 @@ def plan_to_json(plan: Plan, load: Mapping[str, Any] | None = None) -> dict[str,
         "metrics": metrics_to_json(plan.metrics, plan.solve_seconds),
         "keep": None if plan.keep is None else [g.ids[v] for v in plan.keep],
         "info": _jsonable(dict(plan.info)),
+        **_provenance(g),
     }
     if load is not None:
         doc["load"] = _jsonable(dict(load))
     return doc
+
+
+def _provenance(g: Graph) -> dict[str, Any]:
+    """What a captured graph came from (remat_cli.torch); apply refuses other models."""
+    prov = g.meta.get("torch") if isinstance(g.meta, Mapping) else None
+    return {"provenance": _jsonable(prov)} if isinstance(prov, Mapping) else {}
 
 
 def plan_to_twremat(plan: Plan) -> str:

@@ -1,0 +1,567 @@
+"""The executor shared by capture and apply: one core-ATen program run op by op.
+
+``torch.export`` turns (model, loss) into a functional core-ATen FX graph. The executor
+runs it one op at a time: every op that allocates (an *owner*) reads detached copies of
+its inputs as autograd leaves, so each op has its own one-node autograd graph, and the
+backward pass is driven by us, op by op, in whatever order the schedule says — autograd
+never chooses the order. Views (``permute``, ``view``, ``getitem`` …) are not steps:
+they are rebuilt from their base whenever needed and keep their base alive, which is how
+PyTorch's storage sharing works. Saved tensors go through ``saved_tensors_hooks``: a
+saved activation is kept as (owner node, view geometry), never as a reference, so its
+memory lives exactly as long as the schedule keeps its owner resident.
+
+Private module: :mod:`remat_cli.torch.capture` and :mod:`remat_cli.torch.apply` are the
+public faces.
+"""
+
+from __future__ import annotations
+
+import operator
+import time
+import warnings
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.autograd.graph import get_gradient_edge, saved_tensors_hooks
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from remat_cli.errors import InputError
+
+_EMPTY_CACHE: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}
+
+
+# ---------------------------------------------------------------- measuring ops
+def _flop_formulas() -> dict[Any, Callable[..., int]]:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    return dict(FlopCounterMode(display=False).flop_registry)
+
+
+class Tracker(TorchDispatchMode):
+    """Counts FLOPs and live storage bytes of every op dispatched while active.
+
+    FLOPs: ``torch.utils.flop_counter``'s formulas for matmul, convolution and attention
+    ops, one per output element for every other op that is not a view. Memory: each new
+    storage an op returns is registered with a ``weakref.finalize`` that subtracts it
+    when the storage dies (also while autograd holds it); storages in ``ignore`` (fixed
+    memory that existed before) are never counted. Kernel scratch memory is invisible.
+    """
+
+    def __init__(self, ignore: Sequence[torch.Tensor] = ()) -> None:
+        super().__init__()
+        self.flops = 0
+        self.live = 0
+        self.peak = 0
+        self._seen: set[int] = {_ptr(t) for t in ignore if isinstance(t, torch.Tensor)}
+        self._formulas = _flop_formulas()
+
+    def mark(self) -> int:
+        """Reset the running peak to the current live bytes; returns them."""
+        self.peak = self.live
+        return self.live
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        formula = self._formulas.get(func._overloadpacket)
+        tensors = [t for t in _flat(out) if isinstance(t, torch.Tensor)]
+        if formula is not None:
+            self.flops += int(formula(*args, **kwargs, out_val=out))
+        elif not getattr(func, "is_view", False):
+            self.flops += sum(t.numel() for t in tensors if t.is_floating_point())
+        for t in tensors:
+            self._register(t)
+        return out
+
+    def _register(self, t: torch.Tensor) -> None:
+        if t.layout != torch.strided or t.device.type == "meta":
+            return
+        st = t.untyped_storage()
+        key = st.data_ptr()
+        nbytes = st.nbytes()
+        if key in self._seen or nbytes == 0 or t.device.type == "meta":
+            return
+        self._seen.add(key)
+        self.live += nbytes
+        self.peak = max(self.peak, self.live)
+        weakref.finalize(st, self._died, key, nbytes)
+
+    def _died(self, key: int, nbytes: int) -> None:
+        self._seen.discard(key)
+        self.live -= nbytes
+
+
+def _ptr(t: torch.Tensor) -> int:
+    return t.untyped_storage().data_ptr()
+
+
+def _flat(x: Any) -> list[Any]:
+    if isinstance(x, (tuple, list)):
+        return [y for item in x for y in _flat(item)]
+    return [x]
+
+
+def _empty_like_meta(t: torch.Tensor) -> torch.Tensor:
+    key = (t.dtype, t.device)
+    if key not in _EMPTY_CACHE:
+        _EMPTY_CACHE[key] = torch.empty(0, dtype=t.dtype, device=t.device)
+    return _EMPTY_CACHE[key]
+
+
+# ---------------------------------------------------------------- the program
+class _LossModule(torch.nn.Module):
+    """model + loss as one module, so export sees the loss ops too."""
+
+    def __init__(self, model: torch.nn.Module, loss_fn: Callable[..., Any] | None) -> None:
+        super().__init__()
+        self.model = model
+        self.loss_fn = loss_fn
+
+    def forward(self, *inputs: Any) -> torch.Tensor:
+        out = self.model(*inputs)
+        if self.loss_fn is not None:
+            return self.loss_fn(out)
+        flat = [t for t in _flat(out.values() if isinstance(out, dict) else out) if isinstance(t, torch.Tensor)]
+        loss = flat[0].sum()
+        for t in flat[1:]:
+            loss = loss + t.sum()
+        return loss
+
+
+@dataclass
+class Program:
+    """A model's training step as a functional core-ATen FX graph and its fixed tensors."""
+
+    module: _LossModule
+    gm: torch.fx.GraphModule
+    ops: list[torch.fx.Node]  # call_function nodes in program order
+    fixed: dict[str, torch.Tensor]  # placeholder name -> parameter / buffer / constant
+    user_inputs: list[str]  # placeholder names of the step's inputs, in order
+    buffer_updates: dict[str, str]  # output node name -> buffer target it overwrites
+    loss: torch.fx.Node
+    by_name: dict[str, torch.fx.Node] = field(default_factory=dict)
+
+
+def export_program(model: torch.nn.Module, inputs: Sequence[Any], loss_fn: Callable[..., Any] | None, where: str) -> Program:
+    """``torch.export`` (model, loss) to core ATen; refusals become one-line InputErrors."""
+    wrapper = _LossModule(model, loss_fn)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ep = torch.export.export(wrapper, tuple(inputs)).run_decompositions()
+    except Exception as exc:  # export raises many types; all mean "cannot capture"
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise InputError(
+            f"{where}: torch.export cannot capture the model (data-dependent control flow or an "
+            f"unsupported op?): {type(exc).__name__}: {first[:200]}"
+        ) from None
+    gm = ep.graph_module
+    sig = ep.graph_signature
+    from torch.export.graph_signature import InputKind, OutputKind
+
+    fixed: dict[str, torch.Tensor] = {}
+    user: list[str] = []
+    for spec in sig.input_specs:
+        name = spec.arg.name
+        if spec.kind == InputKind.PARAMETER:
+            fixed[name] = wrapper.get_parameter(spec.target)
+        elif spec.kind == InputKind.BUFFER:
+            fixed[name] = wrapper.get_buffer(spec.target)
+        elif spec.kind in (InputKind.CONSTANT_TENSOR,):
+            fixed[name] = ep.constants[spec.target]
+        elif spec.kind == InputKind.USER_INPUT:
+            user.append(name)
+        else:
+            raise InputError(f"{where}: unsupported exported input kind {spec.kind.name} ({name})")
+    updates: dict[str, str] = {}
+    loss_name = None
+    for spec in sig.output_specs:
+        if spec.kind == OutputKind.BUFFER_MUTATION:
+            updates[spec.arg.name] = spec.target
+        elif spec.kind == OutputKind.USER_OUTPUT:
+            loss_name = spec.arg.name
+        else:
+            raise InputError(f"{where}: the model mutates something export calls {spec.kind.name}; not supported")
+    ops = [n for n in gm.graph.nodes if n.op == "call_function"]
+    for n in ops:
+        schema = getattr(n.target, "_schema", None)
+        if schema is not None and schema.is_mutable:
+            raise InputError(f"{where}: node {n.name!r}: in-place op {n.target} in the exported program; not supported")
+    by_name = {n.name: n for n in gm.graph.nodes}
+    if loss_name is None or loss_name not in by_name or by_name[loss_name].op != "call_function":
+        raise InputError(f"{where}: the loss is not computed by the model (is it a constant?)")
+    return Program(wrapper, gm, ops, fixed, user, updates, by_name[loss_name], by_name)
+
+
+# ---------------------------------------------------------------- saved tensors
+class _Saved:
+    """What a pack hook keeps: a fixed tensor, or (owner, output index, geometry)."""
+
+    __slots__ = ("tensor", "owner", "index", "size", "stride", "offset", "dtype", "ptr")
+
+    def __init__(self, t: torch.Tensor) -> None:
+        self.tensor: torch.Tensor | None = t
+        self.owner: str | None = None
+        self.index: int | None = None
+        self.size = tuple(t.shape)
+        self.stride = tuple(t.stride())
+        self.offset = t.storage_offset()
+        self.dtype = t.dtype
+        self.ptr = _ptr(t) if t.numel() else 0
+
+
+# ---------------------------------------------------------------- the executor
+class Executor:
+    """Runs a :class:`Program` one op at a time, forward and backward, as told.
+
+    ``compute(name)`` / ``free(name)`` for owner ops, ``backward(name)`` for the op's
+    gradient step, ``free_backward(name)`` to drop the gradients it produced. Values of
+    owners that are not resident when needed are recomputed on demand and counted in
+    :attr:`fallbacks`.
+    """
+
+    def __init__(self, prog: Program, inputs: Sequence[torch.Tensor]) -> None:
+        self.prog = prog
+        self.inputs = dict(zip(prog.user_inputs, inputs))
+        self.env: dict[str, Any] = {}  # owner name -> detached value (tensor or tuple)
+        self.requires: dict[str, Any] = {}  # owner name -> bool or tuple of bools
+        self.edges: dict[str, tuple[list[tuple[int, Any]], list[tuple[Any, torch.Tensor]]]] = {}
+        self.rng: dict[str, Any] = {}
+        self.grads: dict[str, dict[Any, torch.Tensor]] = {}  # bwd(name) -> {(owner, idx): grad}
+        self.updates: dict[str, torch.Tensor] = {}
+        self.fallbacks = 0
+        self.fallback_nodes: list[str] = []
+        self._fallback_held: set[str] = set()
+        self.consumers = consumers(prog)
+        self.done_forward: set[str] = set()
+        self.done_backward: set[str] = set()
+        self.saved_by: dict[str, list[_Saved]] = {}
+        self._pending: list[_Saved] = []
+        self.untracked_saved = 0
+
+    # -------------------------------------------------- values
+    is_owner = staticmethod(lambda n: is_owner(n))
+
+    def value(self, n: torch.fx.Node) -> Any:
+        """The current value of any node, without autograd (views rebuilt from bases)."""
+        if n.op == "placeholder":
+            return self.inputs[n.name] if n.name in self.inputs else self.prog.fixed[n.name]
+        if self.is_owner(n):
+            if n.name not in self.env:
+                self._fallback(n.name)
+            return self.env[n.name]
+        args, kwargs = self._args(n, self.value)
+        with torch.no_grad():
+            return n.target(*args, **kwargs)
+
+    def _args(self, n: torch.fx.Node, get: Callable[[torch.fx.Node], Any]) -> tuple[Any, Any]:
+        args = torch.fx.node.map_arg(n.args, get)
+        kwargs = torch.fx.node.map_arg(n.kwargs, get)
+        return args, kwargs
+
+    # -------------------------------------------------- forward
+    def compute(self, name: str) -> None:
+        """Compute owner op ``name``: with autograd the first time, plain after that."""
+        n = self.prog.by_name[name]
+        if name in self.done_forward:
+            self._recompute(n)
+            return
+        if _is_random(n):
+            self.rng[name] = _rng_state(self._device())
+        leaves: dict[Any, torch.Tensor] = {}
+        params: dict[str, torch.Tensor] = {}
+        memo: dict[str, Any] = {}
+
+        def local(a: torch.fx.Node) -> Any:
+            if a.name in memo:
+                return memo[a.name]
+            if a.op == "placeholder":
+                v = self.value(a)
+                if a.name in self.prog.fixed and v.requires_grad:
+                    params[a.name] = v
+            elif self.is_owner(a) or (a.target is operator.getitem and self.is_owner(a.args[0])):
+                key = (a.name, None) if self.is_owner(a) else (a.args[0].name, a.args[1])
+                own = self.value(self.prog.by_name[key[0]])
+                t = own if key[1] is None else own[key[1]]
+                req = self.requires[key[0]] if key[1] is None else self.requires[key[0]][key[1]]
+                v = t.detach().requires_grad_(True) if req else t
+                if req:
+                    leaves[key] = v
+            elif a.target is operator.getitem:
+                v = local(a.args[0])[a.args[1]]
+            else:  # a view of something: rebuilt under autograd from its local base
+                args, kwargs = self._args(a, local)
+                v = a.target(*args, **kwargs)
+            memo[a.name] = v
+            return v
+
+        self._pending = []
+        with saved_tensors_hooks(self._pack, self._unpack):
+            args, kwargs = self._args(n, local)
+            out = n.target(*args, **kwargs)
+        del args, kwargs, memo
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        self._resolve_pending(name, out)
+        req = [isinstance(t, torch.Tensor) and t.requires_grad for t in outs]
+        edges = [(i, get_gradient_edge(t)) for i, t in enumerate(outs) if req[i]]
+        self.edges[name] = (
+            isinstance(out, (tuple, list)),
+            edges,
+            list(leaves.items()),
+            [(("param", k), t) for k, t in params.items()],
+        )
+        for v in leaves.values():  # the leaf must not keep its storage alive
+            v.data = _empty_like_meta(v)
+        det = [t.detach() if isinstance(t, torch.Tensor) else t for t in outs]
+        if isinstance(out, (tuple, list)):
+            self.env[name] = tuple(det)
+            self.requires[name] = tuple(req)
+        else:
+            self.env[name] = det[0]
+            self.requires[name] = req[0]
+        for user in n.users:  # buffer updates (BatchNorm running stats) are applied at the end
+            if user.target is operator.getitem and user.name in self.prog.buffer_updates:
+                self.updates[user.name] = det[user.args[1]]
+        self.done_forward.add(name)
+        self.release_fallbacks()
+
+    def _recompute(self, n: torch.fx.Node) -> None:
+        args, kwargs = self._args(n, self.value)
+        with torch.no_grad(), _rng_restored(self.rng.get(n.name), self._device()):
+            out = n.target(*args, **kwargs)
+        self.env[n.name] = tuple(out) if isinstance(out, (tuple, list)) else out
+
+    def free(self, name: str) -> None:
+        self.env.pop(name, None)
+
+    def _fallback(self, name: str) -> None:
+        """A value the schedule does not hold is needed: recompute it (counted)."""
+        self.fallbacks += 1
+        self.fallback_nodes.append(name)
+        n = self.prog.by_name[name]
+        if name not in self.done_forward:
+            raise RuntimeError(f"internal error: {name} is needed before its first computation")
+        self._recompute(n)
+        self._fallback_held.add(name)
+
+    def release_fallbacks(self) -> None:
+        """Drop values recomputed on demand once the op that needed them has run."""
+        for name in self._fallback_held:
+            self.env.pop(name, None)
+        self._fallback_held = set()
+
+    # -------------------------------------------------- saved tensors
+    def _pack(self, t: torch.Tensor) -> _Saved:
+        s = _Saved(t)
+        self._pending.append(s)
+        return s
+
+    def _resolve_pending(self, name: str, out: Any) -> None:
+        """Turn what op ``name`` saved into (owner, geometry) handles, dropping references."""
+        fixed_ptrs = self._fixed_ptrs()
+        owners: dict[int, tuple[str, int | None]] = {}
+        if self._pending:
+            for other, val in list(self.env.items()) + [(name, out)]:
+                if isinstance(val, (tuple, list)):
+                    for i, t in enumerate(val):
+                        if isinstance(t, torch.Tensor) and t.numel():
+                            owners[_ptr(t)] = (other, i)
+                elif isinstance(val, torch.Tensor) and val.numel():
+                    owners[_ptr(val)] = (other, None)
+        saved = []
+        for s in self._pending:
+            if s.ptr == 0 or s.ptr in fixed_ptrs:
+                saved.append(s)
+                continue  # fixed memory (or empty): keep the reference
+            owner = owners.get(s.ptr)
+            if owner is None:
+                self.untracked_saved += s.tensor.untyped_storage().nbytes()
+                saved.append(s)
+                continue
+            s.owner, s.index = owner
+            s.tensor = None
+            saved.append(s)
+        self.saved_by[name] = saved
+        self._pending = []
+
+    def _fixed_ptrs(self) -> set[int]:
+        if not hasattr(self, "_fixed_ptr_cache"):
+            ts = list(self.prog.fixed.values()) + list(self.inputs.values())
+            self._fixed_ptr_cache = {_ptr(t) for t in ts if isinstance(t, torch.Tensor) and t.numel()}
+        return self._fixed_ptr_cache
+
+    def _unpack(self, s: _Saved) -> torch.Tensor:
+        if s.tensor is not None:
+            return s.tensor
+        assert s.owner is not None
+        if s.owner not in self.env:
+            self._fallback(s.owner)
+        base = self.env[s.owner]
+        if s.index is not None:
+            base = base[s.index]
+        return torch.as_strided(base, s.size, s.stride, s.offset)
+
+    # -------------------------------------------------- backward
+    def seed(self) -> torch.Tensor:
+        """Start the backward pass: d loss / d loss = 1. Returns the loss value."""
+        loss = self.value(self.prog.loss)
+        self.grads["loss"] = {owner_of(self.prog.loss): torch.ones_like(loss)}
+        return loss
+
+    def backward(self, name: str) -> None:
+        """Gradient step of owner op ``name``: reads the output gradients its consumers'
+        gradient steps (or the loss) produced, leaves its inputs' gradients."""
+        multi, edges, leaves, params = self.edges[name]  # kept: a plan may recompute it
+        outs: dict[Any, torch.Tensor] = {}
+        for c in self.consumers[name]:
+            for key, g in self.grads.get(c, {}).items():
+                if key[0] == name:
+                    outs[key[1]] = g if key[1] not in outs else outs[key[1]] + g
+        use = [(e, outs[i if multi else None]) for i, e in edges if (i if multi else None) in outs]
+        again = name in self.done_backward  # a recomputation: parameters got theirs already
+        self.done_backward.add(name)
+        inputs = leaves if again else leaves + params
+        produced: dict[Any, torch.Tensor] = {}
+        if use and inputs:
+            grads = torch.autograd.grad(
+                [e for e, _ in use], [t for _, t in inputs], [g for _, g in use], allow_unused=True,
+                retain_graph=True,
+            )
+            for (key, _t), g in zip(inputs, grads):
+                if g is None:
+                    continue
+                if key[0] == "param":
+                    p = self.prog.fixed[key[1]]
+                    if p.grad is None:
+                        p.grad = g
+                    else:
+                        p.grad.add_(g)
+                else:
+                    produced[key] = g
+            del grads
+        del outs, use
+        self.grads[name] = produced
+        self.release_fallbacks()
+
+    def free_backward(self, name: str) -> None:
+        self.grads.pop(name, None)
+
+    def finish(self) -> None:
+        """Apply buffer updates (BatchNorm running statistics) and drop everything."""
+        with torch.no_grad():
+            for out_name, target in self.prog.buffer_updates.items():
+                n = self.prog.by_name[out_name]
+                value = self.updates.get(out_name)
+                if value is None:  # e.g. num_batches_tracked + 1: an op outside the plan
+                    if is_owner(n) and n.name not in self.env:
+                        self._recompute(n)
+                    value = self.value(n)
+                self.prog.module.get_buffer(target).copy_(value)
+        self.env.clear()
+        self.grads.clear()
+        self.edges.clear()
+        self.updates.clear()
+
+    def finish_without_updates(self) -> None:
+        """Drop everything the step held, leaving buffers as they were (capture's runs)."""
+        self.updates.clear()
+        self.env.clear()
+        self.grads.clear()
+        self.edges.clear()
+
+    def _device(self) -> torch.device:
+        for t in self.inputs.values():
+            if isinstance(t, torch.Tensor):
+                return t.device
+        return torch.device("cpu")
+
+
+def is_owner(n: torch.fx.Node) -> bool:
+    """An op that allocates its output (not a view, not a tuple getitem)."""
+    return n.op == "call_function" and n.target is not operator.getitem and not _is_view(n)
+
+
+def owner_of(n: torch.fx.Node) -> tuple[str, int | None] | None:
+    """The owner op (and output index) whose storage ``n`` shares; None if fixed."""
+    while True:
+        if n.op != "call_function":
+            return None
+        if n.target is operator.getitem:
+            base, idx = n.args
+            if is_owner(base):
+                return base.name, idx
+            n = base
+            continue
+        if _is_view(n):
+            n = n.args[0]
+            continue
+        return n.name, None
+
+
+def consumers(prog: Program) -> dict[str, set[str]]:
+    """Owner op -> the owner ops (and ``loss``) that read it, directly or through views."""
+    out: dict[str, set[str]] = {n.name: set() for n in prog.ops if is_owner(n)}
+    for n in prog.ops:
+        if not is_owner(n):
+            continue
+        for a in _reads(n):
+            own = owner_of(a)
+            if own is not None:
+                out[own[0]].add(n.name)
+    own = owner_of(prog.loss)
+    if own is not None:
+        out[own[0]].add("loss")
+    return out
+
+
+def _reads(n: torch.fx.Node) -> list[torch.fx.Node]:
+    return list(n.all_input_nodes)
+
+
+def _is_view(n: torch.fx.Node) -> bool:
+    return n.op == "call_function" and getattr(n.target, "is_view", False)
+
+
+def _is_random(n: torch.fx.Node) -> bool:
+    tags = getattr(n.target, "tags", ())
+    return torch.Tag.nondeterministic_seeded in tags
+
+
+def _rng_state(device: torch.device) -> Any:
+    if device.type == "cuda":
+        return ("cuda", device, torch.cuda.get_rng_state(device))
+    return ("cpu", device, torch.get_rng_state())
+
+
+class _rng_restored:
+    """Run a recomputation of a random op with the RNG state of its first run."""
+
+    def __init__(self, state: Any, device: torch.device) -> None:
+        self.state = state
+        self.device = device
+        self.saved: Any = None
+
+    def __enter__(self) -> None:
+        if self.state is None:
+            return
+        self.saved = _rng_state(self.device)
+        _set_rng(self.state)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.saved is not None:
+            _set_rng(self.saved)
+
+
+def _set_rng(state: Any) -> None:
+    kind, device, value = state
+    if kind == "cuda":
+        torch.cuda.set_rng_state(value, device)
+    else:
+        torch.set_rng_state(value)
+
+
+def now() -> float:
+    return time.perf_counter()

@@ -1,0 +1,309 @@
+"""Fidelity: predicted against measured, for store-all and each plan (DESIGN §7).
+
+Captures the model once, plans it with each strategy, runs each plan with the executor
+(:mod:`remat_cli.torch._apply`), measures it (:mod:`remat_cli.torch._measure`) and
+compares its gradients with plain eager training. Also measured: the eager step itself
+(``eager``, predicted = store-all's numbers) and, per plan, its keep-set exported as a
+selective-checkpointing policy (``STRATEGY+sac``), whose recomputation PyTorch decides.
+Returns typed facts; formatting is in :mod:`remat_cli.report.fidelity`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from remat_cli.budget import Budget
+from remat_cli.errors import InputError, NoPlanError
+from remat_cli.graph import Graph
+from remat_cli.plan import Plan
+from remat_cli.planner import make_plan, resolve_budget
+from remat_cli.torch._apply import Step, checkpoint_policy
+from remat_cli.torch._capture import capture_program
+from remat_cli.torch._measure import Measurement, measure
+
+__all__ = ["FidelityRow", "FidelityReport", "fidelity", "load_factory", "eager_step"]
+
+
+@dataclass(frozen=True)
+class FidelityRow:
+    """One plan (or the eager step) predicted against measured."""
+
+    strategy: str
+    budget_bytes: int | None
+    predicted_peak_bytes: int | None
+    measured_peak_bytes: int | None
+    predicted_overhead: float | None
+    measured_flops_overhead: float | None
+    predicted_seconds: float | None
+    measured_seconds: float | None
+    fallbacks: int | None
+    grads_match: bool | None
+    max_grad_error: float | None = None
+    predicted_fixed_bytes: int | None = None
+    measured_fixed_bytes: int | None = None
+    note: str = ""
+
+    @property
+    def peak_ratio(self) -> float | None:
+        if not self.predicted_peak_bytes or self.measured_peak_bytes is None:
+            return None
+        return self.measured_peak_bytes / self.predicted_peak_bytes
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "strategy": self.strategy,
+            "budget_bytes": self.budget_bytes,
+            "predicted_peak_bytes": self.predicted_peak_bytes,
+            "measured_peak_bytes": self.measured_peak_bytes,
+            "peak_ratio": self.peak_ratio,
+            "predicted_fixed_bytes": self.predicted_fixed_bytes,
+            "measured_fixed_bytes": self.measured_fixed_bytes,
+            "predicted_overhead": self.predicted_overhead,
+            "measured_flops_overhead": self.measured_flops_overhead,
+            "predicted_seconds": self.predicted_seconds,
+            "measured_seconds": self.measured_seconds,
+            "fallbacks": self.fallbacks,
+            "grads_match": self.grads_match,
+            "max_grad_error": self.max_grad_error,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class FidelityReport:
+    """Everything ``remat fidelity`` prints."""
+
+    name: str
+    nodes: int
+    store_all_peak: int
+    lower_bound: int
+    fixed_bytes: int
+    device: str
+    runs: int
+    rows: tuple[FidelityRow, ...]
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+
+def load_factory(spec: str, device: str = "cpu") -> tuple[torch.nn.Module, tuple[Any, ...], Callable[..., Any] | None]:
+    """Run ``FILE.py:FACTORY`` (this executes FILE.py) and return (model, inputs, loss_fn).
+
+    ``FACTORY()`` returns ``(model, inputs)`` or ``(model, inputs, loss_fn)``; ``inputs``
+    is a tensor or a tuple of them. Model and tensor inputs are moved to ``device``.
+    """
+    path_s, sep, name = spec.rpartition(":")
+    if not sep or not path_s or not name:
+        raise InputError(f"{spec}: expected FILE.py:FACTORY, e.g. examples/mlp.py:make")
+    path = Path(path_s)
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    mod_name = f"_remat_factory_{abs(hash(str(path.resolve())))}"
+    try:
+        mspec = importlib.util.spec_from_file_location(mod_name, path)
+        if mspec is None or mspec.loader is None:
+            raise InputError(f"{path}: cannot be loaded as a Python file")
+        module = importlib.util.module_from_spec(mspec)
+        sys.modules[mod_name] = module
+        mspec.loader.exec_module(module)
+    except InputError:
+        raise
+    except BaseException as exc:  # the user's file: any failure is one line
+        raise InputError(f"{path}: running it raised {type(exc).__name__}: {_first_line(exc)}") from None
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        raise InputError(f"{path}: has no function {name!r}")
+    try:
+        result = fn()
+    except BaseException as exc:
+        raise InputError(f"{spec}: the factory raised {type(exc).__name__}: {_first_line(exc)}") from None
+    if not isinstance(result, tuple) or len(result) not in (2, 3):
+        raise InputError(f"{spec}: the factory must return (model, inputs) or (model, inputs, loss_fn)")
+    model, inputs = result[0], result[1]
+    loss_fn = result[2] if len(result) == 3 else None
+    if not isinstance(model, torch.nn.Module):
+        raise InputError(f"{spec}: the factory's model is a {type(model).__name__}, not a torch.nn.Module")
+    if isinstance(inputs, torch.Tensor):
+        inputs = (inputs,)
+    if not isinstance(inputs, (tuple, list)):
+        raise InputError(f"{spec}: the factory's inputs must be a tensor or a tuple of tensors")
+    if loss_fn is not None and not callable(loss_fn):
+        raise InputError(f"{spec}: the factory's loss_fn is not callable")
+    dev = torch.device(device)
+    model = model.to(dev)
+    inputs = tuple(t.to(dev) if isinstance(t, torch.Tensor) else t for t in inputs)
+    return model, inputs, loss_fn
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else ""
+
+
+def eager_step(model: torch.nn.Module, loss_fn: Callable[..., Any] | None) -> Callable[..., torch.Tensor]:
+    """Plain eager training: ``loss_fn(model(*inputs)).backward()`` (sum of outputs without loss_fn)."""
+
+    def step(*inputs: Any) -> torch.Tensor:
+        out = model(*inputs)
+        loss = loss_fn(out) if loss_fn is not None else _sum_outputs(out)
+        loss.backward()
+        return loss.detach()
+
+    return step
+
+
+def _sum_outputs(out: Any) -> torch.Tensor:
+    flat = list(out.values()) if isinstance(out, dict) else list(out) if isinstance(out, (tuple, list)) else [out]
+    loss = flat[0].sum()
+    for t in flat[1:]:
+        loss = loss + t.sum()
+    return loss
+
+
+def sac_step(model: torch.nn.Module, plan: Plan, loss_fn: Callable[..., Any] | None) -> Callable[..., torch.Tensor]:
+    """Eager training with the whole forward pass under one selective-checkpointing region
+    whose policy is the plan's keep-set (:func:`~remat_cli.torch._apply.checkpoint_policy`)."""
+    from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
+
+    policy = checkpoint_policy(plan)
+
+    def step(*inputs: Any) -> torch.Tensor:
+        policy.reset()  # type: ignore[attr-defined]
+        out = checkpoint(
+            model, *inputs, use_reentrant=False, context_fn=lambda: create_selective_checkpoint_contexts(policy)
+        )
+        loss = loss_fn(out) if loss_fn is not None else _sum_outputs(out)
+        loss.backward()
+        return loss.detach()
+
+    return step
+
+
+def fidelity(
+    model: torch.nn.Module,
+    inputs: Sequence[Any],
+    loss_fn: Callable[..., Any] | None,
+    budget: Budget | int | None,
+    strategies: Sequence[str],
+    *,
+    factory: str | None = None,
+    runs: int = 3,
+    sac: bool = True,
+    seed: int = 0,
+    captured: tuple[Graph, Any] | None = None,
+) -> FidelityReport:
+    """Capture, plan with each strategy, run, measure; see the module docstring.
+
+    A budget below the lower bound is raised to it (said in the row's note); a strategy
+    that cannot meet the budget gives a row with its reason and no measurement.
+    ``captured`` reuses a ``capture_program`` result for the same model and inputs.
+    """
+    inputs = tuple(inputs)
+    graph, prog = captured or capture_program(model, inputs, loss_fn, factory=factory)
+    buffers = {k: b.clone() for k, b in model.named_buffers()}
+    try:
+        store_all = make_plan(graph, "store-all", None)
+        ref_peak = store_all.metrics.peak_bytes
+        budget_bytes = resolve_budget(graph, budget, ref_peak)
+        note = ""
+        if budget_bytes is not None and budget_bytes < graph.lb:
+            note = "budget raised to the lower bound"
+            budget_bytes = graph.lb
+        reference = _grads(eager_step(model, loss_fn), model, inputs, seed)
+        params = [p for p in model.parameters() if p.requires_grad]
+        eager = eager_step(model, loss_fn)
+        for p in params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        sa_step = Step(prog, graph, store_all.schedule, "store-all", inputs)
+        sa_m = measure(sa_step, inputs, runs=runs)
+        base_flops = sa_m.flops
+        rows = [_row("store-all", None, store_all, sa_m, base_flops, graph, _grads(sa_step, model, inputs, seed), reference)]
+        eager_m = measure(eager, inputs, runs=runs, fixed=_fixed(model) + [p.grad for p in params])
+        rows.append(_row("eager", None, store_all, eager_m, base_flops, None, reference, reference, "PyTorch's own step", None))
+        for name in strategies:
+            if name == "store-all":
+                continue
+            try:
+                plan = make_plan(graph, name, budget_bytes, reference_peak=ref_peak)
+            except NoPlanError as exc:
+                rows.append(FidelityRow(name, budget_bytes, None, None, None, None, None, None, None, None, note=f"no fit: {exc}"))
+                continue
+            step = Step(prog, graph, plan.schedule, name, inputs)
+            got = _grads(step, model, inputs, seed)
+            m = measure(step, inputs, runs=runs)
+            rows.append(_row(name, budget_bytes, plan, m, base_flops, graph, got, reference, note))
+            if sac:
+                s = sac_step(model, plan, loss_fn)
+                try:
+                    got_s = _grads(s, model, inputs, seed)
+                    ms = measure(s, inputs, runs=runs, fixed=_fixed(model) + [p.grad for p in params])
+                except Exception as exc:  # noqa: BLE001 - reported in the row, never hidden
+                    rows.append(FidelityRow(name + "+sac", budget_bytes, plan.metrics.peak_bytes, None, plan.metrics.overhead, None, None, None, None, None, note=f"failed: {type(exc).__name__}: {_first_line(exc)}"))
+                    continue
+                rows.append(_row(name + "+sac", budget_bytes, plan, ms, base_flops, graph, got_s, reference, "keep-set as a checkpoint policy", fallbacks=None))
+    finally:
+        with torch.no_grad():
+            for k, b in model.named_buffers():
+                b.copy_(buffers[k])
+    device = str(next((t.device for t in inputs if isinstance(t, torch.Tensor)), "cpu"))
+    return FidelityReport(
+        name=graph.name, nodes=graph.n, store_all_peak=ref_peak, lower_bound=graph.lb, fixed_bytes=graph.fixed_mem,
+        device=device, runs=runs, rows=tuple(rows), provenance=dict(graph.meta.get("torch", {})),
+    )
+
+
+def _fixed(model: torch.nn.Module) -> list[torch.Tensor]:
+    return list(model.parameters()) + list(model.buffers())
+
+
+def _grads(step: Callable[..., Any], model: torch.nn.Module, inputs: Sequence[Any], seed: int) -> list[torch.Tensor]:
+    """Gradients of one step from zero, with a fixed RNG seed (so dropout draws the same)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    for p in params:
+        if p.grad is not None:
+            p.grad.zero_()
+    state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    try:
+        step(*inputs)
+    finally:
+        torch.random.set_rng_state(state)
+    return [torch.zeros_like(p) if p.grad is None else p.grad.detach().clone() for p in params]
+
+
+def _row(
+    name: str,
+    budget: int | None,
+    plan: Plan,
+    m: Measurement,
+    base_flops: int | None,
+    graph: Graph | None,
+    got: list[torch.Tensor],
+    ref: list[torch.Tensor],
+    note: str = "",
+    fallbacks: int | None | str = "step",
+) -> FidelityRow:
+    err = max((float((a - b).abs().max()) for a, b in zip(got, ref)), default=0.0)
+    match = all(torch.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in zip(got, ref))
+    return FidelityRow(
+        strategy=name,
+        budget_bytes=budget,
+        predicted_peak_bytes=plan.metrics.peak_bytes,
+        measured_peak_bytes=m.peak_bytes,
+        predicted_overhead=plan.metrics.overhead,
+        measured_flops_overhead=None if not base_flops else m.flops / base_flops - 1.0,
+        predicted_seconds=plan.metrics.est_seconds,
+        measured_seconds=m.seconds,
+        fallbacks=m.fallbacks if fallbacks == "step" else None,
+        grads_match=match,
+        max_grad_error=err,
+        predicted_fixed_bytes=plan.metrics.fixed_bytes,
+        measured_fixed_bytes=m.fixed_bytes,
+        note=note,
+    )

@@ -1,0 +1,69 @@
+"""Predicted against measured for three models at 1x, 0.7x and 0.5x of the store-all peak.
+
+    PYTHONPATH=. python scripts/bench_fidelity.py [--device cuda] [--runs 5] [-s chain-dp -s dtr]
+
+Models are the factories in examples/ (MLP chain, residual CNN with BatchNorm, small
+transformer with attention, LayerNorm and dropout). A budget below the lower bound is
+raised to it; a strategy that cannot meet a budget prints "no fit". Prints figures only,
+asserts nothing. On CPU the peak is storage tracking; on CUDA the allocator's peak.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from remat_cli.budget import parse_budget  # noqa: E402
+from remat_cli.report.units import fmt_bytes, fmt_pct, fmt_seconds  # noqa: E402
+from remat_cli.torch._capture import capture_program  # noqa: E402
+from remat_cli.torch.fidelity import fidelity, load_factory  # noqa: E402
+
+MODELS = ["examples/mlp.py:make", "examples/cnn.py:make", "examples/transformer.py:make"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("-s", "--strategy", action="append", default=None)
+    ap.add_argument("--budgets", default="1x,0.7x,0.5x")
+    ap.add_argument("--models", nargs="*", default=MODELS)
+    ap.add_argument("--no-sac", action="store_true")
+    args = ap.parse_args()
+    strategies = args.strategy or ["chain-dp", "dtr", "treewidth"]
+    print(f"{'model':<12} {'budget':>6} {'strategy':<14} {'pred peak':>10} {'measured':>10} {'ratio':>6} "
+          f"{'+FLOPs pred':>11} {'measured':>9} {'t pred':>8} {'t meas':>8} {'fb':>3} grads")
+    for spec in args.models:
+        model, inputs, loss_fn = load_factory(str(ROOT / spec), args.device)
+        name = Path(spec.split(":")[0]).stem
+        started = time.perf_counter()
+        captured = capture_program(model, inputs, loss_fn, factory=spec)
+        print(f"{name:<12} captured: {captured[0].n} nodes in {time.perf_counter() - started:.0f} s")
+        for b in args.budgets.split(","):
+            started = time.perf_counter()
+            rep = fidelity(model, inputs, loss_fn, parse_budget(b), strategies, factory=spec, runs=args.runs,
+                           sac=not args.no_sac, captured=captured)
+            for row in rep.rows:
+                if b != args.budgets.split(",")[0] and row.strategy in ("store-all", "eager"):
+                    continue
+                if row.measured_peak_bytes is None:
+                    print(f"{name:<12} {b:>6} {row.strategy:<14} no fit ({fmt_bytes(row.budget_bytes)})")
+                    continue
+                ratio = row.peak_ratio or 0.0
+                grads = "equal" if row.grads_match else f"DIFFER {row.max_grad_error:.1e}"
+                fb = "-" if row.fallbacks is None else str(row.fallbacks)
+                print(f"{name:<12} {b:>6} {row.strategy:<14} {fmt_bytes(row.predicted_peak_bytes):>10} "
+                      f"{fmt_bytes(row.measured_peak_bytes):>10} {ratio:6.3f} {fmt_pct(row.predicted_overhead):>11} "
+                      f"{fmt_pct(row.measured_flops_overhead):>9} {fmt_seconds(row.predicted_seconds):>8} "
+                      f"{fmt_seconds(row.measured_seconds):>8} {fb:>3} {grads}")
+            print(f"{name:<12} {b:>6} (store-all {fmt_bytes(rep.store_all_peak)}, LB {fmt_bytes(rep.lower_bound)}, "
+                  f"fixed {fmt_bytes(rep.fixed_bytes)}; {time.perf_counter() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
