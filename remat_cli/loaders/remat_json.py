@@ -120,10 +120,11 @@ META_DEPTH = 16
 
 
 def _shallow_meta(meta: Any) -> dict[str, Any]:
-    """The document's ``meta`` object without the entries nested deeper than META_DEPTH."""
+    """The document's ``meta`` without entries nested deeper than META_DEPTH or holding
+    numbers strict JSON has no words for (NaN, Infinity): remat could not write them back."""
     if not isinstance(meta, dict):
         return {}
-    return {str(k): v for k, v in meta.items() if _depth(v, META_DEPTH) <= META_DEPTH}
+    return {str(k): v for k, v in meta.items() if _depth(v, META_DEPTH) <= META_DEPTH and _is_json(v)}
 
 
 def _depth(value: Any, limit: int) -> int:
