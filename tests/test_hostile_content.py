@@ -496,3 +496,46 @@ def test_deep_json_graph_is_one_line(tmp_path):
 
 def test_limits_are_what_the_messages_say():
     assert MAX_VALUE_BYTES == 2**53 and MAX_TOTAL_BYTES == 2**62 and math.isfinite(MAX_COST * 1e6)
+
+
+# ------------------------------------------------------------------ properties: what remat writes
+from tests.conftest import raw_dags  # noqa: E402
+
+
+@settings(max_examples=25)
+@given(raw=raw_dags(max_nodes=9), strategy=st.sampled_from(["store-all", "greedy", "chain-dp"]), ratio=st.sampled_from([None, 1.0, 0.8]))
+def test_every_plan_remat_writes_validates_with_its_claims(tmp_path_factory, raw, strategy, ratio):
+    """A plan file written by remat replays, and every claim in it holds."""
+    from remat_cli.budget import parse_budget
+    from remat_cli.plan import check_claims, write_plan
+
+    g = raw.build()
+    try:
+        plan = make_plan(g, strategy, None if ratio is None else parse_budget(f"{ratio}x"))
+    except NoPlanError:
+        return
+    path = tmp_path_factory.mktemp("plan") / "p.json"
+    write_plan(plan, path)
+    schedule, header = read_plan(path, g)
+    m = simulate(g, schedule).metrics
+    assert m is not None and m.peak_bytes == plan.metrics.peak_bytes
+    claims = check_claims(header, g, m, path)
+    assert claims.wrong is None and "metrics.peak_bytes" in claims.checked
+    if plan.budget_bytes is not None:
+        assert "budget_bytes" in claims.checked
+
+
+@settings(max_examples=30)
+@given(raw=raw_dags(max_nodes=9), scale=st.sampled_from([1.0, 0.5, 1e-7, 3e20]))
+def test_twremat_text_reads_back_what_it_wrote(raw, scale):
+    """twremat keeps sizes, costs, edges and targets (ids are renumbered, as documented)."""
+    g = raw.build()
+    g = Graph.from_arrays(
+        ids=g.ids, ops=g.ops, kinds=g.kinds, mem=g.mem, cost=g.cost * scale, src=g.edges()[0],
+        dst=g.edges()[1], targets=g.targets, fixed_mem=0,
+    )
+    back = twremat.read(twremat.dumps(g), source="t")
+    assert back.n == g.n and back.mem.tolist() == g.mem.tolist()
+    assert back.cost.tolist() == g.cost.tolist()
+    assert back.targets.tolist() == g.targets.tolist()
+    assert [sorted(p) for p in back.pred_lists] == [sorted(p) for p in g.pred_lists]
