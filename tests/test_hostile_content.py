@@ -322,6 +322,7 @@ def test_plan_text_round_trips_plain_ids(tmp_path):
 def test_markup_in_names_is_printed_literally(tmp_path, name):
     doc = chain_doc(ids=("a", name, "c", "d", "e", "f", "g"), op=name)
     doc["name"] = name
+    doc["cost_unit"] = name
     doc["meta"] = {"info": {name: name}}
     path = write_json(tmp_path, doc)
     for args in (("info", path, "--no-decompose"), ("plan", path, "--training", "-s", "chain-dp", "-b", "0.7x")):

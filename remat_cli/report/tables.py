@@ -29,9 +29,17 @@ __all__ = [
 ]
 
 
+class _PlainTable(Table):
+    """A table whose string cells are shown as they are, never read as rich markup:
+    cells hold names from files (``[/x]`` must not crash, ``[bold red]`` must not style)."""
+
+    def add_row(self, *renderables: Any, **kwargs: Any) -> None:
+        super().add_row(*(Text(r) if isinstance(r, str) else r for r in renderables), **kwargs)
+
+
 def kv_table(console: Console, title: str | None = None) -> Table:
     """A two-column key/value table that reads well on a terminal and when piped."""
-    table = Table(
+    table = _PlainTable(
         title=None if title is None else escape(title),  # titles name files and graphs
         show_header=False,
         box=box.SIMPLE if console.is_terminal else None,
@@ -44,7 +52,7 @@ def kv_table(console: Console, title: str | None = None) -> Table:
 
 
 def _list_table(console: Console, title: str, columns: list[tuple[str, str]]) -> Table:
-    table = Table(
+    table = _PlainTable(
         title=title,
         box=box.SIMPLE_HEAD if console.is_terminal else None,
         pad_edge=False,
@@ -63,24 +71,24 @@ def render_info(s: GraphSummary, console: Console) -> None:
     t.add_row("targets", f"{fmt_count(s.targets)} (needed nodes: {fmt_count(s.needed)})")
     t.add_row("fixed memory", fmt_bytes(s.fixed_bytes))
     t.add_row("activations (all)", fmt_bytes(s.activation_bytes))
-    t.add_row("lower bound", f"{fmt_bytes(s.lower_bound_bytes)}  at {escape(s.lower_bound_node)} ({escape(s.lower_bound_op or 'op')})")
+    t.add_row("lower bound", f"{fmt_bytes(s.lower_bound_bytes)}  at {s.lower_bound_node} ({s.lower_bound_op or 'op'})")
     t.add_row("store-all peak", f"{fmt_bytes(s.store_all.peak_bytes)}  (order: {s.store_all_order})")
     t.add_row("base cost", f"{fmt_cost(s.base_cost, s.cost_unit)} ({s.cost_unit})")
     if s.base_seconds is not None:
         t.add_row("est. step time", fmt_seconds(s.base_seconds))
     for key, value in s.extra.items():
-        t.add_row(escape(str(key)), escape(str(value)))
+        t.add_row(str(key), str(value))
     console.print(t)
     ops = _list_table(console, "memory by op type (needed nodes)", [("op", "left"), ("count", "right"), ("memory", "right"), ("share", "right"), ("cost", "right")])
     total = max(s.activation_bytes, 1)
     for share in s.by_op[:12]:
-        ops.add_row(escape(share.op), fmt_count(share.count), fmt_bytes(share.mem_bytes), f"{100 * share.mem_bytes / total:.1f}%", fmt_cost(share.cost, s.cost_unit))
+        ops.add_row(share.op, fmt_count(share.count), fmt_bytes(share.mem_bytes), f"{100 * share.mem_bytes / total:.1f}%", fmt_cost(share.cost, s.cost_unit))
     if len(s.by_op) > 12:
         ops.add_row(f"… {len(s.by_op) - 12} more", "", "", "", "")
     console.print(ops)
     big = _list_table(console, "largest values", [("node", "left"), ("op", "left"), ("size", "right")])
     for node, op, size in s.largest:
-        big.add_row(escape(node), escape(op), fmt_bytes(size))
+        big.add_row(node, op, fmt_bytes(size))
     console.print(big)
 
 
@@ -138,7 +146,7 @@ def render_plan(plan: Plan, console: Console, facts: PlanFacts | None = None) ->
         f"{fmt_bytes(fw.kept_bytes)} of {fmt_bytes(fw.bytes)} ({100 * fw.bytes_fraction:.0f}%)",
     )
     for key, value in plan.info.items():
-        t.add_row(escape(str(key)), escape(str(value)))
+        t.add_row(str(key), str(value))
     t.add_row("solve time", fmt_seconds(plan.solve_seconds))
     console.print(t)
     if facts.recomputed_most:
@@ -148,7 +156,7 @@ def render_plan(plan: Plan, console: Console, facts: PlanFacts | None = None) ->
         most.columns[1].max_width = 16
         most.columns[1].overflow = "ellipsis"
         for r in facts.recomputed_most:
-            most.add_row(escape(r.node), escape(r.op), fmt_bytes(r.bytes), f"{r.computes}x")
+            most.add_row(r.node, r.op, fmt_bytes(r.bytes), f"{r.computes}x")
         console.print(most)
 
 
