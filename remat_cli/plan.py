@@ -297,13 +297,17 @@ def check_claims(doc: Mapping[str, Any], graph: Graph, metrics: Metrics, path: s
 
 
 def _int_claim(value: Any, name: str, path: str | Path) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InputError(f'{path}: "{name}" must be a whole number >= 0, not {_short(value)}')
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
+        raise InputError(f'{path}: "{name}" must be a whole number in [0, 2**63), not {_short(value)}')
     return value
 
 
 def _float_claim(value: Any, name: str, path: str | Path) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    ok = not isinstance(value, bool) and (
+        (isinstance(value, int) and abs(value) < 2**1000)
+        or (isinstance(value, float) and math.isfinite(value))
+    )
+    if not ok:
         raise InputError(f'{path}: "{name}" must be a finite number, not {_short(value)}')
     return float(value)
 
