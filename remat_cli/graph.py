@@ -192,7 +192,9 @@ class Graph:
         if n == 0:
             raise InputError(f"{source}: the graph has no nodes")
         mem = _sizes(mem, "mem", ids, source)
-        workspace = np.zeros(n, dtype=np.int64) if workspace is None else _sizes(workspace, "workspace", ids, source)
+        if workspace is None:
+            workspace = np.zeros(n, dtype=np.int64)
+        workspace = _sizes(workspace, "workspace", ids, source)
         fixed_mem = _fixed(fixed_mem, source)
         total = fixed_mem + int(mem.sum(dtype=np.float64)) + int(workspace.sum(dtype=np.float64))
         if total > MAX_TOTAL_BYTES:

@@ -213,7 +213,10 @@ def read_model(
         if t.data_type in _FLOAT and numel > 1 and t.name not in buffers:
             trainable[t.name] = b
     if init_bytes > MAX_TOTAL_BYTES:
-        raise InputError(f"{source}: the initializers hold {init_bytes:.3g} B, above the {MAX_TOTAL_BYTES:.3g} B (2**62) remat can count")
+        raise InputError(
+            f"{source}: the initializers hold {init_bytes:.3g} B, above the {MAX_TOTAL_BYTES:.3g} B "
+            "(2**62) remat can count"
+        )
     shapes, small = _infer(model, nodes_pb, order, set(trainable), source, warn)
     _check_shapes(shapes, nodes_pb, source)
     input_bytes = 0
@@ -536,7 +539,9 @@ def _check_shapes(shapes, nodes_pb, source: str) -> None:
     for value, (elem, dims) in shapes.items():
         if dims is None:
             continue
-        where = f"value {value!r}" + (f" (output of node {made_by[value].name or made_by[value].op_type!r})" if value in made_by else "")
+        where = f"value {value!r}"
+        if value in made_by:
+            where += f" (output of node {(_utf8(made_by[value].name) or _utf8(made_by[value].op_type))!r})"
         for axis, d in enumerate(dims):
             if d < 0:
                 raise InputError(f"{source}: {where}: dimension #{axis} is {d} (negative)")
