@@ -377,8 +377,10 @@ def _with_progress(work: Callable[[Callable[[int, int, str], None] | None], Any]
 def validate(graph_file: str, plan_file: str, budget: Budget, fmt: str, **graph_kw: Any) -> None:
     """Replay PLAN (remat-plan JSON or twremat c/f text) on GRAPH and print its metrics.
 
-    Exit 1 with the first invalid step if the plan breaks a rule, or if it peaks above
-    --budget.
+    Every claim a plan JSON makes (node count, budget_bytes, budget_ratio, the numbers in
+    metrics) is checked against the replay; the fields it does not check are listed.
+    Exit 1 with the first invalid step or false claim, or if the plan peaks above
+    --budget; exit 2 if a claim has the wrong type.
     """
     from remat_cli.planner import resolve_budget
 
