@@ -542,3 +542,22 @@ def test_twremat_text_reads_back_what_it_wrote(raw, scale):
     assert back.cost.tolist() == g.cost.tolist()
     assert back.targets.tolist() == g.targets.tolist()
     assert [sorted(p) for p in back.pred_lists] == [sorted(p) for p in g.pred_lists]
+
+
+def test_onnx_estimated_sizes_beyond_int64_are_refused_naming_the_node(tmp_path):
+    """Sizes estimated for values without shapes (Concat sums its inputs) can pass 2**63."""
+    from onnx import helper
+
+    from tests._onnx_models import model, save, tensor
+
+    nodes = [
+        helper.make_node("Frob", ["x"], ["f"], name="frob", domain="acme"),
+        helper.make_node("Concat", ["f"] * 4096, ["y"], name="cat", axis=0),
+    ]
+    m = model(nodes, [tensor("x", [2**25, 2**25])], [tensor("y", None)])
+    m.opset_import.append(helper.make_opsetid("acme", 1))
+    res = run("info", save(m, tmp_path), "--no-decompose", "--inference")
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    errors = [ln for ln in res.output.splitlines() if ln.startswith("remat: error")]
+    assert len(errors) == 1 and "'cat'" in errors[0] and "2**53" in errors[0]
+    assert all(ln.startswith("remat: ") for ln in res.output.splitlines() if ln.strip())

@@ -436,7 +436,7 @@ def read_model(
         ids=[nd.id for nd in nodes],
         ops=[nd.op for nd in nodes],
         kinds=["forward"] * n,
-        mem=np.array([nd.mem for nd in nodes], dtype=np.int64),
+        mem=[nd.mem for nd in nodes],  # Python ints: Graph checks them before int64
         cost=cost_vec,
         src=src,
         dst=dst,
