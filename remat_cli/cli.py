@@ -86,7 +86,7 @@ class RematGroup(click.Group):
         try:
             return super().invoke(ctx)
         except RematError as exc:
-            _stderr().print(f"remat: error: {exc.message}", highlight=False, markup=False, soft_wrap=True)
+            _stderr().print(f"remat: error: {_one_line(exc.message)}", highlight=False, markup=False, soft_wrap=True)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
             _stderr().print("remat: interrupted", highlight=False)
@@ -113,7 +113,7 @@ class RematGroup(click.Group):
                 )
                 ctx.exit(EXIT_BAD_INPUT)
             _stderr().print(
-                f"remat: internal error: {type(exc).__name__}: {exc} "
+                f"remat: internal error: {type(exc).__name__}: {_one_line(str(exc))} "
                 "(please report it; REMAT_DEBUG=1 shows the traceback)",
                 highlight=False, markup=False, soft_wrap=True,
             )
@@ -286,7 +286,14 @@ def _given_load_fields(ctx: click.Context) -> frozenset[str]:
 
 
 def _warn(message: str) -> None:
-    _stderr().print(f"remat: warning: {message}", highlight=False, markup=False, soft_wrap=True)
+    _stderr().print(f"remat: warning: {_one_line(message)}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _one_line(message: str) -> str:
+    """A message as one line: control characters a name from a file may hold are escaped."""
+    if message.isprintable():
+        return message
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
 
 
 FORMAT_OPTION = click.option(
@@ -334,7 +341,7 @@ def info(graph_file: str, fmt: str, decompose: bool, **graph_kw: Any) -> None:
     graph = load_graph(graph_file, _load_options(**graph_kw))
     summary = summarize(graph, decompose=decompose)
     if fmt == "json":
-        click.echo(json.dumps(summary_to_json(summary), indent=1))
+        click.echo(json.dumps(summary_to_json(summary), indent=1, allow_nan=False))
     else:
         render_info(summary, _stdout())
 
@@ -409,7 +416,7 @@ def plan(
         write_dot(result, dot, facts)
         written.append(f"graph written to {dot} (render: dot -Tsvg {dot})")
     if fmt == "json":
-        click.echo(json.dumps(plan_report_json(result, facts), indent=1))
+        click.echo(json.dumps(plan_report_json(result, facts), indent=1, allow_nan=False))
         err = _stderr()
         for line in written:
             err.print(line, markup=False)
@@ -509,14 +516,20 @@ def _with_progress(work: Callable[[Callable[[int, int, str], None] | None], Any]
 def validate(graph_file: str, plan_file: str, budget: Budget, fmt: str, **graph_kw: Any) -> None:
     """Replay PLAN (remat-plan JSON or twremat c/f text) on GRAPH and print its metrics.
 
-    Exit 1 with the first invalid step if the plan breaks a rule, or if it peaks above
-    --budget.
+    Every claim a plan JSON makes (node count, budget_bytes, budget_ratio, the numbers in
+    metrics) is checked against the replay; the fields it does not check are listed.
+    Exit 1 with the first invalid step or false claim, or if the plan peaks above
+    --budget; exit 2 if a claim has the wrong type.
     """
     from remat_cli.planner import resolve_budget
 
+    from rich.text import Text
+
+    from remat_cli.plan import check_claims
+
     options = _load_options(**graph_kw)
     graph = load_graph(graph_file, options)
-    schedule, _header = read_plan(plan_file, graph, load_record(options, graph), _limits(**graph_kw).max_file_bytes)
+    schedule, header = read_plan(plan_file, graph, load_record(options, graph), _limits(**graph_kw).max_file_bytes)
     result = simulate(graph, schedule)
     if result.error is not None:
         if fmt == "json":
@@ -524,6 +537,7 @@ def validate(graph_file: str, plan_file: str, budget: Budget, fmt: str, **graph_
         raise RematError(f"{plan_file}: invalid at {result.error}", EXIT_FAILED)
     m = result.metrics
     assert m is not None
+    claims = check_claims(header, graph, m, plan_file) if header else None
     budget_bytes = resolve_budget(graph, budget)
     over = budget_bytes is not None and m.peak_bytes > budget_bytes
     if fmt == "json":
@@ -532,10 +546,23 @@ def validate(graph_file: str, plan_file: str, budget: Budget, fmt: str, **graph_
         doc = metrics_to_json(m)
         doc["budget_bytes"] = budget_bytes
         doc["fits"] = not over
-        click.echo(json.dumps(doc, indent=1))
-    else:
+        if claims is not None:
+            doc["claims_checked"] = list(claims.checked)
+            doc["claims_ignored"] = list(claims.ignored)
+            doc["claims_hold"] = claims.wrong is None
+        click.echo(json.dumps(doc, indent=1, allow_nan=False))
+    elif claims is None or claims.wrong is None:  # a false claim is the one line below
         console = _stdout()
-        console.print(render_metrics(m, console, graph.cost_unit, f"{plan_file}: valid"))
+        table = render_metrics(m, console, graph.cost_unit, f"{plan_file}: valid")
+        if claims is not None:
+            table.add_row("claims checked", Text(", ".join(claims.checked) or "none"))
+            table.add_row("not checked", Text(", ".join(claims.ignored) or "none"))
+        console.print(table)
+    if claims is not None and claims.wrong is not None:
+        name, stated, actual = claims.wrong
+        if name == "budget_bytes":
+            raise RematError(f"{plan_file}: states budget_bytes {stated} but its schedule peaks at {actual} B", EXIT_FAILED)
+        raise RematError(f"{plan_file}: states {name} {stated!r} but the replay gives {actual!r}", EXIT_FAILED)
     if over:
         peak, limit = fmt_bytes_pair(m.peak_bytes, budget_bytes)
         raise RematError(f"{plan_file}: peak {peak} is above the budget {limit}", EXIT_FAILED)
@@ -557,7 +584,7 @@ def convert(input_file: str, output_file: str, to: str | None, **graph_kw: Any) 
         Path(output_file).write_text(text)
     except OSError as exc:
         raise InputError(f"{output_file}: cannot write: {exc.strerror or exc}") from None
-    _stderr().print(f"wrote {output_file} ({to}, {graph.n} nodes, {graph.num_edges} edges)")
+    _stderr().print(f"wrote {output_file} ({to}, {graph.n} nodes, {graph.num_edges} edges)", markup=False)
 
 
 @cli.command(context_settings=CONTEXT)

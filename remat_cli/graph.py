@@ -20,9 +20,17 @@ import numpy as np
 
 from remat_cli.errors import InputError
 
-__all__ = ["Graph", "NodeSpec", "KINDS"]
+__all__ = ["Graph", "NodeSpec", "KINDS", "MAX_VALUE_BYTES", "MAX_TOTAL_BYTES", "MAX_COST"]
 
 KINDS = ("forward", "loss", "backward")
+
+#: Largest single size (mem, workspace, fixed memory) a graph may state: 8 PiB, where
+#: float64 still counts every byte. Larger sizes cannot be real and are refused on load.
+MAX_VALUE_BYTES = 2**53
+#: Largest fixed + Σ mem + Σ workspace: every sum the tool forms stays exact in int64.
+MAX_TOTAL_BYTES = 2**62
+#: Largest cost or seconds of one node: sums over any schedule stay finite in float64.
+MAX_COST = 1e30
 
 
 @dataclass(frozen=True)
@@ -107,14 +115,11 @@ class Graph:
                     seen.add(j)
                     src.append(j)
                     dst.append(i)
-        mem = np.array(
-            [_number(nd.mem, "mem", nd.id, source, integer=True) for nd in nodes], dtype=np.int64
-        )
+        mem = [_number(nd.mem, "mem", nd.id, source, integer=True) for nd in nodes]
         cost = np.array([_number(nd.cost, "cost", nd.id, source) for nd in nodes], dtype=np.float64)
-        workspace = np.array(
-            [_number(nd.workspace, "workspace", nd.id, source, integer=True) for nd in nodes],
-            dtype=np.int64,
-        )
+        workspace = [
+            _number(nd.workspace, "workspace", nd.id, source, integer=True) for nd in nodes
+        ]
         seconds = None
         if any(nd.seconds is not None for nd in nodes):
             seconds = np.array(
@@ -186,24 +191,26 @@ class Graph:
         n = len(ids)
         if n == 0:
             raise InputError(f"{source}: the graph has no nodes")
-        mem = np.asarray(mem, dtype=np.int64)
-        cost = np.asarray(cost, dtype=np.float64)
-        workspace = (
-            np.zeros(n, dtype=np.int64) if workspace is None else np.asarray(workspace, np.int64)
-        )
+        mem = _sizes(mem, "mem", ids, source)
+        if workspace is None:
+            workspace = np.zeros(n, dtype=np.int64)
+        workspace = _sizes(workspace, "workspace", ids, source)
+        fixed_mem = _fixed(fixed_mem, source)
+        total = fixed_mem + int(mem.sum(dtype=np.float64)) + int(workspace.sum(dtype=np.float64))
+        if total > MAX_TOTAL_BYTES:
+            raise InputError(
+                f"{source}: fixed memory + all sizes + all workspace is about {total:.3g} B, "
+                f"above the {MAX_TOTAL_BYTES:.3g} B (2**62) remat can count exactly"
+            )
+        cost = _costs(cost, "cost", ids, source)
+        if seconds is not None:
+            seconds = _costs(seconds, "seconds", ids, source)
         src = np.asarray(src, dtype=np.int64)
         dst = np.asarray(dst, dtype=np.int64)
         if not _checked:
             if len(set(ids)) != n:
                 dup = next(x for x in ids if list(ids).count(x) > 1)
                 raise InputError(f"{source}: duplicate node id {dup!r}")
-            for arr, label in ((mem, "mem"), (workspace, "workspace")):
-                bad = np.flatnonzero(arr < 0)
-                if bad.size:
-                    raise InputError(f"{source}: node {ids[bad[0]]!r}: {label} is negative")
-            bad = np.flatnonzero(~np.isfinite(cost) | (cost < 0))
-            if bad.size:
-                raise InputError(f"{source}: node {ids[bad[0]]!r}: cost {cost[bad[0]]} is not a finite number >= 0")
             if src.size and (src.min() < 0 or dst.min() < 0 or max(src.max(), dst.max()) >= n):
                 raise InputError(f"{source}: an edge names a node index out of range")
         pred_ptr, pred_idx = _csr(dst, src, n, stable=True)
@@ -240,7 +247,7 @@ class Graph:
             targets=_frozen(target_arr),
             fixed_mem=fixed,
             cost_unit=cost_unit,
-            seconds=None if seconds is None else _frozen(np.asarray(seconds, np.float64)),
+            seconds=None if seconds is None else _frozen(seconds),
             topo=_frozen(topo),
             needed=_frozen(needed),
             lb=fixed + int(demand[lb_node]),
@@ -376,8 +383,65 @@ def _number(value: Any, label: str, node: str | None, source: str, integer: bool
     if integer:
         if isinstance(value, (float, np.floating)) and not float(value).is_integer():
             raise InputError(f"{where}{label} {value} is not a whole number of bytes")
-        return int(value)
-    return float(value)
+        value = int(value)
+        if value > MAX_VALUE_BYTES:
+            raise InputError(f"{where}{label} {value} B is above the limit of {MAX_VALUE_BYTES} B (2**53)")
+        return value
+    if value > MAX_COST:
+        shown = f"{float(value):g}" if value < 1e300 else f"{str(value)[:12]}… ({len(str(value))} digits)"
+        raise InputError(f"{where}{label} {shown} is above the limit of {MAX_COST:g}")
+    return float(value) + 0.0  # + 0.0 turns -0.0 into 0.0: one graph, one hash
+
+
+def _sizes(values: Any, label: str, ids: Sequence[str], source: str) -> np.ndarray:
+    """Per-node byte sizes as int64, refusing negatives and sizes above MAX_VALUE_BYTES.
+
+    Lists are checked as Python integers before conversion, so nothing wraps or overflows.
+    """
+    if isinstance(values, np.ndarray) and values.dtype.kind in "iu":
+        arr = values.astype(np.int64, copy=False)
+        bad = np.flatnonzero((arr < 0) | (arr > MAX_VALUE_BYTES))
+        first = int(bad[0]) if bad.size else -1
+        value = int(values[first]) if bad.size else 0
+    else:
+        seq = list(values)
+        first, value = -1, 0
+        for i, x in enumerate(seq):
+            if isinstance(x, (float, np.floating)) and not (math.isfinite(x) and float(x).is_integer()):
+                raise InputError(f"{source}: node {ids[i]!r}: {label} {x!r} is not a whole number of bytes")
+            if not 0 <= int(x) <= MAX_VALUE_BYTES:
+                first, value = i, int(x)
+                break
+        arr = np.asarray([int(x) for x in seq], dtype=np.int64) if first < 0 else np.zeros(0, np.int64)
+    if first >= 0:
+        why = "is negative" if value < 0 else f"B is above the limit of {MAX_VALUE_BYTES} B (2**53)"
+        raise InputError(f"{source}: node {ids[first]!r}: {label} {value} {why}")
+    if arr.shape != (len(ids),):
+        raise InputError(f"{source}: {label} has {arr.size} entries for {len(ids)} nodes")
+    return arr
+
+
+def _fixed(value: Any, source: str) -> int:
+    """Fixed memory as a checked Python int."""
+    value = int(value)
+    if value < 0:
+        raise InputError(f"{source}: fixed memory {value} is negative")
+    if value > MAX_TOTAL_BYTES:
+        raise InputError(f"{source}: fixed memory {value} B is above the limit of {MAX_TOTAL_BYTES} B (2**62)")
+    return value
+
+
+def _costs(values: Any, label: str, ids: Sequence[str], source: str) -> np.ndarray:
+    """Per-node costs (or seconds) as float64: finite, >= 0 and at most MAX_COST; -0.0 is 0."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        arr = np.asarray(values, dtype=np.float64)
+    bad = np.flatnonzero(~np.isfinite(arr) | (arr < 0) | (arr > MAX_COST))
+    if bad.size:
+        i = int(bad[0])
+        raise InputError(
+            f"{source}: node {ids[i]!r}: {label} {arr[i]:g} is not a finite number in [0, {MAX_COST:g}]"
+        )
+    return arr + 0.0
 
 
 def _demand(mem, workspace, src, dst, n) -> np.ndarray:

@@ -25,7 +25,15 @@ from remat_cli.schedule import COMPUTE, Schedule
 from remat_cli.simulate import Metrics
 
 __all__ = [
-    "Plan", "plan_to_json", "write_plan", "read_plan", "plan_to_twremat", "load_record", "PLAN_FORMAT",
+    "Plan",
+    "plan_to_json",
+    "write_plan",
+    "read_plan",
+    "plan_to_twremat",
+    "PLAN_FORMAT",
+    "ClaimCheck",
+    "check_claims",
+    "load_record",
 ]
 
 PLAN_FORMAT = "remat-plan"
@@ -154,10 +162,19 @@ def _provenance(g: Graph) -> dict[str, Any]:
 
 
 def plan_to_twremat(plan: Plan) -> str:
-    """twremat's output text: one ``c ID`` or ``f ID`` line per step."""
+    """twremat's output text: one ``c ID`` or ``f ID`` line per step.
+
+    The text has no quoting, so an id that is empty or holds whitespace cannot be written
+    (it would not read back as the same node): :class:`InputError` names it.
+    """
     ids = plan.graph.ids
-    if any(len(x.split()) != 1 for x in ids):  # an id with spaces: number the nodes instead
-        ids = tuple(str(v) for v in range(plan.graph.n))
+    used = set(plan.schedule.nodes.tolist())
+    bad = next((ids[v] for v in sorted(used) if not ids[v] or any(c.isspace() for c in ids[v])), None)
+    if bad is not None:
+        raise InputError(
+            f"node id {bad!r} holds whitespace, which twremat c/f text cannot hold; "
+            "write the plan as JSON (-o plan.json)"
+        )
     lines = [
         f"{'c' if op == COMPUTE else 'f'} {ids[v]}"
         for op, v in zip(plan.schedule.ops.tolist(), plan.schedule.nodes.tolist())
@@ -170,9 +187,13 @@ def write_plan(plan: Plan, path: str | Path, load: Mapping[str, Any] | None = No
     name ends in ``.txt``."""
     path = Path(path)
     if path.suffix == ".txt":
-        path.write_text(plan_to_twremat(plan))
+        try:
+            text = plan_to_twremat(plan)
+        except InputError as exc:
+            raise InputError(f"{path}: {exc.message}") from None
     else:
-        path.write_text(json.dumps(plan_to_json(plan, load), indent=1) + "\n")
+        text = json.dumps(plan_to_json(plan, load), indent=1, allow_nan=False) + "\n"
+    path.write_text(text)
 
 
 def read_plan(
@@ -197,9 +218,13 @@ def read_plan(
         raise InputError(f"{path}: the plan file is empty")
     if text.lstrip().startswith("{"):
         try:
-            doc = json.loads(text)
+            doc = json.loads(text, parse_constant=_no_constant)
         except json.JSONDecodeError as exc:
             raise InputError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno}") from None
+        except RecursionError:
+            raise InputError(f"{path}: the JSON is nested too deeply to be a plan") from None
+        except ValueError as exc:  # NaN / Infinity, or an integer too long to parse
+            raise InputError(f"{path}: not valid JSON: {exc}") from None
         return _plan_from_json(doc, graph, path, load), doc
     return _plan_from_twremat(text, graph, path), {}
 
@@ -207,9 +232,17 @@ def read_plan(
 def _plan_from_json(doc: Any, graph: Graph, path: Path, load: Mapping[str, Any] | None = None) -> Schedule:
     if not isinstance(doc, dict) or doc.get("format") != PLAN_FORMAT:
         raise InputError(f"{path}: not a remat-plan file (no \"format\": \"{PLAN_FORMAT}\")")
-    if doc.get("version") != PLAN_VERSION:
-        raise InputError(f"{path}: remat-plan version {doc.get('version')!r} is not supported")
-    sha = (doc.get("graph") or {}).get("sha256")
+    version = doc.get("version")
+    if isinstance(version, bool) or version != PLAN_VERSION:
+        raise InputError(f"{path}: remat-plan version {version!r} is not supported")
+    head = doc.get("graph")
+    if head is None:
+        head = {}
+    if not isinstance(head, dict):
+        raise InputError(f'{path}: "graph" must be an object {{"name", "sha256", "nodes"}}, not {_kind(head)}')
+    sha = head.get("sha256")
+    if sha is not None and not isinstance(sha, str):
+        raise InputError(f'{path}: "graph.sha256" must be a string, not {_kind(sha)}')
     if sha is not None and sha != graph.sha256:
         recorded = doc.get("load")
         if isinstance(recorded, Mapping) and load is not None:
@@ -232,8 +265,14 @@ def _plan_from_json(doc: Any, graph: Graph, path: Path, load: Mapping[str, Any] 
         raise InputError(f"{path}: \"schedule\" must be a list of [\"compute\"|\"free\", id] steps")
     index = graph.index
     for k, step in enumerate(steps):
-        if not (isinstance(step, list) and len(step) == 2 and step[0] in ("compute", "free")):
-            raise InputError(f"{path}: step {k} is not [\"compute\"|\"free\", id]: {step!r}")
+        if not (
+            isinstance(step, list)
+            and len(step) == 2
+            and isinstance(step[0], str)
+            and step[0] in ("compute", "free")
+            and isinstance(step[1], str)
+        ):
+            raise InputError(f"{path}: step {k} is not [\"compute\"|\"free\", id]: {_short(step)}")
         if step[1] not in index:
             raise InputError(f"{path}: step {k} names unknown node {step[1]!r}")
     return Schedule.from_named(steps, index)
@@ -241,11 +280,11 @@ def _plan_from_json(doc: Any, graph: Graph, path: Path, load: Mapping[str, Any] 
 
 def _plan_from_twremat(text: str, graph: Graph, path: Path) -> Schedule:
     """twremat ``c``/``f`` lines. twremat ids are integers: for a graph whose ids are not
-    (an ONNX model), an id that names no node is read as the node's number, the way
+    (an ONNX model) and where no id is all digits, an id that names no node is read as the node's number, the way
     ``remat convert`` numbers them (so a plan made on the converted text replays on the
     model itself)."""
     index = graph.index
-    numbered = not all(x.isdigit() for x in graph.ids)
+    numbered = not any(x.isdigit() for x in graph.ids)  # no id could be read as a number
     steps = []
     for lineno, line in enumerate(text.splitlines(), 1):
         parts = line.split()
@@ -260,6 +299,130 @@ def _plan_from_twremat(text: str, graph: Graph, path: Path) -> Schedule:
             node = graph.ids[int(node)]
         steps.append(("compute" if parts[0] == "c" else "free", node))
     return Schedule.from_named(steps, index)
+
+
+@dataclass(frozen=True)
+class ClaimCheck:
+    """What ``validate`` made of the claims a plan file states about itself.
+
+    ``checked`` names the claims compared with the replay; ``ignored`` the fields that are
+    taken as notes (who made the plan, how long it took); ``wrong`` is the first false
+    claim as ``(field, stated, replayed)``, or None when every checked claim holds.
+    """
+
+    checked: tuple[str, ...]
+    ignored: tuple[str, ...]
+    wrong: tuple[str, Any, Any] | None
+
+
+#: metric claims that must equal the replay exactly (bytes and counts)
+_EXACT = ("peak_bytes", "fixed_bytes", "lower_bound_bytes", "recomputations", "computes", "steps")
+#: metric claims that must equal the replay up to float rounding
+_CLOSE = ("cost", "base_cost", "overhead", "est_seconds")
+#: top-level fields that are read or checked; any other field is a note, reported as ignored
+_READ = ("format", "version", "graph", "schedule", "budget_bytes", "budget_ratio", "metrics")
+
+
+def check_claims(doc: Mapping[str, Any], graph: Graph, metrics: Metrics, path: str | Path) -> ClaimCheck:
+    """Compare what a remat-plan document states with the replay of its schedule.
+
+    Checked: ``graph.nodes``, ``budget_bytes`` (the replayed peak must fit it),
+    ``budget_ratio`` (must be budget_bytes / store_all_peak_bytes), every number in
+    ``metrics`` but ``solve_seconds``, and ``metrics.valid``. A claim of the wrong type is
+    an :class:`InputError` (exit 2); a false claim is returned in ``wrong`` (exit 1).
+    """
+    checked: list[str] = []
+    wrong: tuple[str, Any, Any] | None = None
+
+    def note(name: str, stated: Any, actual: Any) -> None:
+        nonlocal wrong
+        checked.append(name)
+        if wrong is None and stated != actual:
+            wrong = (name, stated, actual)
+
+    head = doc.get("graph") or {}
+    if "nodes" in head:
+        note("graph.nodes", _int_claim(head["nodes"], "graph.nodes", path), graph.n)
+    budget = doc.get("budget_bytes")
+    if budget is not None:
+        budget = _int_claim(budget, "budget_bytes", path)
+        checked.append("budget_bytes")
+        if wrong is None and metrics.peak_bytes > budget:
+            wrong = ("budget_bytes", budget, metrics.peak_bytes)
+    ratio = doc.get("budget_ratio")
+    if ratio is not None:
+        ratio = _float_claim(ratio, "budget_ratio", path)
+        store = doc.get("store_all_peak_bytes")
+        store = None if store is None else _int_claim(store, "store_all_peak_bytes", path)
+        expect = None if budget is None or not store else budget / store
+        checked.append("budget_ratio")
+        if wrong is None and (expect is None or not _close(ratio, expect)):
+            wrong = ("budget_ratio", ratio, expect)
+    stated = doc.get("metrics")
+    if stated is not None and not isinstance(stated, dict):
+        raise InputError(f'{path}: "metrics" must be an object, not {_kind(stated)}')
+    replay = metrics_to_json(metrics)
+    for key in _EXACT:
+        if stated and key in stated:
+            note(f"metrics.{key}", _int_claim(stated[key], f"metrics.{key}", path), replay[key])
+    for key in _CLOSE:
+        if stated and key in stated:
+            value = stated[key]
+            value = None if value is None else _float_claim(value, f"metrics.{key}", path)
+            checked.append(f"metrics.{key}")
+            actual = replay[key]
+            same = value is actual is None or (
+                value is not None and actual is not None and _close(value, actual)
+            )
+            if wrong is None and not same:
+                wrong = (f"metrics.{key}", value, actual)
+    if stated and "valid" in stated:
+        note("metrics.valid", stated["valid"], True)
+    ignored = [f"graph.{k}" for k in head if k not in ("sha256", "nodes")]
+    ignored += [k for k in doc if k not in _READ]
+    ignored += [f"metrics.{k}" for k in (stated or {}) if k not in _EXACT + _CLOSE + ("valid",)]
+    return ClaimCheck(tuple(checked), tuple(ignored), wrong)
+
+
+def _int_claim(value: Any, name: str, path: str | Path) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
+        raise InputError(f'{path}: "{name}" must be a whole number in [0, 2**63), not {_short(value)}')
+    return value
+
+
+def _float_claim(value: Any, name: str, path: str | Path) -> float:
+    ok = not isinstance(value, bool) and (
+        (isinstance(value, int) and abs(value) < 2**1000)
+        or (isinstance(value, float) and math.isfinite(value))
+    )
+    if not ok:
+        raise InputError(f'{path}: "{name}" must be a finite number, not {_short(value)}')
+    return float(value)
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def _kind(value: Any) -> str:
+    """A JSON value's type in JSON's words, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    return {str: "a string", int: "a number", float: "a number", list: "a list", dict: "an object"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """``repr`` of a value from a file, cut to ``limit`` characters (one line, always)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
 
 
 def _jsonable(obj: Any) -> Any:

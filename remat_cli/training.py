@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from remat_cli.errors import InputError
-from remat_cli.graph import Graph
+from remat_cli.graph import MAX_VALUE_BYTES, Graph
 
 __all__ = [
     "build_training_graph",
@@ -188,10 +188,17 @@ def build_training_graph(graph: Graph, *, convention: str = "checkmate", optimiz
 
 def training_fixed_memory(graph: Graph, optimizer: str) -> tuple[int, dict[str, int]]:
     """Fixed memory of training: forward fixed + gradients + optimizer state, and its parts."""
-    params = int(graph.meta.get("parameter_bytes", 0) or 0)
+    params = graph.meta.get("parameter_bytes", 0) or 0
+    if isinstance(params, bool) or not isinstance(params, int) or not 0 <= params <= MAX_VALUE_BYTES:
+        raise InputError(
+            f"{graph.name}: meta parameter_bytes {params!r} is not a whole number of bytes in [0, 2**53]"
+        )
     copies = OPTIMIZERS[optimizer]
     given = graph.meta.get("fixed_parts")
-    parts = dict(given) if isinstance(given, dict) and sum(given.values()) == graph.fixed_mem else {"forward": int(graph.fixed_mem)}
+    sound = isinstance(given, dict) and all(
+        isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in given.values()
+    )
+    parts = dict(given) if sound and sum(given.values()) == graph.fixed_mem else {"forward": int(graph.fixed_mem)}
     parts["gradients"] = params
     parts[f"optimizer state ({optimizer})"] = copies * params
     return int(graph.fixed_mem) + params * (1 + copies), parts
@@ -465,9 +472,9 @@ def autograd_training_graph(fwd: Graph, *, optimizer: str = "sgd", facts: Forwar
         ids=ids,
         ops=gops,
         kinds=kinds,
-        mem=np.asarray(gmem, dtype=np.int64),
+        mem=gmem,  # Python ints: Graph checks them against its limits before int64
         cost=np.maximum(cost, 0.0),
-        workspace=np.asarray(ws, dtype=np.int64),
+        workspace=ws,
         src=np.asarray(src, dtype=np.int64),
         dst=np.asarray(dst, dtype=np.int64),
         fixed_mem=fixed,

@@ -7,6 +7,7 @@ graph, and applies the transforms the options ask for (training graph, views, â€
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,9 +40,11 @@ class LoadOptions:
 def detect_format(path: str | Path, data: bytes) -> str:
     """Name the format of ``data`` by its content (the suffix only breaks ties for binary files)."""
     path = Path(path)
-    head = data[:4096].lstrip()
-    if not head:
-        raise InputError(f"{path}: the file is empty")
+    body = data[len(_BOM) :] if data.startswith(_BOM) else data
+    start = _CONTENT.search(body)  # sniff after any amount of leading whitespace
+    if start is None:
+        raise InputError(f"{path}: the file is empty" if not body else f"{path}: the file holds only whitespace")
+    head = body[start.start() : start.start() + 4096]
     if head[:1] in (b"{", b"["):
         return "json"
     text_head = head.decode("utf-8", errors="replace")
@@ -55,6 +58,10 @@ def detect_format(path: str | Path, data: bytes) -> str:
     raise InputError(
         f"{path}: not a graph file remat reads (ONNX, remat JSON, node-link JSON, twremat text)"
     )
+
+
+_BOM = b"\xef\xbb\xbf"
+_CONTENT = re.compile(rb"[^ \t\r\n\x0b\x0c]")  # the first byte that is not ASCII whitespace
 
 
 def load_graph(path: str | Path, options: LoadOptions | None = None) -> Graph:
@@ -101,11 +108,13 @@ def _load_json(path: Path, data: bytes) -> Graph:
     from remat_cli.loaders import nodelink, remat_json
 
     try:
-        doc = json.loads(_text(path, data))
+        doc = json.loads(_text(path, data))  # NaN / Infinity reach the checks that name the node
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
     except RecursionError:
-        raise InputError(f"{path}: JSON nested too deeply to read") from None
+        raise InputError(f"{path}: the JSON is nested too deeply to be a graph") from None
+    except ValueError as exc:  # an integer too long to convert
+        raise InputError(f"{path}: not valid JSON: {str(exc).splitlines()[0]}") from None
     if isinstance(doc, dict) and doc.get("format") == remat_json.FORMAT:
         return remat_json.read(doc, source=str(path), name=path.stem)
     if isinstance(doc, dict) and doc.get("format") == "remat-plan":

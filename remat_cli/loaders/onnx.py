@@ -28,6 +28,7 @@ The per-node facts the autograd convention needs travel in ``meta["_facts"]``.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +38,7 @@ import numpy as np
 
 from remat_cli.costmodel import COST_KINDS, COST_UNITS, DeviceProfile, known_op, load_device, op_flops
 from remat_cli.errors import InputError
-from remat_cli.graph import Graph
+from remat_cli.graph import MAX_TOTAL_BYTES, MAX_VALUE_BYTES, Graph
 from remat_cli.report.units import fmt_bytes, fmt_cost
 from remat_cli.training import ForwardFacts, build_training_graph
 
@@ -121,7 +122,7 @@ def load(path: Path, data: bytes, options: Any) -> Graph:
         if unknown:
             warn(
                 f"{path}: {sum(unknown.values())} op(s) not in the autograd table save all their inputs and output: "
-                + ", ".join(f"{op} x{c}" for op, c in unknown.items())
+                + ", ".join(f"{_shown(op)} x{c}" for op, c in unknown.items())
             )
         return _with_meta(graph, _companion=lambda: ("inference", fwd))
     return _with_meta(fwd, _companion=lambda: ("training", train()))
@@ -318,6 +319,7 @@ def read_model(
     g = model.graph
     dims = dict(dims or {})
     dims = _set_dims(g, dims, source, strict=strict_dims)  # those the model has
+    _check_declared_dims(g, source)
     initializers = {t.name: t for t in g.initializer}
     graph_inputs = [i for i in g.input if i.name not in initializers]
     input_names = {i.name for i in graph_inputs}
@@ -343,10 +345,16 @@ def read_model(
             continue
         b = _nbytes(t.data_type, tuple(t.dims))
         init_bytes += b
-        numel = int(np.prod(t.dims)) if len(t.dims) else 1
+        numel = math.prod(t.dims)
         if t.data_type in _FLOAT and numel > 1 and t.name not in buffers:
             trainable[t.name] = b
+    if init_bytes > MAX_TOTAL_BYTES:
+        raise InputError(
+            f"{source}: the initializers hold {init_bytes:.3g} B, above the {MAX_TOTAL_BYTES:.3g} B "
+            "(2**62) remat can count"
+        )
     shapes, small = _infer(model, nodes_pb, order, set(trainable), source, warn)
+    _check_shapes(shapes, nodes_pb, source)
     input_bytes = 0
     for i in graph_inputs:
         if i.name in used or any(o.name == i.name for o in g.output):
@@ -378,9 +386,9 @@ def read_model(
 
     for k in order:
         nd = nodes_pb[k]
-        op = nd.op_type
+        op = _utf8(nd.op_type)
         default = nd.domain in DEFAULT_DOMAINS
-        label = op if default else f"{nd.domain}.{op}"
+        label = op if default else f"{_utf8(nd.domain)}.{op}"
         onnx_ops[label] += 1
         ins = list(nd.input)
         outs = [o for o in nd.output if o]
@@ -459,7 +467,7 @@ def read_model(
         roots = [root.get(x, x) for x in ins if x]
         pbytes = sum(trainable.get(x, 0) for x in dict.fromkeys(roots))
         reads_input = differentiate_inputs and any(x in float_inputs for x in roots)
-        node_id = _unique_id(nd.name or f"{op}_{k}", used_ids, k)
+        node_id = _unique_id(_utf8(nd.name) or f"{op}_{k}", used_ids, k)
         preds = list(dict.fromkeys(s for s in slots if s >= 0))
         idx = len(nodes)
         nodes.append(
@@ -516,14 +524,14 @@ def read_model(
         cost_kind=cost,
     )
     param_bytes = int(sum(trainable.values()))
-    param_count = int(sum(int(np.prod(initializers[t].dims)) for t in trainable))
+    param_count = sum(math.prod(initializers[t].dims) for t in trainable)
     fixed = input_bytes + init_bytes + const_bytes
 
     # ---- what `remat info` reports, and warnings
     if unknown_ops:
         warn(
             f"{source}: {sum(unknown_ops.values())} op(s) without a cost model get a default cost (1 FLOP per output element): "
-            + ", ".join(f"{op} x{c}" for op, c in sorted(unknown_ops.items()))
+            + ", ".join(f"{_shown(op)} x{c}" for op, c in sorted(unknown_ops.items()))
         )
     if estimated:
         warn(f"{source}: {len(estimated)} value(s) have no inferred shape; their sizes are estimated from their op's inputs (see remat info)")
@@ -564,7 +572,7 @@ def read_model(
         ids=[nd.id for nd in nodes],
         ops=[nd.op for nd in nodes],
         kinds=["forward"] * n,
-        mem=np.array([nd.mem for nd in nodes], dtype=np.int64),
+        mem=[nd.mem for nd in nodes],  # Python ints: Graph checks them before int64
         cost=cost_vec,
         src=src,
         dst=dst,
@@ -631,8 +639,53 @@ def _set_dims(g, dims: dict[str, int], source: str, strict: bool = True) -> dict
         if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
             for d in vi.type.tensor_type.shape.dim:
                 if d.HasField("dim_param") and d.dim_param in dims:
-                    d.dim_value = int(dims[d.dim_param])
+                    value = int(dims[d.dim_param])
+                    if not 0 < value <= MAX_VALUE_BYTES:
+                        raise InputError(f"{source}: --dim {d.dim_param}={value}: a dimension must be in [1, 2**53]")
+                    d.dim_value = value
     return dims
+
+
+def _check_declared_dims(g, source: str) -> None:
+    """Refuse the dimensions a file states that no tensor can have: a negative dimension
+    anywhere, a zero dimension of a model input, or an initializer above MAX_VALUE_BYTES."""
+    for t in g.initializer:
+        for axis, d in enumerate(t.dims):
+            if d < 0:
+                raise InputError(f"{source}: initializer {t.name!r}: dimension #{axis} is {d} (negative)")
+        if _nbytes(t.data_type, tuple(t.dims)) > MAX_VALUE_BYTES:
+            raise InputError(
+                f"{source}: initializer {t.name!r}: shape {list(t.dims)} is above {MAX_VALUE_BYTES} B (2**53)"
+            )
+    initializers = {t.name for t in g.initializer}
+    for vi in list(g.input) + list(g.output) + list(g.value_info):
+        if not (vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape")):
+            continue
+        what = "input" if any(vi is x for x in g.input) and vi.name not in initializers else "value"
+        for axis, d in enumerate(vi.type.tensor_type.shape.dim):
+            if not d.HasField("dim_value"):
+                continue
+            if d.dim_value < 0 or (d.dim_value == 0 and what == "input"):
+                raise InputError(
+                    f"{source}: {what} {vi.name!r}: dimension #{axis} is {d.dim_value} "
+                    f"({'negative' if d.dim_value < 0 else 'zero: the input would be empty'})"
+                )
+
+
+def _check_shapes(shapes, nodes_pb, source: str) -> None:
+    """After inference: no value has a negative dimension or more than MAX_VALUE_BYTES."""
+    made_by = {o: nd for nd in nodes_pb for o in nd.output if o}
+    for value, (elem, dims) in shapes.items():
+        if dims is None:
+            continue
+        where = f"value {value!r}"
+        if value in made_by:
+            where += f" (output of node {(_utf8(made_by[value].name) or _utf8(made_by[value].op_type))!r})"
+        for axis, d in enumerate(dims):
+            if d < 0:
+                raise InputError(f"{source}: {where}: dimension #{axis} is {d} (negative)")
+        if _nbytes(elem or 1, dims) > MAX_VALUE_BYTES:
+            raise InputError(f"{source}: {where}: shape {list(dims)} is above {MAX_VALUE_BYTES} B (2**53)")
 
 
 def _check_unresolved(graph_inputs, used: set[str], source: str) -> None:
@@ -941,7 +994,7 @@ def _topological(nodes_pb, initializers, input_names: set[str], source: str) -> 
         for o in nd.output:
             if o:
                 if o in prod:
-                    raise InputError(f"{source}: value {o!r} is produced by two nodes ({nodes_pb[prod[o]].name or prod[o]} and {nd.name or i})")
+                    raise InputError(f"{source}: value {o!r} is produced by two nodes ({(nodes_pb[prod[o]].name or prod[o])!r} and {(nd.name or i)!r})")
                 prod[o] = i
     deps: list[list[int]] = []
     sorted_already = True
@@ -955,11 +1008,11 @@ def _topological(nodes_pb, initializers, input_names: set[str], source: str) -> 
             if j is None:
                 if x not in initializers and x not in input_names:
                     raise InputError(
-                        f"{source}: node {nd.name or nd.op_type + '#' + str(i)!r} reads {x!r}, which no node, input or initializer defines"
+                        f"{source}: node {(nd.name or nd.op_type + '#' + str(i))!r} reads {x!r}, which no node, input or initializer defines"
                     )
                 continue
             if j == i:
-                raise InputError(f"{source}: node {nd.name or i!r} reads its own output (cycle)")
+                raise InputError(f"{source}: node {(nd.name or i)!r} reads its own output (cycle)")
             if j > i:
                 sorted_already = False
             d.append(j)
@@ -1082,6 +1135,17 @@ def _attrs(nd) -> dict[str, Any]:
         elif a.type == onnx.AttributeProto.FLOATS:
             out[a.name] = [float(x) for x in a.floats]
     return out
+
+
+def _shown(name: str) -> str:
+    """A name for a one-line message: as is when plainly printable, else quoted (repr)."""
+    return name if name and name.isprintable() and name.strip() == name else repr(name)
+
+
+def _utf8(text: str | bytes) -> str:
+    """A name from the protobuf as text: protobuf hands back ``bytes`` for a string field
+    that is not valid UTF-8; such bytes are decoded with U+FFFD in place of bad bytes."""
+    return text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
 
 
 def _unique_id(base: str, used: set[str], k: int) -> str:

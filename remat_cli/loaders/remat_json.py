@@ -50,7 +50,7 @@ def read(doc: dict[str, Any], *, source: str, name: str = "graph") -> Graph:
         if not isinstance(targets, list):
             raise InputError(f'{source}: "targets" must be a list of node ids')
         targets = [_ident(t, source, "target") for t in targets]
-    meta = doc.get("meta") if isinstance(doc.get("meta"), dict) else {}
+    meta = _shallow_meta(doc.get("meta"))
     return Graph.from_nodes(
         specs,
         name=str(doc.get("name") or name),
@@ -95,8 +95,8 @@ def dumps(graph: Graph) -> str:
     """remat JSON text, one node per line so diffs stay readable."""
     doc = to_json(graph)
     nodes = doc.pop("nodes")
-    head = json.dumps(doc, indent=1)[:-2]
-    body = ",\n  ".join(json.dumps(nd, separators=(", ", ": ")) for nd in nodes)
+    head = json.dumps(doc, indent=1, allow_nan=False)[:-2]
+    body = ",\n  ".join(json.dumps(nd, separators=(", ", ": "), allow_nan=False) for nd in nodes)
     return f'{head},\n "nodes": [\n  {body}\n ]\n}}\n'
 
 
@@ -108,7 +108,30 @@ def _ident(value: Any, source: str, what: str) -> str:
 
 def _is_json(value: Any) -> bool:
     try:
-        json.dumps(value)
-    except (TypeError, ValueError):
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
         return False
     return True
+
+
+#: meta entries nested deeper than this are dropped on load: remat reads none of them, and
+#: printing or copying them must not recurse without bound
+META_DEPTH = 16
+
+
+def _shallow_meta(meta: Any) -> dict[str, Any]:
+    """The document's ``meta`` without entries nested deeper than META_DEPTH or holding
+    numbers strict JSON has no words for (NaN, Infinity): remat could not write them back."""
+    if not isinstance(meta, dict):
+        return {}
+    return {str(k): v for k, v in meta.items() if _depth(v, META_DEPTH) <= META_DEPTH and _is_json(v)}
+
+
+def _depth(value: Any, limit: int) -> int:
+    """Nesting depth of a JSON value (0 for a scalar), counted up to ``limit + 1`` only."""
+    if not isinstance(value, (dict, list)):
+        return 0
+    if limit < 0:
+        return 1
+    items = value.values() if isinstance(value, dict) else value
+    return 1 + max((_depth(v, limit - 1) for v in items), default=0)

@@ -6,12 +6,28 @@ The format has no fixed memory, op names, kinds or workspace: those are not writ
 
 from __future__ import annotations
 
+import re
+
 from remat_cli.errors import InputError
 from remat_cli.graph import Graph, NodeSpec
 
 __all__ = ["read", "dumps"]
 
 _KEYWORDS = {"deps", "cpu", "mem", "target", "effectful", "pointer"}
+#: the grammar's numbers: ASCII digits only (``int()`` would also take ``'٣'`` or ``'1_0'``)
+_WHOLE = re.compile(r"[0-9]+\Z")
+_DECIMAL = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\Z")
+_FIELD = re.compile(r"[ \t]+")
+
+
+def _lines(text: str) -> list[str]:
+    """Lines split at ``\\n`` only (``str.splitlines`` also breaks at ``\\x1c``, ``\\u2028``, …)."""
+    return [line.rstrip("\r") for line in text.split("\n")]
+
+
+def _fields(line: str) -> list[str]:
+    """Fields separated by ASCII spaces and tabs, as the format writes them."""
+    return [f for f in _FIELD.split(line) if f]
 
 
 def read(text: str, *, source: str, name: str = "graph") -> Graph:
@@ -19,8 +35,8 @@ def read(text: str, *, source: str, name: str = "graph") -> Graph:
     specs = []
     targets: list[str] = []
     memlimit = None
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        parts = raw.split()
+    for lineno, raw in enumerate(_lines(text), 1):
+        parts = _fields(raw)
         if not parts or parts[0].startswith("#"):
             continue
         where = f"{source}:{lineno}"
@@ -29,7 +45,7 @@ def read(text: str, *, source: str, name: str = "graph") -> Graph:
                 raise InputError(f"{where}: unknown problem line {raw.strip()!r} (expected 'p remat2')")
             continue
         if parts[0] == "memlimit":
-            if len(parts) != 2 or not parts[1].isdigit():
+            if len(parts) != 2 or not _WHOLE.match(parts[1]) or len(parts[1]) > 30:
                 raise InputError(f"{where}: memlimit needs one whole number, got {raw.strip()!r}")
             memlimit = int(parts[1])
             continue
@@ -79,10 +95,12 @@ def read(text: str, *, source: str, name: str = "graph") -> Graph:
 def dumps(graph: Graph, memlimit: int | None = None) -> str:
     """twremat text for ``graph``; ``memlimit`` defaults to the file's or the sum of all sizes."""
     ids = graph.ids
-    if not all(x.isdigit() for x in ids):
+    if not all(_WHOLE.match(x) for x in ids):
         ids = tuple(str(v) for v in range(graph.n))
     if memlimit is None:
-        memlimit = int(graph.meta.get("memlimit", int(graph.mem.sum())))
+        stated = graph.meta.get("memlimit")
+        ok = isinstance(stated, int) and not isinstance(stated, bool) and stated >= 0
+        memlimit = stated if ok else int(graph.mem.sum())
     targets = set(graph.targets.tolist())
     lines = ["p remat2", f"memlimit {memlimit}"]
     preds = graph.pred_lists
@@ -99,11 +117,12 @@ def dumps(graph: Graph, memlimit: int | None = None) -> str:
 
 
 def _parse_number(tok: str, label: str, node_id: str, where: str) -> float | int:
-    try:
-        value = int(tok)
-    except ValueError:
-        try:
-            value = float(tok)
-        except ValueError:
-            raise InputError(f"{where}: node {node_id!r}: {label} {tok!r} is not a number") from None
-    return value
+    """A size (ASCII digits) or a cost (ASCII digits, optionally decimal / exponent)."""
+    if _WHOLE.match(tok) and len(tok) > 30:  # beyond every limit; int() refuses > 4300 digits
+        raise InputError(f"{where}: node {node_id!r}: {label} {tok[:20]}… ({len(tok)} digits) is too large")
+    if _WHOLE.match(tok):
+        return int(tok)
+    if label == "cpu" and _DECIMAL.match(tok):
+        return float(tok)
+    what = "a whole number of bytes" if label == "mem" else "a number >= 0"
+    raise InputError(f"{where}: node {node_id!r}: {label} {tok!r} is not {what} (ASCII digits)")

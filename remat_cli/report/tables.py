@@ -8,6 +8,7 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -30,10 +31,18 @@ __all__ = [
 ]
 
 
+class _PlainTable(Table):
+    """A table whose string cells are shown as they are, never read as rich markup:
+    cells hold names from files (``[/x]`` must not crash, ``[bold red]`` must not style)."""
+
+    def add_row(self, *renderables: Any, **kwargs: Any) -> None:
+        super().add_row(*(Text(r) if isinstance(r, str) else r for r in renderables), **kwargs)
+
+
 def kv_table(console: Console, title: str | None = None) -> Table:
     """A two-column key/value table that reads well on a terminal and when piped."""
-    table = Table(
-        title=title,
+    table = _PlainTable(
+        title=None if title is None else escape(title),  # titles name files and graphs
         show_header=False,
         box=box.SIMPLE if console.is_terminal else None,
         pad_edge=False,
@@ -45,7 +54,7 @@ def kv_table(console: Console, title: str | None = None) -> Table:
 
 
 def _list_table(console: Console, title: str, columns: list[tuple[str, str]]) -> Table:
-    table = Table(
+    table = _PlainTable(
         title=title,
         box=box.SIMPLE_HEAD if console.is_terminal else None,
         pad_edge=False,

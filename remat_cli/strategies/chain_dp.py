@@ -399,7 +399,8 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
         rules += list(range(1, count))
     for rule in rules:
         found, floor = _best_plan(graph, budget, rule, options)
-        smallest = min(smallest, floor)
+        if floor is not None:
+            smallest = min(smallest, floor)
         if found is not None and (best is None or found[:2] < best[:2]):
             best = found
     if best is None:
@@ -413,9 +414,10 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
 
 def _best_plan(
     graph: Graph, budget: int, rule: str | int, options: Mapping[str, Any]
-) -> tuple[tuple[float, int, StrategyResult] | None, int]:
+) -> tuple[tuple[float, int, StrategyResult] | None, int | None]:
     """Cheapest plan within ``budget`` for one way of attaching gradients to segments, and
-    the peak of the smallest plan this DP has (a budget at which it always succeeds)."""
+    the peak of the smallest plan this DP has (a budget at which it always succeeds; None
+    when the table has no feasible level, e.g. one workspace larger than all its slots)."""
     seg = segment(graph, rule=rule)
     info: dict[str, Any] = {"segments": seg.count, "attach": rule}
     max_segments = int(options.get("max_segments", 40))
@@ -434,7 +436,8 @@ def _best_plan(
         assert metrics is not None, "chain-dp: rebuilt sequence is invalid"
         return metrics.cost, metrics.peak_bytes, StrategyResult(schedule, info)
 
-    assert m_min is not None, "chain-dp: the table has no feasible level"
+    if m_min is None:  # no level of the table holds some step: this rule has no plan
+        return None, None
     m = min(table.slots, (budget - graph.fixed_mem) // table.q)
     for _ in range(24):
         if m < m_min:
