@@ -171,14 +171,15 @@ def test_every_strategy_fits_its_minimal_budget_on_training_chains(layers: int) 
         if budget == graph.lb:
             at_lb[name] = plan.metrics.cost
     # chain-dp reaches the lower bound on these chains, so no schedule at all fits below its
-    # minimal budget (LB is proven); there it is the cheapest of all strategies, and for up
-    # to 8 layers (17 nodes) the brute-force optimum
+    # minimal budget (LB is proven); for up to 8 layers (17 nodes) its cost there is the
+    # brute-force optimum, so no strategy is cheaper. Beyond that nothing is proven: auto's
+    # memory-limit pass beats chain-dp at LB on 21 layers (513 vs 671).
     dp_min = _min_budget(graph, "chain-dp")
     assert dp_min == graph.lb
     dp_cost = at_lb["chain-dp"]
     if layers <= 8:
         assert dp_cost == optimal_cost(graph, dp_min)
-    assert all(cost >= dp_cost for cost in at_lb.values()), at_lb
+        assert all(cost >= dp_cost for cost in at_lb.values()), at_lb
 
 
 @st.composite
