@@ -67,7 +67,8 @@ class OneLineUsageError(click.UsageError):
         _stderr().print(f"remat: error: {text}", highlight=False, markup=False, soft_wrap=True)
 
 
-def _one_line(exc: click.UsageError, ctx: click.Context) -> click.UsageError:
+def _one_line_usage(exc: click.UsageError, ctx: click.Context) -> click.UsageError:
+    """click's usage error as one ``remat: error:`` line (not three lines of usage text)."""
     if isinstance(exc, (OneLineUsageError, OneLineParamError)):
         return exc
     return OneLineUsageError(exc.format_message(), ctx=exc.ctx or ctx)
@@ -80,7 +81,7 @@ class RematGroup(click.Group):
         try:
             return super().parse_args(ctx, args)
         except click.UsageError as exc:
-            raise _one_line(exc, ctx) from None
+            raise _one_line_usage(exc, ctx) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -92,7 +93,7 @@ class RematGroup(click.Group):
             _stderr().print("remat: interrupted", highlight=False)
             ctx.exit(130)
         except click.UsageError as exc:
-            raise _one_line(exc, ctx) from None
+            raise _one_line_usage(exc, ctx) from None
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
         except MemoryError:
