@@ -10,33 +10,25 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
 
 from remat_cli import __version__
-from remat_cli.batch import DEFAULT_STRATEGY
 from remat_cli.budget import Budget, parse_budget
 from remat_cli.errors import EXIT_FAILED, InputError, RematError
-from remat_cli.loaders import LoadOptions, load_graph
-from remat_cli.loaders import remat_json, twremat
-from remat_cli.plan import read_plan, write_plan
-from remat_cli.planner import make_plan
-from remat_cli.report.facts import plan_facts
-from remat_cli.report.tables import (
-    plan_report_json,
-    render_info,
-    render_metrics,
-    render_plan,
-    summary_to_json,
-)
-from remat_cli.simulate import simulate
-from remat_cli.strategies import STRATEGIES
-from remat_cli.summary import summarize
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from remat_cli.loaders import LoadOptions
+
+# Commands import what they use inside their bodies: `remat --version` and `--help`
+# must not pay for numpy, rich tables and every strategy (start-up time matters).
+DEFAULT_STRATEGY = "auto"  # remat_cli.batch.DEFAULT_STRATEGY; a test keeps them equal
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -86,11 +78,53 @@ def _working(message: str) -> contextlib.AbstractContextManager[Any]:
     return err.status(message) if err.is_terminal else contextlib.nullcontext()
 
 
+@contextlib.contextmanager
+def _progress_after(label: str, delay: float = 1.0) -> Iterator[Callable[[int, int, str], None] | None]:
+    """A progress callback for the core; on a terminal a bar appears on stderr once the
+    work has run ``delay`` seconds (a timer starts it, so slow steps are shown too)."""
+    err = _stderr()
+    if not err.is_terminal:
+        yield None
+        return
+    import threading
+
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=err, transient=True)
+    task = bar.add_task(label, total=None)
+    lock = threading.Lock()
+    shown = [False]
+
+    def show() -> None:
+        with lock:
+            bar.start()
+            shown[0] = True
+
+    def progress(done: int, total: int, text: str) -> None:
+        with lock:
+            bar.update(task, completed=done, total=total or None, description=text[:60])
+
+    timer = threading.Timer(delay, show)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield progress
+    finally:
+        timer.cancel()
+        with lock:
+            if shown[0]:
+                bar.stop()
+
+
 def _stderr() -> Console:
+    from rich.console import Console
+
     return Console(stderr=True, highlight=False)
 
 
 def _stdout() -> Console:
+    from rich.console import Console
+
     return Console(highlight=False)
 
 
@@ -148,6 +182,8 @@ def _load_options(**kwargs: Any) -> LoadOptions:
     dup = next((k for k in names if names.count(k) > 1), None)
     if dup is not None:
         raise InputError(f"--dim {dup} is given more than once")
+    from remat_cli.loaders import LoadOptions
+
     return LoadOptions(
         dims=dims,
         training=kwargs.get("training"),
@@ -203,6 +239,10 @@ def cli() -> None:
 @FORMAT_OPTION
 def info(graph_file: str, fmt: str, decompose: bool, **graph_kw: Any) -> None:
     """Describe a graph: size, lower bound, store-all peak, where the memory is."""
+    from remat_cli.loaders import load_graph
+    from remat_cli.report.tables import render_info, summary_to_json
+    from remat_cli.summary import summarize
+
     graph = load_graph(graph_file, _load_options(**graph_kw))
     summary = summarize(graph, decompose=decompose)
     if fmt == "json":
@@ -219,7 +259,7 @@ def info(graph_file: str, fmt: str, decompose: bool, **graph_kw: Any) -> None:
 @click.option("--timeline", type=click.Path(dir_okay=False), metavar="OUT.png|svg", help="Plot memory over the schedule (needs remat-cli[plot]).")
 @click.option("--trace", type=click.Path(dir_okay=False), metavar="OUT.json", help="Write a Chrome trace (Perfetto, chrome://tracing): memory counter + one slice per compute.")
 @click.option("--dot", type=click.Path(dir_okay=False), metavar="OUT.dot", help="Write the graph as Graphviz DOT, kept / recomputed / target nodes styled.")
-@click.option("--time-limit", type=click.FloatRange(min=0.1), default=60.0, show_default=True, metavar="SECONDS", help="Time limit of the exact solver, in seconds.")
+@click.option("--time-limit", type=click.FloatRange(min=0.1), default=60.0, show_default=True, metavar="SECONDS", help="Time limit in seconds: the exact solver's, and auto/treewidth/pathwidth return the best plan found by then.")
 @graph_options
 @FORMAT_OPTION
 def plan(
@@ -246,14 +286,20 @@ def plan(
       remat plan g.json --budget 0.5x --timeline mem.png
       remat plan g.json --budget 8GiB --trace plan.trace.json --dot plan.dot
     """
+    from remat_cli.loaders import load_graph
+    from remat_cli.plan import write_plan
+    from remat_cli.planner import make_plan
+    from remat_cli.report.facts import plan_facts
+    from remat_cli.report.tables import plan_report_json, render_plan
+
     if timeline:
         from remat_cli.report.plots import check_plot_path, require_matplotlib
 
         check_plot_path(timeline, "--timeline")
         require_matplotlib("--timeline")
     graph = load_graph(graph_file, _load_options(**graph_kw))
-    with _working(f"planning {graph.name} ({graph.n:,} nodes) with {strategy}"):
-        result = make_plan(graph, strategy, budget, {"time_limit": time_limit})
+    with _progress_after(f"planning {graph.n:,} nodes with {strategy}") as progress:
+        result = make_plan(graph, strategy, budget, {"time_limit": time_limit, "progress": progress})
     facts = plan_facts(result)
     written: list[str] = []
     if output:
@@ -308,6 +354,7 @@ def tradeoff(graph_file: str, strategy_list: str | None, points: int, budget_lis
       remat tradeoff g.json --strategies store-all,treewidth --budgets 0.9x,0.7x,8GiB
       remat tradeoff g.json --format csv > sweep.csv
     """
+    from remat_cli.loaders import load_graph
     from remat_cli.report.tradeoff import parse_budget_list, resolve_strategies, sweep, tradeoff_to_csv, tradeoff_to_json
 
     if plot:
@@ -373,7 +420,11 @@ def validate(graph_file: str, plan_file: str, budget: Budget, fmt: str, **graph_
     Exit 1 with the first invalid step if the plan breaks a rule, or if it peaks above
     --budget.
     """
+    from remat_cli.loaders import load_graph
+    from remat_cli.plan import read_plan
     from remat_cli.planner import resolve_budget
+    from remat_cli.report.tables import render_metrics
+    from remat_cli.simulate import simulate
 
     graph = load_graph(graph_file, _load_options(**graph_kw))
     schedule, _header = read_plan(plan_file, graph)
@@ -407,6 +458,8 @@ def validate(graph_file: str, plan_file: str, budget: Budget, fmt: str, **graph_
 @graph_options
 def convert(input_file: str, output_file: str, to: str | None, **graph_kw: Any) -> None:
     """Convert any graph file remat reads into remat JSON (or twremat text)."""
+    from remat_cli.loaders import load_graph, remat_json, twremat
+
     graph = load_graph(input_file, _load_options(**graph_kw))
     if to is None:
         to = "twremat" if Path(output_file).suffix == ".txt" else "remat-json"
@@ -422,6 +475,8 @@ def convert(input_file: str, output_file: str, to: str | None, **graph_kw: Any) 
 @FORMAT_OPTION
 def strategies(fmt: str) -> None:
     """List the planning strategies and what each does."""
+    from remat_cli.strategies import STRATEGIES
+
     rows = [
         {"name": s.name, "uses_budget": s.uses_budget, "fast": s.fast, "summary": s.summary, "reference": s.reference}
         for s in STRATEGIES.values()

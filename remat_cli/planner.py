@@ -61,7 +61,9 @@ def make_plan(
 
     ``strategy`` is a registered name or a :class:`Strategy` object (sweeps and tests
     pass objects). Raises :class:`NoPlanError` (exit 1) when the budget is below LB or
-    the strategy cannot meet it.
+    the strategy cannot meet it. ``options["time_limit"]`` (seconds) becomes a deadline
+    that anytime strategies (auto, treewidth, pathwidth) honour by returning the best
+    plan found by then; ``options["progress"](done, total, label)`` hears how it goes.
     """
     strat = strategy if isinstance(strategy, Strategy) else get_strategy(strategy)
     strategy = strat.name
@@ -70,7 +72,10 @@ def make_plan(
     budget_bytes = resolve_budget(graph, budget, reference_peak)
     check_lower_bound(graph, budget_bytes)
     started = time.perf_counter()
-    result = strat.run(graph, budget_bytes, dict(options or {}))
+    opts = dict(options or {})
+    if opts.get("time_limit") is not None and "deadline" not in opts:  # anytime strategies
+        opts["deadline"] = started + float(opts["time_limit"])
+    result = strat.run(graph, budget_bytes, opts)
     solve_seconds = time.perf_counter() - started
     sim = simulate(graph, result.schedule)
     if sim.error is not None:

@@ -2,10 +2,18 @@
 
 Each candidate is replayed by the simulator here, so a strategy that misjudges its peak
 cannot win. Ties on cost go to the lower peak, then to the registry's order.
+
+Work is shared: the store-all plan is computed once per graph, and the decompositions
+once per run (``options["shared"]``). Candidates stop as soon as none can win: when a
+plan costs the base cost (each needed node once), no plan is cheaper. Anytime: with
+``options["deadline"]`` (``time.perf_counter()`` seconds; the planner sets it from
+``time_limit``) the strategies not started by then are skipped and named, and the
+cheapest plan found so far is returned. ``options["progress"]`` hears of each strategy.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,9 +32,22 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
     best: tuple[float, int, int, str, StrategyResult] | None = None
     tried: dict[str, str] = {}
     floors: list[int] = []
-    for rank, strat in enumerate(fast_strategies()):
-        if strat.name == STRATEGY.name:
+    options = dict(options)
+    if not isinstance(options.get("shared"), dict):
+        options["shared"] = {}  # decompositions computed once for treewidth and pathwidth
+    deadline = options.get("deadline")
+    progress = options.get("progress")
+    base = graph.base_cost
+    candidates = [s for s in fast_strategies() if s.name != STRATEGY.name]
+    for rank, strat in enumerate(candidates):
+        if best is not None and best[0] <= base:
+            tried[strat.name] = "skipped (a plan at the base cost already fits)"
             continue
+        if deadline is not None and time.perf_counter() > deadline and best is not None:
+            tried[strat.name] = "skipped (time limit)"
+            continue
+        if progress is not None:
+            progress(rank, len(candidates), f"auto: {strat.name}")
         try:
             result = strat.run(graph, budget, options)
         except NoPlanError as exc:
