@@ -726,6 +726,9 @@ def check(
 
 def main() -> None:
     """Console entry point."""
+    if sys.argv[1:] in (["--version"], ["-V"]):  # the fast path: no click, no imports
+        print(f"remat, version {__version__}")
+        return
     try:
         cli.main(prog_name="remat")
     except BrokenPipeError:  # pragma: no cover - `remat … | head`

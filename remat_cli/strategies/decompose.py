@@ -332,7 +332,7 @@ def elimination_decomposition(adj: list[set[int]], method: str = "min-degree", *
                 current[a] = new
                 heapq.heappush(heap, (new, a))
     # bag k belongs to order[k]; its parent is the bag of the earliest-eliminated neighbour
-    parent = np.full(n, -1, dtype=np.int64)
+    parent = np.full(len(bags), -1, dtype=np.int64)
     for k, bag in enumerate(bags):
         if len(bag) > 1:
             p = min(position[x] for x in bag[1:])

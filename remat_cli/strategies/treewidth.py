@@ -101,6 +101,7 @@ def recursive_schedule(
     evict: str = "recent",
     max_work: int | None = None,
     deadline: float | None = None,
+    max_cost: float = math.inf,
 ) -> tuple[Schedule, bool]:
     """The schedule of the recursion over ``sep``.
 
@@ -110,12 +111,14 @@ def recursive_schedule(
     prefetches a child's inputs for several nodes of a bag at once. Returns the
     schedule and whether the planner's own count stayed within the limit (the caller
     must still check with the simulator). Raises :class:`RecursionStopped` past
-    ``max_work`` units (default :func:`work_limit`) or past ``deadline``
-    (a ``time.perf_counter()`` value).
+    ``max_work`` units (default :func:`work_limit`), past ``deadline`` (a
+    ``time.perf_counter()`` value), or once its compute cost exceeds ``max_cost`` (it
+    cannot beat a plan of that cost: costs only grow as steps are added).
     """
     planner = _Recursion(graph, sep, limit, cache, eager, evict)
     planner.budget_left = work_limit(graph) if max_work is None else max_work
     planner.deadline = deadline
+    planner.cost_left = max_cost
     planner.solve(sep.root, [int(t) for t in graph.targets if graph.needed[t]], False)
     return planner.b.build(), not planner.over
 
@@ -168,6 +171,8 @@ class _Recursion:
         self.budget_left = work_limit(graph)  # units of work before RecursionStopped
         self.deadline: float | None = None
         self.checks = 0
+        self.costs = cost
+        self.cost_left = math.inf  # RecursionStopped("cannot win") once spent below 0
 
     def spend(self, units: int) -> None:
         """Count work; stop the run past its work limit or deadline."""
@@ -181,6 +186,9 @@ class _Recursion:
     # -------------------------------------------------------------- memory primitives
     def compute(self, v: int) -> None:
         self.spend(1)
+        self.cost_left -= self.costs[v]
+        if self.cost_left < 0:
+            raise RecursionStopped("cannot win")
         need = self.mem[v] + self.ws[v]
         if self.cur + need > self.limit:
             self._evict(need)
@@ -542,11 +550,15 @@ def plan_over_separator_tree(graph: Graph, sep: SeparatorTree, budget: int | Non
         try:
             schedule, _ = recursive_schedule(graph, sep, limit, deadline=deadline, **kw)
         except RecursionStopped as exc:
-            stopped.append(f"{label} ({exc})")
+            if str(exc) == "cannot win":
+                pruned[0] += 1
+            else:
+                stopped.append(f"{label} ({exc})")
             return None
         return _Attempt(schedule, _measure(graph, schedule), label)
 
     tried = [0]
+    pruned = [0]
     if budget is None:
         bare_run = attempt("bare recursion", None)
         if bare_run is None:
@@ -584,8 +596,13 @@ def plan_over_separator_tree(graph: Graph, sep: SeparatorTree, budget: int | Non
                 if not eager and (fitted or (bare is not None and point < bare.peak_bytes)):
                     break  # the cache-only run only where no prefetch run fits the point
                 label = f"budgeted recursion with cache ({evict} evicted first){' and prefetch' if eager else ''} at {fmt_bytes(point)}"
+                # a run costlier than the best fitting plan so far cannot win: stop it there,
+                # unless whether it fits the point decides if the cache-only run follows
+                to_beat = math.inf
+                if fitted or not eager:
+                    to_beat = min((c.metrics.cost for c in candidates if c.metrics.peak_bytes <= budget), default=math.inf)
                 try:
-                    run = attempt(label, point - graph.fixed_mem, cache=True, eager=eager, evict=evict)
+                    run = attempt(label, point - graph.fixed_mem, cache=True, eager=eager, evict=evict, max_cost=to_beat * (1 + 1e-9))
                 except AssertionError:  # an internal error in a refinement: never let it
                     discarded += 1  # cost a plan; the tests require this to stay 0
                     continue
@@ -593,6 +610,8 @@ def plan_over_separator_tree(graph: Graph, sep: SeparatorTree, budget: int | Non
                     continue
                 candidates.append(run)
                 fitted = fitted or run.metrics.peak_bytes <= point
+    if pruned[0]:
+        info["runs stopped once costlier than the best"] = pruned[0]
     if stopped:
         info["stopped runs"] = f"{len(stopped)}: " + "; ".join(stopped[:3]) + ("; …" if len(stopped) > 3 else "")
     fitting = [c for c in candidates if c.metrics.peak_bytes <= budget]
