@@ -185,3 +185,18 @@ def test_lazy_package_keeps_its_public_names():
     assert DEFAULT_STRATEGY == batch.DEFAULT_STRATEGY
     with pytest.raises(AttributeError):
         remat_cli.no_such_name  # noqa: B018
+
+
+def test_auto_in_two_processes_picks_the_same_plan(monkeypatch):
+    """chain-dp in a second process changes where it runs, not which plan wins."""
+    from remat_cli.strategies import auto
+
+    monkeypatch.setattr(auto, "PARALLEL_NODES", 10)
+    g = checkmate_training_graph(G.skip_chain(20, skip=3))
+    budget = int(0.6 * store_all_peak(g))
+    one = make_plan(g, "auto", budget, {"parallel": False})
+    two = make_plan(g, "auto", budget, {"parallel": True})
+    _checked(g, two.schedule, budget)
+    assert one.info["winner"] == two.info["winner"] and one.info["tried"] == two.info["tried"]
+    assert one.schedule.ops.tolist() == two.schedule.ops.tolist()
+    assert one.schedule.nodes.tolist() == two.schedule.nodes.tolist()
