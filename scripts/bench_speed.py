@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -64,46 +65,61 @@ def shapes(size: int) -> dict[str, Graph]:
     }
 
 
-def timed(cmd: list[str], timeout: float) -> tuple[float, int | None]:
-    """Wall seconds and exit code of one process (code None when killed at ``timeout``)."""
+ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+def timed(cmd: list[str], timeout: float) -> tuple[float, float, int | None]:
+    """Wall seconds, CPU seconds (user + system, its own child processes included) and exit
+    code of one process (code None when killed at ``timeout``). On a shared machine the
+    CPU figure is the steadier one; the wall figure is what a user waits."""
     started = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         proc = subprocess.run(cmd, capture_output=True, timeout=timeout, env=_env())
+        code: int | None = proc.returncode
     except subprocess.TimeoutExpired:
-        return time.perf_counter() - started, None
-    return time.perf_counter() - started, proc.returncode
+        code = None
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return time.perf_counter() - started, cpu, code
 
 
 def _env() -> dict[str, str]:
     env = dict(os.environ)
-    root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
 
-def fmt(seconds: float, code: int | None, timeout: float) -> str:
+def fmt(seconds: float, cpu: float, code: int | None, timeout: float) -> str:
     if code is None:
         return f">{timeout:.0f}"
-    mark = "" if code == 0 else ("(nofit)" if code == 1 else f"(rc{code})")
-    return f"{seconds:.2f}{mark}"
+    mark = "" if code == 0 else ("!" if code == 1 else f"(rc{code})")
+    return f"{seconds:.1f}/{cpu:.1f}{mark}"
 
 
 def main() -> None:
+    global ROOT
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sizes", default="1000,10000,100000", help="training-graph sizes, comma-separated")
     ap.add_argument("--shapes", default="nn,random,grid", help="which graph shapes")
     ap.add_argument("--strategies", default=",".join(STRATEGIES))
     ap.add_argument("--budget", default="0.5x")
     ap.add_argument("--timeout", type=float, default=150.0, help="seconds before a run is killed")
+    ap.add_argument("--cell-width", type=int, default=12)
+    ap.add_argument("--root", default=ROOT, help="the remat checkout to time (e.g. an older one, for before/after)")
     args = ap.parse_args()
+    ROOT = args.root
     remat = [sys.executable, "-m", "remat_cli"]
     for what in (["--version"], ["--help"]):
-        runs = [timed(remat + what, 30)[0] for _ in range(5)]
-        print(f"start-up remat {what[0]:10s} median {statistics.median(runs):.3f} s (min {min(runs):.3f})")
+        runs = [timed(remat + what, 30)[:2] for _ in range(5)]
+        wall, cpu = (statistics.median(r[i] for r in runs) for i in (0, 1))
+        base = statistics.median(timed([sys.executable, "-c", "pass"], 30)[0] for _ in range(5))
+        print(f"start-up remat {what[0]:10s} median wall {wall:.3f} s, cpu {cpu:.3f} s (python -c pass: {base:.3f} s)")
     strategies = args.strategies.split(",")
     wanted = args.shapes.split(",")
-    print(f"\nwall seconds per process, budget {args.budget}; nofit = exit 1 (no plan fits)")
-    print(f"{'graph':24s} {'nodes':>7s} {'info':>8s} " + " ".join(f"{s:>11s}" for s in strategies))
+    print(f"\nwall/cpu seconds per process, budget {args.budget}; ! = exit 1 (no plan fits)")
+    w = args.cell_width
+    print(f"{'graph':14s} {'nodes':>7s} {'info':>{w}s} " + " ".join(f"{s:>{w}s}" for s in strategies))
     with tempfile.TemporaryDirectory() as tmp:
         for size in (int(s) for s in args.sizes.split(",")):
             for shape, graph in shapes(size).items():
@@ -114,9 +130,9 @@ def main() -> None:
                 info = timed(remat + ["info", str(path)], args.timeout)
                 cells = []
                 for s in strategies:
-                    secs, code = timed(remat + ["plan", str(path), "-s", s, "-b", args.budget, "--format", "json"], args.timeout)
-                    cells.append(fmt(secs, code, args.timeout))
-                print(f"{shape + str(size):24s} {graph.n:7d} {fmt(*info, args.timeout):>8s} " + " ".join(f"{c:>11s}" for c in cells), flush=True)
+                    run = timed(remat + ["plan", str(path), "-s", s, "-b", args.budget, "--format", "json"], args.timeout)
+                    cells.append(fmt(*run, args.timeout))
+                print(f"{shape + str(size):14s} {graph.n:7d} {fmt(*info, args.timeout):>{w}s} " + " ".join(f"{c:>{w}s}" for c in cells), flush=True)
 
 
 if __name__ == "__main__":

@@ -200,3 +200,17 @@ def test_auto_in_two_processes_picks_the_same_plan(monkeypatch):
     assert one.info["winner"] == two.info["winner"] and one.info["tried"] == two.info["tried"]
     assert one.schedule.ops.tolist() == two.schedule.ops.tolist()
     assert one.schedule.nodes.tolist() == two.schedule.nodes.tolist()
+
+
+@pytest.mark.parametrize("capped", [False, True])
+def test_info_on_a_dense_dag_reports_its_exact_width(monkeypatch, capped):
+    """`remat info` on a DAG whose every node reads all earlier ones (it used to hang):
+    its skeleton is complete, so treewidth = pathwidth = n − 1, and both bounds say so."""
+    from remat_cli.summary import summarize
+
+    if capped:
+        monkeypatch.setattr(D, "WIDTH_CAP", 5)
+        monkeypatch.setattr(D, "ELIMINATION_WORK", 0)
+    g = dense_dag(70)
+    extra = summarize(g, decompose=True).extra
+    assert extra["treewidth upper bound"] == extra["pathwidth upper bound"] == g.n - 1
