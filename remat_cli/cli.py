@@ -244,7 +244,8 @@ def info(graph_file: str, fmt: str, decompose: bool, **graph_kw: Any) -> None:
     from remat_cli.summary import summarize
 
     graph = load_graph(graph_file, _load_options(**graph_kw))
-    summary = summarize(graph, decompose=decompose)
+    with _progress_after(f"describing {graph.n:,} nodes" + (" (decompositions)" if decompose else "")):
+        summary = summarize(graph, decompose=decompose)
     if fmt == "json":
         click.echo(json.dumps(summary_to_json(summary), indent=1))
     else:

@@ -150,16 +150,6 @@ class ChainTable:
 _BORROW = 1 << 20  # choice codes at and above: a borrowed checkpoint
 
 
-def _shifted_rows(rows: np.ndarray, shifts: list[int], levels: np.ndarray) -> np.ndarray:
-    """Row-wise ``shifted``: out[r, m] = rows[r, m - shifts[r]], infinite below level 0,
-    the last level above the top (more memory never costs more)."""
-    top = rows.shape[1] - 1
-    idx = levels[None, :] - np.asarray(shifts)[:, None]
-    out = np.take_along_axis(rows, np.clip(idx, 0, top), axis=1)
-    out[idx < 0] = _INF
-    return out
-
-
 def _borrow(sp: int, sq: int, f2: int) -> int:
     return _BORROW + (sp * 1024 + sq) * 2 + f2
 
@@ -251,7 +241,6 @@ def solve_chain(graph: Graph, seg: Segmentation, max_slots: int = 500, borrow: b
         out[: max(0, min(level, S + 1))] = _INF
         return out
 
-    levels = np.arange(S + 1)
     C: dict[tuple[int, int, int, int], np.ndarray] = {}
     CH: dict[tuple[int, int, int, int], np.ndarray] = {}
     SH: dict[tuple[int, ...], int] = {}
@@ -328,33 +317,19 @@ def solve_chain(graph: Graph, seg: Segmentation, max_slots: int = 500, borrow: b
                         level = max(fall[s][h], bwdp[s] - drop + d[s + 1] - d[t + 1] - f * x[t])
                         sub = shifted(C[(s + 1, t, f, ra[s])], shift)
                         offer(above(sub + (cf[s] + cb[s]), level), 1)
-                        # every split sp (and f2) at once, in the order the offers were
-                        # made one by one: argmin keeps the first minimum, as strict "<" did
                         adv_peak = adv_first[s]
                         adv_cost = 0.0
-                        rights, lefts, rshift, lshift, costs, peaks = [], [], [], [], [], []
                         for sp in range(s + 1, t + 1):
                             if sp - 1 > s:
                                 adv_peak = max(adv_peak, adv_in[sp - 1])
                             adv_cost += cf[sp - 1]
                             SH[key + (-2 - sp,)] = x[sp - 1]
                             for f2 in (0, 1):
+                                right = above(shifted(C[(sp, t, f, f2)], x[sp - 1]) + adv_cost, adv_peak)
                                 code = 2 + 2 * (sp - s - 1) + f2
                                 shift = d[sp] + f2 * x[sp - 1] - d[t + 1] - f * x[t]
                                 SH[key + (code,)] = shift
-                                rights.append(C[(sp, t, f, f2)])
-                                lefts.append(C[(s, sp - 1, f2, h)])
-                                rshift.append(x[sp - 1])
-                                lshift.append(shift)
-                                costs.append(adv_cost)
-                                peaks.append(adv_peak)
-                        vals = _shifted_rows(np.stack(rights), rshift, levels) + np.asarray(costs)[:, None]
-                        vals[levels[None, :] < np.asarray(peaks)[:, None]] = _INF
-                        vals += _shifted_rows(np.stack(lefts), lshift, levels)
-                        pick = np.argmin(np.vstack([best[None, :], vals]), axis=0)
-                        take = pick > 0
-                        best[take] = vals[pick[take] - 1, np.flatnonzero(take)]
-                        ch[take] = 2 + (pick[take] - 1)
+                                offer(right + shifted(C[(s, sp - 1, f2, h)], shift), code)
                         # a borrowed checkpoint a_{sp-1}: the left part restarts from a_{s-1}
                         adv_peak = adv_first[s]
                         adv_cost = 0.0
