@@ -102,6 +102,7 @@ def recursive_schedule(
     max_work: int | None = None,
     deadline: float | None = None,
     max_cost: float = math.inf,
+    memo: dict[Any, Any] | None = None,
 ) -> tuple[Schedule, bool]:
     """The schedule of the recursion over ``sep``.
 
@@ -113,12 +114,15 @@ def recursive_schedule(
     must still check with the simulator). Raises :class:`RecursionStopped` past
     ``max_work`` units (default :func:`work_limit`), past ``deadline`` (a
     ``time.perf_counter()`` value), or once its compute cost exceeds ``max_cost`` (it
-    cannot beat a plan of that cost: costs only grow as steps are added).
+    cannot beat a plan of that cost: costs only grow as steps are added). ``memo``, a
+    dict the caller keeps across runs on the same graph and tree, shares sub-problem
+    orders between them (at most 20·n nodes stored).
     """
     planner = _Recursion(graph, sep, limit, cache, eager, evict)
     planner.budget_left = work_limit(graph) if max_work is None else max_work
     planner.deadline = deadline
     planner.cost_left = max_cost
+    planner.memo = memo
     planner.solve(sep.root, [int(t) for t in graph.targets if graph.needed[t]], False)
     return planner.b.build(), not planner.over
 
@@ -173,6 +177,8 @@ class _Recursion:
         self.checks = 0
         self.costs = cost
         self.cost_left = math.inf  # RecursionStopped("cannot win") once spent below 0
+        self.memo: dict[Any, Any] | None = None  # plain orders shared by the runs of one call
+        self.memo_cap = 20 * n  # nodes stored in the memo at most
 
     def spend(self, units: int) -> None:
         """Count work; stop the run past its work limit or deadline."""
@@ -452,7 +458,28 @@ class _Recursion:
         """Topological order of ``need`` that always runs the ready node whose step grows
         memory least (its output minus the inputs it frees), ties to the earlier node in
         the graph's order; as store-all's memory-greedy order, on the sub-problem only.
-        O(k log k) for k nodes with a lazily updated heap."""
+        O(k log k) for k nodes with a lazily updated heap. Memoised across the runs of
+        one strategy call (``memo``): the order depends only on the key below."""
+        preds, succs, mem, rank = self.preds, self.succs, self.mem, self.rank
+        pin = self.pin
+        memo = self.memo
+        if memo is not None:
+            outside = frozenset(u for v in need for u in preds[v] if u not in need and pin[u] == 1)
+            key = (frozenset(need), frozenset(wanted), outside)
+            hit = memo.get(key)
+            if hit is not None:
+                return hit
+            order = self._greedy_order_of(need, wanted)
+            memo_size = memo.get("size", 0) + len(order)
+            if memo_size > self.memo_cap:  # bounded memory: start again
+                memo.clear()
+                memo_size = len(order)
+            memo[key] = order
+            memo["size"] = memo_size
+            return order
+        return self._greedy_order_of(need, wanted)
+
+    def _greedy_order_of(self, need: set[int], wanted: set[int]) -> list[int]:
         preds, succs, mem, rank = self.preds, self.succs, self.mem, self.rank
         remaining: dict[int, int] = {}
         missing: dict[int, int] = {}
@@ -548,7 +575,7 @@ def plan_over_separator_tree(graph: Graph, sep: SeparatorTree, budget: int | Non
             progress(tried[0], 0, f"{'treewidth' if kind.startswith('tree') else 'pathwidth'}: {label}")
         tried[0] += 1
         try:
-            schedule, _ = recursive_schedule(graph, sep, limit, deadline=deadline, **kw)
+            schedule, _ = recursive_schedule(graph, sep, limit, deadline=deadline, memo=memo, **kw)
         except RecursionStopped as exc:
             if str(exc) == "cannot win":
                 pruned[0] += 1
@@ -559,6 +586,7 @@ def plan_over_separator_tree(graph: Graph, sep: SeparatorTree, budget: int | Non
 
     tried = [0]
     pruned = [0]
+    memo: dict[Any, Any] = {}
     if budget is None:
         bare_run = attempt("bare recursion", None)
         if bare_run is None:
