@@ -40,6 +40,12 @@ root-to-leaf path, each call asks one child at a time, and with unit sizes
   ladder at or below B. Each is replayed by the simulator; the cheapest that fits wins,
   so the cost never rises with B. If none fits: NoPlanError with the smallest budget
   known to work.
+
+**Limits** (docs/algorithms.md §5): each run stops past :func:`work_limit` units (its
+schedule has ≤ 2 steps per unit, so memory is O(n + limit)), past the deadline
+(``options["deadline"]``), or, on the ladder, once it costs more than the best fitting
+plan so far; the cheapest finished plan that fits wins (anytime). A bare recursion that
+stopped is replaced by store-all, and the plan's mode says so.
 """
 
 from __future__ import annotations
