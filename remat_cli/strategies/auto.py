@@ -174,7 +174,20 @@ class _Child:
 
 
 def _child_main(strategy: Strategy, graph: Graph, budget: int | None, options: Mapping[str, Any], conn: Any) -> None:
-    """Body of the second process: run the strategy, send back plain data."""
+    """Body of the second process: run the strategy, send back plain data. It ends itself
+    if its parent dies (e.g. a `remat batch` worker killed at its --timeout)."""
+    import os
+    import threading
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
     try:
         r = strategy.run(graph, budget, options)
         conn.send(("ok", r.schedule.ops, r.schedule.nodes, dict(r.info), r.keep))
