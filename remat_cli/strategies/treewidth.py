@@ -85,7 +85,7 @@ __all__ = [
 #: on graphs whose decomposition is wide (random or dense DAGs): there (w+2)^depth
 #: recomputations are not polynomial in any useful sense.
 WORK_FLOOR = 2_000_000
-WORK_PER_NODE = 40
+WORK_PER_NODE = 100
 
 
 class RecursionStopped(Exception):
