@@ -4,8 +4,10 @@ Each candidate is replayed by the simulator here, so a strategy that misjudges i
 cannot win. Ties on cost go to the lower peak, then to the registry's order.
 
 Work is shared: the store-all plan is computed once per graph, and the decompositions
-once per run (``options["shared"]``). Candidates stop as soon as none can win: when a
-plan costs the base cost (each needed node once), no plan is cheaper. Anytime: with
+once per run (``options["shared"]``). Candidates that cannot win are not run: when the
+store-all plan fits, the strategies that would return that same plan are skipped (and
+every strategy once a plan costs the base cost at the lower bound). Cheap strategies run
+first. Anytime: with
 ``options["deadline"]`` (``time.perf_counter()`` seconds; the planner sets it from
 ``time_limit``) the strategies not started by then are skipped and named, and the
 cheapest plan found so far is returned. ``options["progress"]`` hears of each strategy.
@@ -33,6 +35,9 @@ __all__ = ["STRATEGY"]
 #: program is O(L³·M) numpy work) in a second process while the others run here.
 PARALLEL_NODES = 400
 _PARALLEL = "chain-dp"
+#: The order candidates run in: the cheap ones first, so that a deadline finds good plans
+#: already made. Ties between equal plans still go to the registry's order.
+_RUN_FIRST = ("store-all", "greedy", "dtr", "chen-sqrt", "chen-greedy", "chain-dp", "treewidth", "pathwidth")
 
 
 def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> StrategyResult:
@@ -74,16 +79,18 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
         if best is None or key[:3] < best[:3]:
             best = key
 
+    order = sorted(range(len(candidates)), key=lambda i: (_RUN_FIRST.index(candidates[i].name) if candidates[i].name in _RUN_FIRST else len(_RUN_FIRST), i))
     try:
-        for rank, strat in enumerate(candidates):
-            if best is not None and best[0] <= base:
-                tried[strat.name] = "skipped (a plan at the base cost already fits)"
+        for rank in order:  # cheap ones first (anytime); ``rank`` stays the registry's
+            strat = candidates[rank]
+            if _cannot_win(strat.name, best, base, graph.lb, budget):
+                tried[strat.name] = "skipped (it cannot beat the store-all plan, which fits)"
                 continue
             if deadline is not None and time.perf_counter() > deadline and best is not None:
                 tried[strat.name] = "skipped (time limit)"
                 continue
-            if child is None and rank > 0 and graph.n >= PARALLEL_NODES and options.get("parallel", True):
-                twin = next((s for s in candidates[rank:] if s.name == _PARALLEL), None)
+            if child is None and strat.name != "store-all" and graph.n >= PARALLEL_NODES and options.get("parallel", True):
+                twin = next((s for s in candidates if s.name == _PARALLEL and s.name not in tried), None)
                 if twin is not None:
                     child = _Child.start(twin, graph, budget, options)
             if child is not None and strat.name == _PARALLEL:
@@ -97,8 +104,8 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
             consider(rank, strat, outcome)
         if child is not None:
             rank = candidates.index(child.strategy)
-            if best is not None and best[0] <= base:
-                tried[_PARALLEL] = "skipped (a plan at the base cost already fits)"
+            if _cannot_win(_PARALLEL, best, base, graph.lb, budget):
+                tried[_PARALLEL] = "skipped (it cannot beat the store-all plan, which fits)"
             else:
                 if progress is not None:
                     progress(rank, len(candidates), f"auto: {_PARALLEL} (second process)")
@@ -122,6 +129,23 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
     tried_text = ", ".join(f"{k} {v}" for k, v in sorted(tried.items(), key=lambda kv: order[kv[0]]))
     info = {"winner": name, **{f"{k}": v for k, v in result.info.items()}, "tried": tried_text}
     return StrategyResult(result.schedule, info, result.keep)
+
+
+#: Strategies that return the store-all plan itself whenever it fits the budget (with
+#: budget None too, but for treewidth and pathwidth, whose bare recursion runs then).
+_STORE_ALL_WHEN_IT_FITS = ("chain-dp", "greedy", "dtr")
+
+
+def _cannot_win(name: str, best: tuple[float, int, int, str, StrategyResult] | None, base: float, lb: int, budget: int | None) -> bool:
+    """True when strategy ``name`` cannot beat ``best`` on (cost, peak, registry order):
+    best costs the base cost (nothing is cheaper) and peaks at the lower bound, or best
+    is the fitting store-all plan and ``name`` would return that very plan."""
+    if best is None or best[0] > base:
+        return False
+    if best[1] <= lb:
+        return True
+    same = _STORE_ALL_WHEN_IT_FITS + (("treewidth", "pathwidth") if budget is not None else ())
+    return best[3] == "store-all" and name in same
 
 
 class _Child:
