@@ -8,14 +8,56 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from remat_cli.budget import Budget, parse_budget  # noqa: E402
-from remat_cli.errors import InputError, NoPlanError, RematError  # noqa: E402
-from remat_cli.graph import Graph, NodeSpec  # noqa: E402
-from remat_cli.loaders import LoadOptions, load_graph  # noqa: E402
-from remat_cli.plan import Plan, read_plan, write_plan  # noqa: E402
-from remat_cli.planner import make_plan  # noqa: E402
-from remat_cli.schedule import Schedule  # noqa: E402
-from remat_cli.simulate import Metrics, simulate, validate  # noqa: E402
+import sys  # noqa: E402
+import types  # noqa: E402
+
+# Public names are imported on first use (PEP 562), so that `remat --version` does not
+# pay for numpy and the strategies: start-up time matters for a command-line tool.
+_LAZY = {
+    "Budget": "remat_cli.budget",
+    "parse_budget": "remat_cli.budget",
+    "InputError": "remat_cli.errors",
+    "NoPlanError": "remat_cli.errors",
+    "RematError": "remat_cli.errors",
+    "Graph": "remat_cli.graph",
+    "NodeSpec": "remat_cli.graph",
+    "LoadOptions": "remat_cli.loaders",
+    "load_graph": "remat_cli.loaders",
+    "Plan": "remat_cli.plan",
+    "read_plan": "remat_cli.plan",
+    "write_plan": "remat_cli.plan",
+    "make_plan": "remat_cli.planner",
+    "Schedule": "remat_cli.schedule",
+    "Metrics": "remat_cli.simulate",
+    "simulate": "remat_cli.simulate",
+    "validate": "remat_cli.simulate",
+}
+
+
+def __getattr__(name: str) -> object:
+    """Import a public name from its module the first time it is asked for."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'remat_cli' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+class _Package(types.ModuleType):
+    """Keeps ``remat_cli.simulate`` the function, as the eager imports made it: importing
+    the submodule of the same name would otherwise bind the module over it."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in _LAZY and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
 
 __all__ = [
     "Budget",

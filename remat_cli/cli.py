@@ -10,35 +10,26 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
 
 from remat_cli import __version__
-from remat_cli.batch import DEFAULT_STRATEGY
 from remat_cli.budget import Budget, parse_budget, parse_size
 from remat_cli.errors import EXIT_BAD_INPUT, EXIT_FAILED, InputError, RematError
 from remat_cli.limits import DEFAULT_LIMITS, Limits, default_memory_limit, lift_memory_limit, set_memory_limit
-from remat_cli.loaders import LoadOptions, load_graph
-from remat_cli.loaders import remat_json, twremat
-from remat_cli.plan import load_record, read_plan, write_plan
-from remat_cli.planner import make_plan
-from remat_cli.report.facts import plan_facts
-from remat_cli.report.tables import (
-    plan_report_json,
-    render_info,
-    render_metrics,
-    render_plan,
-    summary_to_json,
-)
-from remat_cli.report.units import fmt_bytes, fmt_bytes_pair
-from remat_cli.simulate import simulate
-from remat_cli.strategies import STRATEGIES
-from remat_cli.summary import summarize
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from remat_cli.loaders import LoadOptions
+
+# Commands import what they use inside their bodies: `remat --version` and `--help`
+# must not pay for numpy, rich tables and every strategy (start-up time matters).
+DEFAULT_STRATEGY = "auto"  # remat_cli.batch.DEFAULT_STRATEGY; a test keeps them equal
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -127,11 +118,53 @@ def _working(message: str) -> contextlib.AbstractContextManager[Any]:
     return err.status(message) if err.is_terminal else contextlib.nullcontext()
 
 
+@contextlib.contextmanager
+def _progress_after(label: str, delay: float = 1.0) -> Iterator[Callable[[int, int, str], None] | None]:
+    """A progress callback for the core; on a terminal a bar appears on stderr once the
+    work has run ``delay`` seconds (a timer starts it, so slow steps are shown too)."""
+    err = _stderr()
+    if not err.is_terminal:
+        yield None
+        return
+    import threading
+
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=err, transient=True)
+    task = bar.add_task(label, total=None)
+    lock = threading.Lock()
+    shown = [False]
+
+    def show() -> None:
+        with lock:
+            bar.start()
+            shown[0] = True
+
+    def progress(done: int, total: int, text: str) -> None:
+        with lock:
+            bar.update(task, completed=done, total=total or None, description=text[:60])
+
+    timer = threading.Timer(delay, show)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield progress
+    finally:
+        timer.cancel()
+        with lock:
+            if shown[0]:
+                bar.stop()
+
+
 def _stderr() -> Console:
+    from rich.console import Console
+
     return Console(stderr=True, highlight=False)
 
 
 def _stdout() -> Console:
+    from rich.console import Console
+
     return Console(highlight=False)
 
 
@@ -261,6 +294,8 @@ def _load_options(**kwargs: Any) -> LoadOptions:
     dup = next((k for k in names if names.count(k) > 1), None)
     if dup is not None:
         raise InputError(f"--dim {dup} is given more than once")
+    from remat_cli.loaders import LoadOptions
+
     return LoadOptions(
         dims=dims,
         training=kwargs.get("training"),
@@ -339,8 +374,13 @@ def cli() -> None:
 @FORMAT_OPTION
 def info(graph_file: str, fmt: str, decompose: bool, **graph_kw: Any) -> None:
     """Describe a graph: size, lower bound, store-all peak, where the memory is."""
+    from remat_cli.loaders import load_graph
+    from remat_cli.report.tables import render_info, summary_to_json
+    from remat_cli.summary import summarize
+
     graph = load_graph(graph_file, _load_options(**graph_kw))
-    summary = summarize(graph, decompose=decompose)
+    with _progress_after(f"describing {graph.n:,} nodes" + (" (decompositions)" if decompose else "")):
+        summary = summarize(graph, decompose=decompose)
     if fmt == "json":
         click.echo(json.dumps(summary_to_json(summary), indent=1, allow_nan=False))
     else:
@@ -355,7 +395,7 @@ def info(graph_file: str, fmt: str, decompose: bool, **graph_kw: Any) -> None:
 @click.option("--timeline", type=click.Path(dir_okay=False), metavar="OUT.png|svg", help="Plot memory over the schedule (needs remat-cli[plot]).")
 @click.option("--trace", type=click.Path(dir_okay=False), metavar="OUT.json", help="Write a Chrome trace (Perfetto, chrome://tracing): memory counter + one slice per compute.")
 @click.option("--dot", type=click.Path(dir_okay=False), metavar="OUT.dot", help="Write the graph as Graphviz DOT, kept / recomputed / target nodes styled.")
-@click.option("--time-limit", type=click.FloatRange(min=0.1), default=60.0, show_default=True, metavar="SECONDS", help="Time limit of the exact solver, in seconds.")
+@click.option("--time-limit", type=click.FloatRange(min=0.1), default=60.0, show_default=True, metavar="SECONDS", help="Time limit in seconds: the exact solver's, and auto/treewidth/pathwidth return the best plan found by then.")
 @click.option("-v", "--verbose", is_flag=True, help="Also the strategy's internals (decomposition bounds, solver details) and full node names.")
 @graph_options
 @node_limit_option
@@ -387,6 +427,12 @@ def plan(
       remat plan g.json --budget 0.3act      # 30% of the way from the lower bound to store-all
       remat plan g.json --budget 8GiB --trace plan.trace.json --dot plan.dot
     """
+    from remat_cli.loaders import load_graph
+    from remat_cli.plan import load_record, write_plan
+    from remat_cli.planner import make_plan
+    from remat_cli.report.facts import plan_facts
+    from remat_cli.report.tables import plan_report_json, render_plan
+
     if timeline:
         from remat_cli.report.plots import check_plot_path, require_matplotlib
 
@@ -394,8 +440,10 @@ def plan(
         require_matplotlib("--timeline")
     options = _load_options(**graph_kw)
     graph = load_graph(graph_file, options)
-    with _working(f"planning {graph.name} ({graph.n:,} nodes) with {strategy}"):
-        result = make_plan(graph, strategy, budget, {"time_limit": time_limit}, find_smallest=True, graph_file=graph_file)
+    with _progress_after(f"planning {graph.n:,} nodes with {strategy}") as progress:
+        result = make_plan(
+            graph, strategy, budget, {"time_limit": time_limit, "progress": progress}, find_smallest=True, graph_file=graph_file
+        )
     facts = plan_facts(result)
     written: list[str] = []
     if output:
@@ -454,6 +502,7 @@ def tradeoff(graph_file: str, strategy_list: str | None, points: int, budget_lis
       remat tradeoff g.json --strategies store-all,treewidth --budgets 0.9x,0.7x,8GiB
       remat tradeoff g.json --format csv > sweep.csv
     """
+    from remat_cli.loaders import load_graph
     from remat_cli.report.tradeoff import parse_budget_list, resolve_strategies, sweep, tradeoff_to_csv, tradeoff_to_json
 
     if plot:
@@ -473,6 +522,8 @@ def tradeoff(graph_file: str, strategy_list: str | None, points: int, budget_lis
         from remat_cli.report.tables import render_tradeoff
 
         render_tradeoff(result, _stdout())
+    from remat_cli.report.units import fmt_bytes
+
     err = _stderr()
     for p in result.points:
         if p.status == "error":
@@ -522,7 +573,12 @@ def validate(graph_file: str, plan_file: str, budget: Budget, fmt: str, **graph_
     Exit 1 with the first invalid step or false claim, or if the plan peaks above
     --budget; exit 2 if a claim has the wrong type.
     """
+    from remat_cli.loaders import load_graph
+    from remat_cli.plan import load_record, read_plan
     from remat_cli.planner import resolve_budget
+    from remat_cli.report.units import fmt_bytes_pair
+    from remat_cli.report.tables import render_metrics
+    from remat_cli.simulate import simulate
 
     from rich.text import Text
 
@@ -577,6 +633,8 @@ def validate(graph_file: str, plan_file: str, budget: Budget, fmt: str, **graph_
 @node_limit_option
 def convert(input_file: str, output_file: str, to: str | None, **graph_kw: Any) -> None:
     """Convert any graph file remat reads into remat JSON (or twremat text)."""
+    from remat_cli.loaders import load_graph, remat_json, twremat
+
     graph = load_graph(input_file, _load_options(**graph_kw))
     if to is None:
         to = "twremat" if Path(output_file).suffix == ".txt" else "remat-json"
@@ -592,6 +650,8 @@ def convert(input_file: str, output_file: str, to: str | None, **graph_kw: Any) 
 @FORMAT_OPTION
 def strategies(fmt: str) -> None:
     """List the planning strategies and what each does."""
+    from remat_cli.strategies import STRATEGIES
+
     rows = [
         {"name": s.name, "uses_budget": s.uses_budget, "fast": s.fast, "summary": s.summary, "reference": s.reference}
         for s in STRATEGIES.values()
@@ -887,6 +947,7 @@ def capture_cmd(factory: str, output_file: str, device: str) -> None:
     from remat_cli.torch import require_torch
 
     require_torch("remat capture")
+    from remat_cli.loaders import remat_json
     from remat_cli.torch._capture import capture_program
     from remat_cli.torch.fidelity import load_factory
 
@@ -950,6 +1011,9 @@ def fidelity_cmd(factory: str, budget: Budget, strategy_list: tuple[str, ...], r
 
 def main() -> None:
     """Console entry point."""
+    if sys.argv[1:] in (["--version"], ["-V"]):  # the fast path: no click, no imports
+        print(f"remat, version {__version__}")
+        return
     try:
         cli.main(prog_name="remat")
     except BrokenPipeError:  # pragma: no cover - `remat … | head`

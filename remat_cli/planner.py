@@ -69,6 +69,9 @@ def make_plan(
     the strategy cannot meet it. With ``find_smallest``, that error names the smallest
     budget :func:`remat_cli.sweep.smallest_budget` found a plan for (its ``min_budget``;
     ``None`` when none was found), as ratios too, and what to run next (on ``graph_file``).
+    ``options["time_limit"]`` (seconds) becomes a deadline that anytime strategies (auto,
+    treewidth, pathwidth) honour by returning the best plan found by then;
+    ``options["progress"](done, total, label)`` hears how it goes.
     """
     strat = strategy if isinstance(strategy, Strategy) else get_strategy(strategy)
     if reference_peak is None:
@@ -88,7 +91,10 @@ def _make_plan(
     strategy = strat.name
     check_lower_bound(graph, budget_bytes)
     started = time.perf_counter()
-    result = strat.run(graph, budget_bytes, dict(options or {}))
+    opts = dict(options or {})
+    if opts.get("time_limit") is not None and "deadline" not in opts:  # anytime strategies
+        opts["deadline"] = started + float(opts["time_limit"])
+    result = strat.run(graph, budget_bytes, opts)
     solve_seconds = time.perf_counter() - started
     sim = simulate(graph, result.schedule)
     if sim.error is not None:

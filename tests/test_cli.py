@@ -208,7 +208,7 @@ def test_internal_errors_are_one_line_unless_debugging(monkeypatch):
     def boom(*_a, **_k):
         raise ZeroDivisionError("synthetic bug")
 
-    monkeypatch.setattr(cli_mod, "summarize", boom)
+    monkeypatch.setattr("remat_cli.summary.summarize", boom)
     line = one_error_line(run("info", UNET), code=1)
     assert "internal error: ZeroDivisionError: synthetic bug" in line
     monkeypatch.setenv("REMAT_DEBUG", "1")

@@ -5,10 +5,22 @@ cannot win. Ties on cost go to the lower peak, then to the registry's order. The
 cheapest fitting plans are then polished by twremat's memory-limit pass
 (:mod:`remat_cli.strategies.evict`); a polished plan wins only if it replays within the
 budget and costs less.
+
+Work is shared: the store-all plan is computed once per graph, and the decompositions
+once per run (``options["shared"]``). Candidates that cannot win are not run: when the
+store-all plan fits, the strategies that would return that same plan are skipped (and
+every strategy once a plan costs the base cost at the lower bound). Cheap strategies run
+first. Anytime: with
+``options["deadline"]`` (``time.perf_counter()`` seconds; the planner sets it from
+``time_limit``) the strategies not started by then are skipped and named, and the
+cheapest plan found so far is returned. ``options["progress"]`` hears of each strategy.
+On graphs of ``PARALLEL_NODES`` nodes or more, ``chain-dp`` runs in a second process
+(``options["parallel"]`` False turns that off); the choice of plan is the same.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,9 +28,19 @@ from remat_cli.errors import NoPlanError, RematError
 from remat_cli.graph import Graph
 from remat_cli.report.units import fmt_bytes
 from remat_cli.simulate import simulate
+from remat_cli.schedule import Schedule
 from remat_cli.strategies.base import Strategy, StrategyResult
 
 __all__ = ["STRATEGY"]
+
+
+#: Graphs from this many nodes run ``chain-dp`` (the slowest fast strategy: its dynamic
+#: program is O(L³·M) numpy work) in a second process while the others run here.
+PARALLEL_NODES = 400
+_PARALLEL = "chain-dp"
+#: The order candidates run in: the cheap ones first, so that a deadline finds good plans
+#: already made. Ties between equal plans still go to the registry's order.
+_RUN_FIRST = ("store-all", "greedy", "dtr", "chen-sqrt", "chen-greedy", "chain-dp", "treewidth", "pathwidth")
 
 
 def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> StrategyResult:
@@ -28,33 +50,78 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
     tried: dict[str, str] = {}
     floors: list[int] = []
     fitting: list[tuple[float, int, int, str, StrategyResult]] = []
-    for rank, strat in enumerate(fast_strategies()):
-        if strat.name == STRATEGY.name:
-            continue
-        try:
-            result = strat.run(graph, budget, options)
-        except NoPlanError as exc:
+    options = dict(options)
+    if not isinstance(options.get("shared"), dict):
+        options["shared"] = {}  # decompositions computed once for treewidth and pathwidth
+    deadline = options.get("deadline")
+    progress = options.get("progress")
+    base = graph.base_cost
+    candidates = [s for s in fast_strategies() if s.name != STRATEGY.name]
+    child: _Child | None = None
+
+    def consider(rank: int, strat: Strategy, outcome: StrategyResult | RematError) -> None:
+        nonlocal best
+        if isinstance(outcome, NoPlanError):
             tried[strat.name] = "no fit"
-            if exc.min_budget is not None:
-                floors.append(exc.min_budget)
-            continue
-        except RematError as exc:  # a strategy that cannot handle this graph
-            tried[strat.name] = f"failed: {exc.message}"
-            continue
-        sim = simulate(graph, result.schedule)
+            if outcome.min_budget is not None:
+                floors.append(outcome.min_budget)
+            return
+        if isinstance(outcome, RematError):  # a strategy that cannot handle this graph
+            tried[strat.name] = f"failed: {outcome.message}"
+            return
+        sim = simulate(graph, outcome.schedule)
         if sim.metrics is None:
             tried[strat.name] = f"invalid ({sim.error})"
-            continue
+            return
         m = sim.metrics
         if budget is not None and m.peak_bytes > budget:
             tried[strat.name] = f"over budget ({fmt_bytes(m.peak_bytes)})"
             floors.append(m.peak_bytes)
-            continue
+            return
         tried[strat.name] = f"{m.overhead:+.2%}"
-        key = (m.cost, m.peak_bytes, rank, strat.name, result)
+        key = (m.cost, m.peak_bytes, rank, strat.name, outcome)
         fitting.append(key)
         if best is None or key[:3] < best[:3]:
             best = key
+
+    order = sorted(range(len(candidates)), key=lambda i: (_RUN_FIRST.index(candidates[i].name) if candidates[i].name in _RUN_FIRST else len(_RUN_FIRST), i))
+    try:
+        for rank in order:  # cheap ones first (anytime); ``rank`` stays the registry's
+            strat = candidates[rank]
+            if _cannot_win(strat.name, best, base, graph.lb, budget):
+                tried[strat.name] = "skipped (it cannot beat the store-all plan, which fits)"
+                continue
+            if deadline is not None and time.perf_counter() > deadline and best is not None:
+                tried[strat.name] = "skipped (time limit)"
+                continue
+            if child is None and strat.name != "store-all" and graph.n >= PARALLEL_NODES and options.get("parallel", True):
+                twin = next((s for s in candidates if s.name == _PARALLEL and s.name not in tried), None)
+                if twin is not None:
+                    child = _Child.start(twin, graph, budget, options)
+            if child is not None and strat.name == _PARALLEL:
+                continue  # it runs in the second process; collected below
+            if progress is not None:
+                progress(rank, len(candidates), f"auto: {strat.name}")
+            try:
+                outcome: StrategyResult | RematError = strat.run(graph, budget, options)
+            except RematError as exc:
+                outcome = exc
+            consider(rank, strat, outcome)
+        if child is not None:
+            rank = candidates.index(child.strategy)
+            if _cannot_win(_PARALLEL, best, base, graph.lb, budget):
+                tried[_PARALLEL] = "skipped (it cannot beat the store-all plan, which fits)"
+            else:
+                if progress is not None:
+                    progress(rank, len(candidates), f"auto: {_PARALLEL} (second process)")
+                outcome = child.result(None if best is None else deadline)
+                if outcome is None:
+                    tried[_PARALLEL] = "skipped (time limit)"
+                else:
+                    consider(rank, child.strategy, outcome)
+    finally:
+        if child is not None:
+            child.stop()
     if best is None:
         floor = min(floors) if floors else None
         raise NoPlanError(
@@ -64,7 +131,9 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
         )
     best = _polish(graph, budget, fitting, best)
     name, result = best[3], best[4]
-    info = {"winner": name, **{f"{k}": v for k, v in result.info.items()}, "tried": ", ".join(f"{k} {v}" for k, v in tried.items())}
+    order = {s.name: i for i, s in enumerate(candidates)}
+    tried_text = ", ".join(f"{k} {v}" for k, v in sorted(tried.items(), key=lambda kv: order[kv[0]]))
+    info = {"winner": name, **{f"{k}": v for k, v in result.info.items()}, "tried": tried_text}
     return StrategyResult(result.schedule, info, result.keep)
 
 
@@ -87,6 +156,100 @@ def _polish(graph: Graph, budget: int | None, fitting: list, best: tuple) -> tup
         if key[:3] < best[:3]:
             best = key
     return best
+
+
+#: Strategies that return the store-all plan itself whenever it fits the budget (with
+#: budget None too, but for treewidth and pathwidth, whose bare recursion runs then).
+_STORE_ALL_WHEN_IT_FITS = ("chain-dp", "greedy", "dtr")
+
+
+def _cannot_win(name: str, best: tuple[float, int, int, str, StrategyResult] | None, base: float, lb: int, budget: int | None) -> bool:
+    """True when strategy ``name`` cannot beat ``best`` on (cost, peak, registry order):
+    best costs the base cost (nothing is cheaper) and peaks at the lower bound, or best
+    is the fitting store-all plan and ``name`` would return that very plan."""
+    if best is None or best[0] > base:
+        return False
+    if best[1] <= lb:
+        return True
+    same = _STORE_ALL_WHEN_IT_FITS + (("treewidth", "pathwidth") if budget is not None else ())
+    return best[3] == "store-all" and name in same
+
+
+class _Child:
+    """One strategy run in a forked second process (both cores at work); the result comes
+    back through a pipe. Not used where fork is unavailable or inside a daemon worker
+    (``remat batch``'s workers), where :meth:`start` returns None."""
+
+    def __init__(self, strategy: Strategy, proc: Any, conn: Any) -> None:
+        self.strategy, self.proc, self.conn = strategy, proc, conn
+
+    @classmethod
+    def start(cls, strategy: Strategy, graph: Graph, budget: int | None, options: Mapping[str, Any]) -> _Child | None:
+        import multiprocessing as mp
+        import os
+
+        if (os.cpu_count() or 1) < 2 or mp.current_process().daemon or "fork" not in mp.get_all_start_methods():
+            return None
+        ctx = mp.get_context("fork")
+        recv, send = ctx.Pipe(duplex=False)
+        opts = {k: v for k, v in options.items() if k != "progress"}
+        proc = ctx.Process(target=_child_main, args=(strategy, graph, budget, opts, send), daemon=True)
+        try:
+            proc.start()
+        except OSError:
+            return None
+        send.close()
+        return cls(strategy, proc, recv)
+
+    def result(self, deadline: float | None) -> StrategyResult | RematError | None:
+        """The child's outcome; None if it is not done by ``deadline``."""
+        timeout = None if deadline is None else max(0.0, deadline - time.perf_counter())
+        try:
+            if not self.conn.poll(timeout):
+                return None
+            kind, *payload = self.conn.recv()
+        except (EOFError, OSError):
+            return RematError(f"{self.strategy.name} ended without an answer (its process died)")
+        if kind == "ok":
+            ops, nodes, info, keep = payload
+            return StrategyResult(Schedule(ops, nodes), info, keep)
+        if kind == "noplan":
+            return NoPlanError(payload[0], min_budget=payload[1])
+        return RematError(payload[0])
+
+    def stop(self) -> None:
+        if self.proc.is_alive():
+            self.proc.terminate()
+        self.proc.join(timeout=5)
+        self.conn.close()
+
+
+def _child_main(strategy: Strategy, graph: Graph, budget: int | None, options: Mapping[str, Any], conn: Any) -> None:
+    """Body of the second process: run the strategy, send back plain data. It ends itself
+    if its parent dies (e.g. a `remat batch` worker killed at its --timeout)."""
+    import os
+    import threading
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+    try:
+        r = strategy.run(graph, budget, options)
+        conn.send(("ok", r.schedule.ops, r.schedule.nodes, dict(r.info), r.keep))
+    except NoPlanError as exc:
+        conn.send(("noplan", exc.message, exc.min_budget))
+    except RematError as exc:
+        conn.send(("error", exc.message))
+    except Exception as exc:  # noqa: BLE001 - a bug: the parent reports it as a failure
+        conn.send(("error", f"internal error: {type(exc).__name__}: {exc}"))
+    finally:
+        conn.close()
 
 
 STRATEGY = Strategy(

@@ -23,10 +23,13 @@ Public functions:
 from __future__ import annotations
 
 import heapq
+import math
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
+from functools import cached_property
 
 import numpy as np
 
@@ -38,6 +41,8 @@ __all__ = [
     "SeparatorTree",
     "skeleton",
     "tree_decomposition",
+    "shared_tree_decomposition",
+    "shared_path_decomposition",
     "elimination_decomposition",
     "separator_tree",
     "path_decomposition",
@@ -56,6 +61,17 @@ FILL_DEGREE_CAP = 48
 #: would cost d² edges); the decomposition stays valid for the skeleton it was given,
 #: but the (w+1)·(depth+1) bound no longer covers that node's compute step.
 MORAL_DEGREE_CAP = 64
+#: Elimination stops when the next node to eliminate has more neighbours than
+#: max(``WIDTH_CAP``, √(``ELIMINATION_WORK``/n)), or when the fill-in would push the
+#: skeleton past ``FILL_EDGE_FACTOR`` times its starting size (plus ``FILL_EDGE_SLACK``
+#: edges): the nodes left form one bag (the *core*). The result is still a valid
+#: decomposition, only wider; it keeps time at O(n·cap² + E) and memory at O(E) on
+#: graphs of large treewidth (random DAGs, dense DAGs, wide grids), where exact
+#: elimination grows the skeleton to Θ(n²) edges. Small graphs are never capped.
+WIDTH_CAP = 100
+ELIMINATION_WORK = 20_000_000
+FILL_EDGE_FACTOR = 4
+FILL_EDGE_SLACK = 200_000
 
 
 @dataclass(frozen=True, eq=False)
@@ -67,6 +83,7 @@ class TreeDecomposition:
     width: int  # max bag size - 1
     method: str  # "min-degree" or "min-fill"
     seconds: float
+    core: int = 0  # size of the bag of nodes left when elimination stopped at a cap (0: none)
 
     def tree_edges(self) -> list[tuple[int, int]]:
         return [(int(p), b) for b, p in enumerate(self.parent.tolist()) if p >= 0]
@@ -74,15 +91,41 @@ class TreeDecomposition:
 
 @dataclass(frozen=True, eq=False)
 class PathDecomposition:
-    """Bags in a sequence; consecutive bags are joined."""
+    """Bags in a sequence; consecutive bags are joined.
 
-    bags: tuple[tuple[int, ...], ...]
+    Stored as intervals: graph node ``nodes[i]`` lies in bags ``first[i]..last[i]``
+    (O(n) memory). ``bags`` builds the bags themselves on demand, O(n·width).
+    """
+
+    nodes: np.ndarray  # graph index of each decomposed node
+    first: np.ndarray  # its first bag
+    last: np.ndarray  # its last bag
     width: int
     order: str  # which linear order gave it
     seconds: float
 
+    @property
+    def size(self) -> int:
+        """Number of bags (one per node of the linear order)."""
+        return int(self.nodes.size)
+
+    @cached_property
+    def bags(self) -> tuple[tuple[int, ...], ...]:
+        expire: list[list[int]] = [[] for _ in range(self.size)]
+        at: list[int] = [0] * self.size
+        for v, a, b in zip(self.nodes.tolist(), self.first.tolist(), self.last.tolist()):
+            at[a] = v
+            expire[b].append(v)
+        active: set[int] = set()
+        bags: list[tuple[int, ...]] = []
+        for i in range(self.size):
+            active.add(at[i])
+            bags.append(tuple(sorted(active)))
+            active.difference_update(expire[i])
+        return tuple(bags)
+
     def tree_edges(self) -> list[tuple[int, int]]:
-        return [(i, i + 1) for i in range(len(self.bags) - 1)]
+        return [(i, i + 1) for i in range(self.size - 1)]
 
 
 @dataclass(frozen=True, eq=False)
@@ -143,24 +186,61 @@ def skeleton(graph: Graph, *, moral: bool = True) -> tuple[np.ndarray, list[set[
 
 
 # ---------------------------------------------------------------------- tree decompositions
-def tree_decomposition(graph: Graph, *, moral: bool = True, methods: Sequence[str] = ("min-degree", "min-fill")) -> TreeDecomposition:
+def shared_tree_decomposition(graph: Graph, options: Mapping[str, Any], methods: Sequence[str]) -> TreeDecomposition:
+    """:func:`tree_decomposition` of the moral skeleton, memoised in ``options["shared"]``
+    so that the strategies ``auto`` runs decompose each graph once per heuristic."""
+    from remat_cli.strategies.store_all import shared
+
+    skel = shared(options, graph, "skeleton", lambda: skeleton(graph))
+    best: TreeDecomposition | None = None
+    for method in methods:  # as tree_decomposition does, one heuristic at a time
+        if best is not None and best.core:
+            break
+        td = shared(options, graph, "td " + method, lambda m=method: tree_decomposition(graph, methods=(m,), skel=skel))
+        if best is None or td.width < best.width:
+            best = td
+    assert best is not None
+    return best
+
+
+def shared_path_decomposition(graph: Graph, options: Mapping[str, Any]) -> PathDecomposition:
+    """:func:`path_decomposition` (guided by a min-degree tree decomposition), memoised
+    like :func:`shared_tree_decomposition`."""
+    from remat_cli.strategies.store_all import shared
+
+    td = shared_tree_decomposition(graph, options, ("min-degree",))
+    skel = shared(options, graph, "skeleton", lambda: skeleton(graph))
+    return shared(options, graph, "pd", lambda: path_decomposition(graph, td=td, skel=skel))
+
+
+def tree_decomposition(
+    graph: Graph,
+    *,
+    moral: bool = True,
+    methods: Sequence[str] = ("min-degree", "min-fill"),
+    skel: tuple[np.ndarray, list[set[int]]] | None = None,
+) -> TreeDecomposition:
     """The narrower of the elimination-ordering decompositions named in ``methods``.
 
-    Bags hold graph node indices (needed nodes only). See :func:`elimination_decomposition`.
+    Bags hold graph node indices (needed nodes only). See :func:`elimination_decomposition`
+    (and ``WIDTH_CAP``). ``skel`` is :func:`skeleton`'s result when the caller has it.
+    min-fill is skipped when min-degree already stopped at a cap: it would stop too.
     """
-    nodes, adj = skeleton(graph, moral=moral)
+    nodes, adj = skel if skel is not None else skeleton(graph, moral=moral)
     best: TreeDecomposition | None = None
     for method in methods:
+        if best is not None and best.core:
+            break
         td = elimination_decomposition([set(a) for a in adj], method)
         if best is None or td.width < best.width:
             best = td
     assert best is not None
     mapping = nodes.tolist()
     bags = tuple(tuple(sorted(mapping[x] for x in bag)) for bag in best.bags)
-    return TreeDecomposition(bags, best.parent, best.width, best.method, best.seconds)
+    return TreeDecomposition(bags, best.parent, best.width, best.method, best.seconds, best.core)
 
 
-def elimination_decomposition(adj: list[set[int]], method: str = "min-degree") -> TreeDecomposition:
+def elimination_decomposition(adj: list[set[int]], method: str = "min-degree", *, max_degree: int | None = -1) -> TreeDecomposition:
     """Tree decomposition by greedy vertex elimination (Bodlaender & Koster, *Treewidth
     computations I. Upper bounds*, 2010).
 
@@ -171,6 +251,12 @@ def elimination_decomposition(adj: list[set[int]], method: str = "min-degree") -
     O((n + fill) log n) for min-degree; min-fill pays O(d²) per rescored node and, above
     ``MIN_FILL_EXACT_LIMIT`` nodes, only rescores the eliminated node's neighbours.
     ``adj`` is consumed. Bags use the local ids of ``adj``.
+
+    With ``max_degree`` (−1: the default cap, see ``WIDTH_CAP``; None: no cap),
+    elimination stops before a node with
+    more neighbours than that, or before the fill-in grows the skeleton past
+    ``FILL_EDGE_FACTOR`` × its size + ``FILL_EDGE_SLACK``; the remaining nodes then form
+    one root bag and ``core`` says how many. Time O(n log n + E·max_degree), memory O(E).
     """
     started = time.perf_counter()
     n = len(adj)
@@ -202,10 +288,24 @@ def elimination_decomposition(adj: list[set[int]], method: str = "min-degree") -
     position = [0] * n
     order: list[int] = []
     bags: list[tuple[int, ...]] = []
+    if max_degree is not None and max_degree < 0:
+        max_degree = max(WIDTH_CAP, math.isqrt(ELIMINATION_WORK // max(n, 1)))
+    edges = sum(len(a) for a in adj) // 2
+    edge_cap = FILL_EDGE_FACTOR * edges + FILL_EDGE_SLACK
+    core = 0
     while heap:
         s, v = heapq.heappop(heap)
         if eliminated[v] or s != current[v]:
             continue
+        d = len(adj[v])
+        if max_degree is not None and (d > max_degree or edges + d * (d - 1) // 2 > edge_cap):
+            rest = [u for u in range(n) if not eliminated[u]]
+            core = len(rest)
+            for u in rest:
+                position[u] = len(order)
+            order.append(rest[0])
+            bags.append(tuple(rest))
+            break
         eliminated[v] = True
         position[v] = len(order)
         order.append(v)
@@ -219,6 +319,8 @@ def elimination_decomposition(adj: list[set[int]], method: str = "min-degree") -
                 if nb[j] not in ai:
                     ai.add(nb[j])
                     adj[nb[j]].add(nb[i])
+                    edges += 1
+        edges -= len(nb)
         adj[v] = set()
         touched = set(nb)
         if two_hop:
@@ -230,15 +332,16 @@ def elimination_decomposition(adj: list[set[int]], method: str = "min-degree") -
                 current[a] = new
                 heapq.heappush(heap, (new, a))
     # bag k belongs to order[k]; its parent is the bag of the earliest-eliminated neighbour
-    parent = np.full(n, -1, dtype=np.int64)
+    parent = np.full(len(bags), -1, dtype=np.int64)
     for k, bag in enumerate(bags):
         if len(bag) > 1:
-            parent[k] = min(position[x] for x in bag[1:])
+            p = min(position[x] for x in bag[1:])
+            parent[k] = p if p != k else -1  # the core bag is a root
     roots = np.flatnonzero(parent < 0)
     for r in roots[:-1].tolist():  # join the components' trees into one (empty intersections)
         parent[r] = int(roots[-1])
     width = max((len(b) for b in bags), default=1) - 1
-    return TreeDecomposition(tuple(bags), parent, width, method, time.perf_counter() - started)
+    return TreeDecomposition(tuple(bags), parent, width, method, time.perf_counter() - started, core)
 
 
 # ---------------------------------------------------------------------- separator tree
@@ -303,9 +406,18 @@ def _centroid_decomposition(nbrs: list[list[int]]) -> list[int]:
     return sep_parent
 
 
-def _finish_separator_tree(graph: Graph, bags: Sequence[Sequence[int]], sep_parent: Sequence[int], width: int, started: float) -> SeparatorTree:
-    """Ownership by highest bag, splice out bags that own nothing, number the subtrees."""
-    m = len(bags)
+def _finish_separator_tree(
+    graph: Graph,
+    bags: Sequence[Sequence[int]] | None,
+    sep_parent: Sequence[int],
+    width: int,
+    started: float,
+    *,
+    owner: list[int] | None = None,
+) -> SeparatorTree:
+    """Ownership by highest bag (unless ``owner`` is given), splice out bags that own
+    nothing, number the subtrees."""
+    m = len(sep_parent)
     children: list[list[int]] = [[] for _ in range(m)]
     root = -1
     for x, p in enumerate(sep_parent):
@@ -319,13 +431,15 @@ def _finish_separator_tree(graph: Graph, bags: Sequence[Sequence[int]], sep_pare
         for y in children[x]:
             depth[y] = depth[x] + 1
             order.append(y)
-    owner = [-1] * graph.n
-    for x, bag in enumerate(bags):
-        dx = depth[x]
-        for v in bag:
-            o = owner[v]
-            if o < 0 or depth[o] > dx:
-                owner[v] = x
+    if owner is None:
+        assert bags is not None
+        owner = [-1] * graph.n
+        for x, bag in enumerate(bags):
+            dx = depth[x]
+            for v in bag:
+                o = owner[v]
+                if o < 0 or depth[o] > dx:
+                    owner[v] = x
     rank = np.empty(graph.n, dtype=np.int64)
     rank[graph.topo] = np.arange(graph.n)
     rank_l = rank.tolist()
@@ -394,7 +508,13 @@ def _finish_separator_tree(graph: Graph, bags: Sequence[Sequence[int]], sep_pare
 
 
 # ---------------------------------------------------------------------- path decompositions
-def path_decomposition(graph: Graph, *, moral: bool = True, td: TreeDecomposition | None = None) -> PathDecomposition:
+def path_decomposition(
+    graph: Graph,
+    *,
+    moral: bool = True,
+    td: TreeDecomposition | None = None,
+    skel: tuple[np.ndarray, list[set[int]]] | None = None,
+) -> PathDecomposition:
     """A path decomposition from the best of a few linear orders of the needed nodes.
 
     For a linear order π the bags are B_i = {π_i} ∪ {u before π_i with a neighbour at or
@@ -402,10 +522,10 @@ def path_decomposition(graph: Graph, *, moral: bool = True, td: TreeDecompositio
     the pathwidth from above (Kinnersley 1992). Orders tried: the topological order,
     Cuthill–McKee breadth-first orders from a pseudo-peripheral node, and (with ``td``)
     the order in which a depth-first walk of the tree decomposition first meets each
-    node. O(E) per order.
+    node. O(E) per order; the bags are kept as one interval per node (O(n) memory).
     """
     started = time.perf_counter()
-    nodes, adj = skeleton(graph, moral=moral)
+    nodes, adj = skel if skel is not None else skeleton(graph, moral=moral)
     m = len(adj)
     candidates: dict[str, list[int]] = {"topological": list(range(m))}
     candidates["cuthill-mckee"] = _cuthill_mckee(adj)
@@ -418,10 +538,15 @@ def path_decomposition(graph: Graph, *, moral: bool = True, td: TreeDecompositio
         if best is None or width < best[0]:
             best = (width, name)
     assert best is not None
-    mapping = nodes.tolist()
-    bags = _bags_from_order(adj, candidates[best[1]])
-    bags_g = tuple(tuple(sorted(mapping[x] for x in b)) for b in bags)
-    return PathDecomposition(bags_g, best[0], best[1], time.perf_counter() - started)
+    pos, last = _last_positions(adj, candidates[best[1]])
+    return PathDecomposition(
+        nodes=nodes.copy(),
+        first=np.asarray(pos, dtype=np.int64),
+        last=np.asarray(last, dtype=np.int64),
+        width=best[0],
+        order=best[1],
+        seconds=time.perf_counter() - started,
+    )
 
 
 def _last_positions(adj: list[set[int]], order: list[int]) -> tuple[list[int], list[int]]:
@@ -452,23 +577,6 @@ def _order_width(adj: list[set[int]], order: list[int]) -> int:
         width = max(width, active)
         active -= ends[i]
     return width - 1
-
-
-def _bags_from_order(adj: list[set[int]], order: list[int]) -> list[tuple[int, ...]]:
-    """Bags of the linear order: B_i = {π_i} ∪ (earlier nodes with a neighbour at or after i)."""
-    m = len(order)
-    _, last = _last_positions(adj, order)
-    expire: list[list[int]] = [[] for _ in range(m)]
-    for v in range(m):
-        expire[last[v]].append(v)
-    active: set[int] = set()
-    bags: list[tuple[int, ...]] = []
-    for i, v in enumerate(order):
-        active.add(v)
-        bags.append(tuple(active))
-        for u in expire[i]:
-            active.discard(u)
-    return bags
 
 
 def _cuthill_mckee(adj: list[set[int]]) -> list[int]:
@@ -547,9 +655,11 @@ def _tree_walk_order(td: TreeDecomposition, local: dict[int, int], m: int) -> li
 
 def path_separator_tree(graph: Graph, pd: PathDecomposition) -> SeparatorTree:
     """Balanced split of the bag sequence: the middle bag is the root, the middle bags of
-    the left and right parts its children, and so on (depth ≤ log2(bags))."""
+    the left and right parts its children, and so on (depth ≤ log2(bags)). A node lies in
+    an interval of bags; it is owned by the one split point of least depth in it, found
+    by descending from the root in O(log bags), so the bags are never built."""
     started = time.perf_counter()
-    m = len(pd.bags)
+    m = pd.size
     sep_parent = [-1] * m
     stack = [(0, m, -1)]
     while stack:
@@ -560,7 +670,19 @@ def path_separator_tree(graph: Graph, pd: PathDecomposition) -> SeparatorTree:
         sep_parent[mid] = par
         stack.append((lo, mid, mid))
         stack.append((mid + 1, hi, mid))
-    return _finish_separator_tree(graph, pd.bags, sep_parent, pd.width, started)
+    owner = [-1] * graph.n
+    for v, a, b in zip(pd.nodes.tolist(), pd.first.tolist(), pd.last.tolist()):
+        lo, hi = 0, m
+        while True:
+            mid = (lo + hi) // 2
+            if b < mid:
+                hi = mid
+            elif a > mid:
+                lo = mid + 1
+            else:
+                owner[v] = mid
+                break
+    return _finish_separator_tree(graph, None, sep_parent, pd.width, started, owner=owner)
 
 
 # ---------------------------------------------------------------------- validation
@@ -623,9 +745,10 @@ def validate_decomposition(graph: Graph, bags: Sequence[Sequence[int]], tree_edg
 def decomposition_widths(graph: Graph) -> dict[str, object]:
     """Treewidth and pathwidth upper bounds of the moral skeleton and how long each took."""
     t0 = time.perf_counter()
-    td = tree_decomposition(graph)
+    skel = skeleton(graph)
+    td = tree_decomposition(graph, skel=skel)
     t1 = time.perf_counter()
-    pd = path_decomposition(graph, td=td)
+    pd = path_decomposition(graph, td=td, skel=skel)
     t2 = time.perf_counter()
     return {
         "treewidth_ub": td.width,

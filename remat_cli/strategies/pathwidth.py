@@ -22,7 +22,7 @@ from typing import Any
 
 from remat_cli.graph import Graph
 from remat_cli.strategies.base import Strategy, StrategyResult
-from remat_cli.strategies.decompose import path_decomposition, path_separator_tree, tree_decomposition
+from remat_cli.strategies.decompose import path_separator_tree, shared_path_decomposition
 from remat_cli.strategies.treewidth import plan_over_separator_tree
 
 __all__ = ["STRATEGY"]
@@ -30,8 +30,7 @@ __all__ = ["STRATEGY"]
 
 def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> StrategyResult:
     started = time.perf_counter()
-    td = tree_decomposition(graph, methods=("min-degree",))
-    pd = path_decomposition(graph, td=td)
+    pd = shared_path_decomposition(graph, options)
     sep = path_separator_tree(graph, pd)
     seconds = time.perf_counter() - started
     return plan_over_separator_tree(graph, sep, budget, options, kind=f"path ({pd.order} order)", decompose_seconds=seconds)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -19,7 +19,9 @@ from remat_cli.schedule import Schedule, ScheduleBuilder
 from remat_cli.simulate import Metrics, simulate
 from remat_cli.strategies.base import Strategy, StrategyResult
 
-__all__ = ["STRATEGY", "StoreAllPlan", "store_all_plan", "store_all_schedule", "schedule_from_sequence", "memory_greedy_order"]
+T = TypeVar("T")
+
+__all__ = ["STRATEGY", "StoreAllPlan", "store_all_plan", "shared", "store_all_schedule", "schedule_from_sequence", "memory_greedy_order"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -33,7 +35,15 @@ class StoreAllPlan:
 
 def store_all_plan(graph: Graph) -> StoreAllPlan:
     """The lowest-peak store-all schedule among the candidate orders, measured once by the
-    simulator (callers need its peak: keep the metrics instead of replaying it again)."""
+    simulator (callers need its peak: keep the metrics instead of replaying it again).
+
+    Computed once per graph: the graph is immutable, so the plan is cached on it as
+    ``functools.cached_property`` caches Graph's own derived facts; the planner, ``auto``
+    and every strategy it runs share it.
+    """
+    cached = graph.__dict__.get(_CACHE_KEY)
+    if isinstance(cached, StoreAllPlan):
+        return cached
     candidates = {
         "file order": graph.needed_nodes.tolist(),
         "memory-greedy": memory_greedy_order(graph),
@@ -46,7 +56,24 @@ def store_all_plan(graph: Graph) -> StoreAllPlan:
         if best is None or result.metrics.peak_bytes < best.metrics.peak_bytes:
             best = StoreAllPlan(schedule, name, result.metrics)
     assert best is not None
+    graph.__dict__[_CACHE_KEY] = best
     return best
+
+
+_CACHE_KEY = "_store_all_plan"
+
+
+def shared(options: Mapping[str, Any], graph: Graph, key: str, make: Callable[[], T]) -> T:
+    """``make()`` memoised in ``options["shared"]`` (when the caller gave one) for ``graph``."""
+    memo = options.get("shared")
+    if not isinstance(memo, dict):
+        return make()
+    hit = memo.get(key)
+    if hit is not None and hit[0] is graph:
+        return hit[1]
+    value = make()
+    memo[key] = (graph, value)
+    return value
 
 
 def store_all_schedule(graph: Graph) -> tuple[Schedule, str]:

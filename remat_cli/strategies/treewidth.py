@@ -42,6 +42,12 @@ root-to-leaf path, each call asks one child at a time, and with unit sizes
   reference code returns, so we never cost more) and over the cheapest fitting
   candidate. Each is replayed by the simulator; the cheapest that fits wins. If none fits: NoPlanError with the smallest budget
   known to work.
+
+**Limits** (docs/algorithms.md §6): each run stops past :func:`work_limit` units (its
+schedule has ≤ 2 steps per unit, so memory is O(n + limit)), past the deadline
+(``options["deadline"]``), or, on the ladder, once it costs more than the best fitting
+plan so far; the cheapest finished plan that fits wins (anytime). A bare recursion that
+stopped is replaced by store-all, and the plan's mode says so.
 """
 
 from __future__ import annotations
@@ -62,13 +68,50 @@ from remat_cli.report.units import fmt_bytes
 from remat_cli.schedule import Schedule, ScheduleBuilder
 from remat_cli.simulate import Metrics, simulate
 from remat_cli.strategies.base import Strategy, StrategyResult
-from remat_cli.strategies.decompose import MORAL_DEGREE_CAP, SeparatorTree, separator_tree, tree_decomposition
+from remat_cli.strategies.decompose import MORAL_DEGREE_CAP, SeparatorTree, separator_tree, shared_tree_decomposition
 from remat_cli.strategies.store_all import store_all_plan
 
-__all__ = ["STRATEGY", "recursive_schedule", "plan_over_separator_tree", "unit_peak_values", "compute_bound"]
+__all__ = [
+    "STRATEGY",
+    "RecursionStopped",
+    "recursive_schedule",
+    "plan_over_separator_tree",
+    "unit_peak_values",
+    "compute_bound",
+    "work_limit",
+]
+
+#: The recursion stops (:class:`RecursionStopped`) after max(``WORK_FLOOR``,
+#: ``WORK_PER_NODE`` · n) units of work (a compute step, or a node of a sub-problem the
+#: recursion looks at), so its time and its schedule (≤ 2 steps per unit) stay bounded
+#: on graphs whose decomposition is wide (random or dense DAGs): there (w+2)^depth
+#: recomputations are not polynomial in any useful sense.
+WORK_FLOOR = 2_000_000
+WORK_PER_NODE = 100
 
 
-def recursive_schedule(graph: Graph, sep: SeparatorTree, limit: int | None = None, *, cache: bool = False, eager: bool = False, evict: str = "recent") -> tuple[Schedule, bool]:
+class RecursionStopped(Exception):
+    """The recursion passed its work limit or its deadline; it built no schedule."""
+
+
+def work_limit(graph: Graph) -> int:
+    """Units of work one run of the recursion may spend on ``graph`` (see ``WORK_FLOOR``)."""
+    return max(WORK_FLOOR, WORK_PER_NODE * graph.n)
+
+
+def recursive_schedule(
+    graph: Graph,
+    sep: SeparatorTree,
+    limit: int | None = None,
+    *,
+    cache: bool = False,
+    eager: bool = False,
+    evict: str = "recent",
+    max_work: int | None = None,
+    deadline: float | None = None,
+    max_cost: float = math.inf,
+    memo: dict[Any, Any] | None = None,
+) -> tuple[Schedule, bool]:
     """The schedule of the recursion over ``sep``.
 
     ``limit`` None gives the bare recursion. Otherwise ``limit`` is the activation budget
@@ -76,9 +119,18 @@ def recursive_schedule(graph: Graph, sep: SeparatorTree, limit: int | None = Non
     freed values for reuse (``evict`` "recent" or "cheap" says which go first), ``eager``
     prefetches a child's inputs for several nodes of a bag at once. Returns the
     schedule and whether the planner's own count stayed within the limit (the caller
-    must still check with the simulator).
+    must still check with the simulator). Raises :class:`RecursionStopped` past
+    ``max_work`` units (default :func:`work_limit`), past ``deadline`` (a
+    ``time.perf_counter()`` value), or once its compute cost exceeds ``max_cost`` (it
+    cannot beat a plan of that cost: costs only grow as steps are added). ``memo``, a
+    dict the caller keeps across runs on the same graph and tree, shares sub-problem
+    orders between them (at most 20·n nodes stored).
     """
     planner = _Recursion(graph, sep, limit, cache, eager, evict)
+    planner.budget_left = work_limit(graph) if max_work is None else max_work
+    planner.deadline = deadline
+    planner.cost_left = max_cost
+    planner.memo = memo
     planner.solve(sep.root, [int(t) for t in graph.targets if graph.needed[t]], False)
     return planner.b.build(), not planner.over
 
@@ -128,9 +180,29 @@ class _Recursion:
             self.value = [0.0] * n
         self.b = ScheduleBuilder()
         self.over = False
+        self.budget_left = work_limit(graph)  # units of work before RecursionStopped
+        self.deadline: float | None = None
+        self.checks = 0
+        self.costs = cost
+        self.cost_left = math.inf  # RecursionStopped("cannot win") once spent below 0
+        self.memo: dict[Any, Any] | None = None  # plain orders shared by the runs of one call
+        self.memo_cap = 20 * n  # nodes stored in the memo at most
+
+    def spend(self, units: int) -> None:
+        """Count work; stop the run past its work limit or deadline."""
+        self.budget_left -= units
+        if self.budget_left < 0:
+            raise RecursionStopped("work limit")
+        self.checks += 1
+        if self.deadline is not None and not self.checks & 255 and time.perf_counter() > self.deadline:
+            raise RecursionStopped("time limit")
 
     # -------------------------------------------------------------- memory primitives
     def compute(self, v: int) -> None:
+        self.spend(1)
+        self.cost_left -= self.costs[v]
+        if self.cost_left < 0:
+            raise RecursionStopped("cannot win")
         need = self.mem[v] + self.ws[v]
         if self.cur + need > self.limit:
             self._evict(need)
@@ -243,6 +315,7 @@ class _Recursion:
                     raise AssertionError("the recursion reached outside its subtree")
                 need.add(u)
                 stack.append(u)
+        self.spend(len(need) + len(boundary))
         for u in boundary:
             self.acquire(u)
         wanted = set(todo) if keep else set()
@@ -393,7 +466,28 @@ class _Recursion:
         """Topological order of ``need`` that always runs the ready node whose step grows
         memory least (its output minus the inputs it frees), ties to the earlier node in
         the graph's order; as store-all's memory-greedy order, on the sub-problem only.
-        O(k log k) for k nodes with a lazily updated heap."""
+        O(k log k) for k nodes with a lazily updated heap. Memoised across the runs of
+        one strategy call (``memo``): the order depends only on the key below."""
+        preds, succs, mem, rank = self.preds, self.succs, self.mem, self.rank
+        pin = self.pin
+        memo = self.memo
+        if memo is not None:
+            outside = frozenset(u for v in need for u in preds[v] if u not in need and pin[u] == 1)
+            key = (frozenset(need), frozenset(wanted), outside)
+            hit = memo.get(key)
+            if hit is not None:
+                return hit
+            order = self._greedy_order_of(need, wanted)
+            memo_size = memo.get("size", 0) + len(order)
+            if memo_size > self.memo_cap:  # bounded memory: start again
+                memo.clear()
+                memo_size = len(order)
+            memo[key] = order
+            memo["size"] = memo_size
+            return order
+        return self._greedy_order_of(need, wanted)
+
+    def _greedy_order_of(self, need: set[int], wanted: set[int]) -> list[int]:
         preds, succs, mem, rank = self.preds, self.succs, self.mem, self.rank
         remaining: dict[int, int] = {}
         missing: dict[int, int] = {}
@@ -463,9 +557,14 @@ def plan_over_separator_tree(graph: Graph, sep: SeparatorTree, budget: int | Non
     """The strategy body shared by ``treewidth`` and ``pathwidth`` (``kind`` names which).
 
     Every candidate schedule is measured by the simulator; a plan above ``budget`` is
-    never returned.
+    never returned. Anytime: a candidate that passes its work limit or the deadline
+    (``options["deadline"]``, a ``time.perf_counter()`` value) is dropped and the
+    cheapest finished one that fits wins; ``options["progress"](done, total, label)``
+    hears of each candidate.
     """
     started = time.perf_counter()
+    deadline: float | None = options.get("deadline")
+    progress = options.get("progress")
     info: dict[str, Any] = {
         "decomposition": kind,
         "width": sep.width,
@@ -476,52 +575,97 @@ def plan_over_separator_tree(graph: Graph, sep: SeparatorTree, budget: int | Non
     wide = int(np.count_nonzero(np.diff(graph.pred_ptr)[graph.needed] > MORAL_DEGREE_CAP))
     if wide:
         info["nodes outside the bound"] = f"{wide} (more than {MORAL_DEGREE_CAP} inputs: not moralized)"
+    stopped: list[str] = []
+
+    def attempt(label: str, limit: int | None, **kw: Any) -> _Attempt | None:
+        """One run of the recursion, measured; None when it stopped at a limit."""
+        if progress is not None:
+            progress(tried[0], 0, f"{'treewidth' if kind.startswith('tree') else 'pathwidth'}: {label}")
+        tried[0] += 1
+        try:
+            schedule, _ = recursive_schedule(graph, sep, limit, deadline=deadline, memo=memo, **kw)
+        except RecursionStopped as exc:
+            if str(exc) == "cannot win":
+                pruned[0] += 1
+            else:
+                stopped.append(f"{label} ({exc})")
+            return None
+        return _Attempt(schedule, _measure(graph, schedule), label)
+
+    tried = [0]
+    pruned = [0]
+    memo: dict[Any, Any] = {}
     if budget is None:
-        schedule, _ = recursive_schedule(graph, sep, None)
-        metrics = _measure(graph, schedule)
+        bare_run = attempt("bare recursion", None)
+        if bare_run is None:
+            store = store_all_plan(graph)
+            info["mode"] = f"store-all: the bare recursion stopped at its {stopped[0].rsplit('(', 1)[1][:-1]}"
+            info["work limit (units)"] = work_limit(graph)
+            return _result(graph, store.schedule, store.metrics, info, started)
         info["mode"] = "bare recursion"
-        return _result(graph, schedule, metrics, info, started)
+        return _result(graph, bare_run.schedule, bare_run.metrics, info, started)
     store = store_all_plan(graph)
     sa_schedule, sa = store.schedule, store.metrics
     if sa.peak_bytes <= budget:
         info["mode"] = "store-all fits the budget"
         return _result(graph, sa_schedule, sa, info, started)
     candidates: list[_Attempt] = []
-    plain, _ = recursive_schedule(graph, sep, budget - graph.fixed_mem, cache=False)
-    candidates.append(_Attempt(plain, _measure(graph, plain), "budgeted recursion"))
-    bare_schedule, _ = recursive_schedule(graph, sep, None)
-    bare = _measure(graph, bare_schedule)
-    info["bare peak (bytes)"] = bare.peak_bytes
-    candidates.append(_Attempt(bare_schedule, bare, "bare recursion"))
+    first = attempt("budgeted recursion", budget - graph.fixed_mem, cache=False)
+    if first is not None:
+        candidates.append(first)
+    bare_run = attempt("bare recursion", None)
+    bare = None if bare_run is None else bare_run.metrics
+    if bare_run is not None:
+        info["bare peak (bytes)"] = bare_run.metrics.peak_bytes
+        candidates.append(bare_run)
     discarded = 0
     if options.get("cache", True):
-        for point in _ladder(budget, max(graph.lb, int(0.8 * bare.peak_bytes)), sa.peak_bytes):
+        floor = graph.lb if bare is None else max(graph.lb, int(0.8 * bare.peak_bytes))
+        for point in _ladder(budget, floor, sa.peak_bytes):
             if min((c.metrics.cost for c in candidates if c.metrics.peak_bytes <= budget), default=math.inf) <= sa.base_cost:
                 break  # nothing can be cheaper than computing each node once
+            if deadline is not None and time.perf_counter() > deadline:
+                stopped.append("the rest of the budget ladder (time limit)")
+                break
             fitted = False
             for eager, evict in ((True, "recent"), (True, "cheap"), (False, "recent")):
-                if not eager and (fitted or point < bare.peak_bytes):
+                if not eager and (fitted or (bare is not None and point < bare.peak_bytes)):
                     break  # the cache-only run only where no prefetch run fits the point
+                label = f"budgeted recursion with cache ({evict} evicted first){' and prefetch' if eager else ''} at {fmt_bytes(point)}"
+                # a run costlier than the best fitting plan so far cannot win: stop it there,
+                # unless whether it fits the point decides if the cache-only run follows
+                to_beat = math.inf
+                if fitted or not eager:
+                    to_beat = min((c.metrics.cost for c in candidates if c.metrics.peak_bytes <= budget), default=math.inf)
                 try:
-                    schedule, _ = recursive_schedule(graph, sep, point - graph.fixed_mem, cache=True, eager=eager, evict=evict)
-                    attempt = _Attempt(schedule, _measure(graph, schedule), f"budgeted recursion with cache ({evict} evicted first){' and prefetch' if eager else ''} at {fmt_bytes(point)}")
+                    run = attempt(label, point - graph.fixed_mem, cache=True, eager=eager, evict=evict, max_cost=to_beat * (1 + 1e-9))
                 except AssertionError:  # an internal error in a refinement: never let it
                     discarded += 1  # cost a plan; the tests require this to stay 0
                     continue
-                candidates.append(attempt)
-                fitted = fitted or attempt.metrics.peak_bytes <= point
-    candidates.extend(_memlimit_candidates(graph, candidates, bare_schedule, budget))
+                if run is None:
+                    continue
+                candidates.append(run)
+                fitted = fitted or run.metrics.peak_bytes <= point
+    if pruned[0]:
+        info["runs stopped once costlier than the best"] = pruned[0]
+    if stopped:
+        info["stopped runs"] = f"{len(stopped)}: " + "; ".join(stopped[:3]) + ("; …" if len(stopped) > 3 else "")
+    candidates.extend(_memlimit_candidates(graph, candidates, None if bare_run is None else bare_run.schedule, budget))
     fitting = [c for c in candidates if c.metrics.peak_bytes <= budget]
     if not fitting:
-        from remat_cli.strategies.evict import cleanup
+        if bare_run is None:
+            least = sa.peak_bytes
+            why = "its recursion stopped at its work or time limit; store-all"
+        else:
+            from remat_cli.strategies.evict import cleanup
 
-        # the memory-limit pass over the bare recursion fits every budget at or above the
-        # peak of the bare recursion cleaned up (evict.py), which is at most the bare peak
-        low = _measure(graph, cleanup(graph, bare_schedule)).peak_bytes
-        least = min(low, sa.peak_bytes)
+            # the memory-limit pass over the bare recursion fits every budget at or above the
+            # peak of the bare recursion cleaned up (evict.py), which is at most the bare peak
+            least = min(_measure(graph, cleanup(graph, bare_run.schedule)).peak_bytes, sa.peak_bytes)
+            why = "its smallest plan (the bare recursion, frees moved to last use)"
         raise NoPlanError(
-            f"{kind} cannot fit budget {fmt_bytes(budget)} ({budget} B): its smallest plan "
-            f"(the bare recursion, frees moved to last use) peaks at {fmt_bytes(low)} ({low} B)",
+            f"{kind} cannot fit budget {fmt_bytes(budget)} ({budget} B): {why} "
+            f"peaks at {fmt_bytes(least)} ({least} B)",
             min_budget=least,
         )
     best = min(fitting, key=lambda c: (c.metrics.cost, c.metrics.peak_bytes))
@@ -532,13 +676,17 @@ def plan_over_separator_tree(graph: Graph, sep: SeparatorTree, budget: int | Non
     return _result(graph, best.schedule, best.metrics, info, started)
 
 
-def _memlimit_candidates(graph: Graph, candidates: list[_Attempt], bare: Schedule, budget: int) -> list[_Attempt]:
+def _memlimit_candidates(graph: Graph, candidates: list[_Attempt], bare: Schedule | None, budget: int) -> list[_Attempt]:
     """twremat's memory-limit pass (:mod:`remat_cli.strategies.evict`) at ``budget`` over the
-    bare recursion (what the paper's reference code returns) and over the cheapest
-    candidate that fits (the pass never raises a fitting schedule's cost or peak)."""
+    bare recursion (what the paper's reference code returns; None when it stopped at a
+    limit) and over the cheapest candidate that fits (the pass never raises a fitting
+    schedule's cost or peak)."""
     from remat_cli.strategies.evict import memlimit_pass
 
-    out = [_Attempt(s := memlimit_pass(graph, bare, budget), _measure(graph, s), "bare recursion + memory-limit pass (twremat)")]
+    out = []
+    if bare is not None:
+        s = memlimit_pass(graph, bare, budget)
+        out.append(_Attempt(s, _measure(graph, s), "bare recursion + memory-limit pass (twremat)"))
     fitting = [c for c in candidates if c.metrics.peak_bytes <= budget]
     if fitting:
         best = min(fitting, key=lambda c: (c.metrics.cost, c.metrics.peak_bytes))
@@ -600,7 +748,7 @@ def _result(graph: Graph, schedule: Schedule, metrics: Metrics, info: dict[str, 
 
 def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> StrategyResult:
     started = time.perf_counter()
-    td = tree_decomposition(graph)
+    td = shared_tree_decomposition(graph, options, ("min-degree", "min-fill"))
     sep = separator_tree(graph, td)
     info_seconds = time.perf_counter() - started
     result = plan_over_separator_tree(graph, sep, budget, options, kind=f"tree ({td.method})", decompose_seconds=info_seconds)

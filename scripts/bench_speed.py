@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Speed benchmark: whole-process wall time of `remat` per strategy and graph size.
+
+Per size (1k, 10k, 100k nodes of training graph) and shape (NN-shaped: a residual
+chain with sizes that vary; random: an Erdős–Rényi forward DAG with about two edges per
+node, e.g. the 10k training graph of ``random_dag(5000, p=0.0008)``; a wide grid), it
+writes the graph as remat JSON and times ``remat plan FILE -s S -b 0.5x`` for each
+strategy in its own process (load, plan, simulate and report included), plus
+``remat info`` and the start-up time of ``remat --version`` and ``remat --help``.
+A run past ``--timeout`` is killed and shown as ``>T``. Prints figures; asserts nothing.
+
+    PYTHONPATH=. python scripts/bench_speed.py [--sizes 1000,10000] [--timeout 120]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from remat_cli import generators as G
+from remat_cli.graph import Graph
+from remat_cli.loaders import remat_json
+from remat_cli.training import checkmate_training_graph
+
+STRATEGIES = ("store-all", "chen-sqrt", "chen-greedy", "chain-dp", "greedy", "dtr", "treewidth", "pathwidth", "auto")
+
+
+def sparse_random_dag(n: int, degree: float, seed: int = 0) -> Graph:
+    """Erdős–Rényi DAG with about ``degree`` edges per node, sampled without the n² pairs
+    that ``generators.random_dag`` enumerates (which does not fit memory at 50k nodes)."""
+    rng = np.random.default_rng(seed)
+    m = int(n * degree)
+    a = rng.integers(0, n, m)
+    b = rng.integers(0, n, m)
+    keep = a != b
+    src, dst = np.minimum(a, b)[keep], np.maximum(a, b)[keep]
+    pairs = np.unique(np.stack([src, dst], axis=1), axis=0)
+    return G.from_edges(n, pairs, name=f"random{n}")
+
+
+def shapes(size: int) -> dict[str, Graph]:
+    """Training graphs of about ``size`` nodes (the checkmate convention doubles a forward graph)."""
+    half = size // 2
+    rng = np.random.default_rng(1)
+    nn = G.skip_chain(half, skip=3, mem=rng.integers(1 << 10, 1 << 20, half), cost=rng.random(half) + 0.5)
+    if size == 10_000:
+        rnd = G.random_dag(5000, p=0.0008)  # the graph issue 14 reports
+    else:
+        rnd = sparse_random_dag(half, 4.0)
+    side = max(2, int(round((half / 8) ** 0.5)))
+    grid = G.grid(side, 8 * side)  # wide: 8× more columns than rows
+    return {
+        "nn": checkmate_training_graph(nn),
+        "random": checkmate_training_graph(rnd),
+        "grid": checkmate_training_graph(grid),
+    }
+
+
+ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+def timed(cmd: list[str], timeout: float) -> tuple[float, float, int | None]:
+    """Wall seconds, CPU seconds (user + system, its own child processes included) and exit
+    code of one process (code None when killed at ``timeout``). On a shared machine the
+    CPU figure is the steadier one; the wall figure is what a user waits."""
+    started = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, timeout=timeout, env=_env())
+        code: int | None = proc.returncode
+    except subprocess.TimeoutExpired:
+        code = None
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return time.perf_counter() - started, cpu, code
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def fmt(seconds: float, cpu: float, code: int | None, timeout: float) -> str:
+    if code is None:
+        return f">{timeout:.0f}"
+    mark = "" if code == 0 else ("!" if code == 1 else f"(rc{code})")
+    return f"{seconds:.1f}/{cpu:.1f}{mark}"
+
+
+def main() -> None:
+    global ROOT
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--sizes", default="1000,10000,100000", help="training-graph sizes, comma-separated")
+    ap.add_argument("--shapes", default="nn,random,grid", help="which graph shapes")
+    ap.add_argument("--strategies", default=",".join(STRATEGIES))
+    ap.add_argument("--budget", default="0.5x")
+    ap.add_argument("--timeout", type=float, default=150.0, help="seconds before a run is killed")
+    ap.add_argument("--cell-width", type=int, default=12)
+    ap.add_argument("--root", default=ROOT, help="the remat checkout to time (e.g. an older one, for before/after)")
+    args = ap.parse_args()
+    ROOT = args.root
+    remat = [sys.executable, "-m", "remat_cli"]
+    for what in (["--version"], ["--help"]):
+        runs = [timed(remat + what, 30)[:2] for _ in range(5)]
+        wall, cpu = (statistics.median(r[i] for r in runs) for i in (0, 1))
+        base = statistics.median(timed([sys.executable, "-c", "pass"], 30)[0] for _ in range(5))
+        print(f"start-up remat {what[0]:10s} median wall {wall:.3f} s, cpu {cpu:.3f} s (python -c pass: {base:.3f} s)")
+    strategies = args.strategies.split(",")
+    wanted = args.shapes.split(",")
+    print(f"\nwall/cpu seconds per process, budget {args.budget}; ! = exit 1 (no plan fits)")
+    w = args.cell_width
+    print(f"{'graph':14s} {'nodes':>7s} {'info':>{w}s} " + " ".join(f"{s:>{w}s}" for s in strategies))
+    with tempfile.TemporaryDirectory() as tmp:
+        for size in (int(s) for s in args.sizes.split(",")):
+            for shape, graph in shapes(size).items():
+                if shape not in wanted:
+                    continue
+                path = Path(tmp) / f"{shape}{size}.json"
+                path.write_text(remat_json.dumps(graph))
+                info = timed(remat + ["info", str(path)], args.timeout)
+                cells = []
+                for s in strategies:
+                    run = timed(remat + ["plan", str(path), "-s", s, "-b", args.budget, "--format", "json"], args.timeout)
+                    cells.append(fmt(*run, args.timeout))
+                print(f"{shape + str(size):14s} {graph.n:7d} {fmt(*info, args.timeout):>{w}s} " + " ".join(f"{c:>{w}s}" for c in cells), flush=True)
+
+
+if __name__ == "__main__":
+    main()
