@@ -216,9 +216,13 @@ def test_bare_recursion_on_a_long_training_chain_is_logarithmic() -> None:
 
 # ---------------------------------------------------------------------- budgets
 def _sweep_checks(g: Graph, name: str, ratios) -> None:
+    """Budget sweep: within budget, a plan whenever B >= the bare peak, base cost at B >=
+    store-all. Cost never rises with B without the memory-limit pass (the monotone part,
+    docs/algorithms.md §3); with it, cost is at most that at every budget (the pass only
+    adds candidates), but it may rise with B (its evictions depend on B)."""
     sa = store_all_peak(g)
     bare = simulate(g, get_strategy(name).run(g, None, {}).schedule).metrics
-    costs = []
+    costs, monotone_costs = [], []
     for r in ratios:
         budget = max(g.lb, int(r * sa))
         try:
@@ -227,6 +231,7 @@ def _sweep_checks(g: Graph, name: str, ratios) -> None:
             assert budget < bare.peak_bytes, f"{name}: no plan at {budget} although the bare peak is {bare.peak_bytes}"
             assert exc.min_budget is not None and exc.min_budget > budget
             costs.append(None)
+            monotone_costs.append(None)
             continue
         m = validate(g, res.schedule, what=name)
         assert m.peak_bytes <= budget, f"{name} over budget: {m.peak_bytes} > {budget}"
@@ -234,9 +239,17 @@ def _sweep_checks(g: Graph, name: str, ratios) -> None:
         if budget >= sa:
             assert m.cost == pytest.approx(m.base_cost)
         costs.append(m.cost)
-    found = [c for c in costs if c is not None]
+        try:
+            plain = validate(g, get_strategy(name).run(g, budget, {"memlimit": False}).schedule, what=name)
+        except NoPlanError:
+            monotone_costs.append(None)
+            continue
+        assert plain.peak_bytes <= budget
+        assert m.cost <= plain.cost + 1e-9, f"{name}: the memory-limit pass made the plan dearer"
+        monotone_costs.append(plain.cost)
+    found = [c for c in monotone_costs if c is not None]
     for a, b in zip(found, found[1:]):
-        assert b <= a + 1e-9, f"{name}: cost rose with the budget: {costs}"
+        assert b <= a + 1e-9, f"{name}: cost rose with the budget: {monotone_costs}"
     # once a plan exists, every larger budget has one
     first = next((i for i, c in enumerate(costs) if c is not None), len(costs))
     assert all(c is not None for c in costs[first:])
