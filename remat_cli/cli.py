@@ -277,7 +277,7 @@ def _load_options(**kwargs: Any) -> LoadOptions:
         shard=kwargs.get("shard") or "none",
         profile=kwargs.get("profile"),
         limits=_limits(**kwargs),
-        extra={"warn": _warn},
+        extra={"warn": _warn, "note": _note},
     )
 
 
@@ -296,6 +296,10 @@ def _given_load_fields(ctx: click.Context) -> frozenset[str]:
 
 def _warn(message: str) -> None:
     _stderr().print(f"remat: warning: {message}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _note(message: str) -> None:
+    _stderr().print(f"remat: {message}", highlight=False, markup=False, soft_wrap=True)
 
 
 FORMAT_OPTION = click.option(

@@ -101,7 +101,10 @@ def _how_trained(graph: Graph, options: LoadOptions, path: Path) -> Graph:
         from remat_cli.profile import apply_profile
 
         warn = options.extra.get("warn") if isinstance(options.extra, dict) else None
-        graph = apply_profile(graph, options.profile, max_bytes=options.limits.max_file_bytes, warn=warn if callable(warn) else None)
+        graph, fact = apply_profile(graph, options.profile, max_bytes=options.limits.max_file_bytes, warn=warn if callable(warn) else None)
+        note = options.extra.get("note") if isinstance(options.extra, dict) else None
+        if callable(note) and fact.matched_nodes:
+            note("profile: " + fact.describe())
     return graph
 
 
