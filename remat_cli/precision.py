@@ -140,8 +140,8 @@ def apply_precision(fwd: Graph, precision: str, device: DeviceProfile) -> Graph:
             for s, u in enumerate(slot_v):
                 if u < 0 or run[u] is None or run[u] == dt:
                     continue
-                numel_bits = float_bytes[u] * 8 // BITS.get(dtypes[u], 32)
-                size = (numel_bits * BITS[dt] + 7) // 8
+                numel = float_bytes[u] * 8 // BITS.get(dtypes[u], 32)
+                size = (numel * BITS[dt] + 7) // 8
                 cid = _unique(f"{fwd.ids[u]}:to_{dt}:{fwd.ids[v]}", used)
                 ids.append(cid)
                 ops.append("Cast")
@@ -171,7 +171,7 @@ def apply_precision(fwd: Graph, precision: str, device: DeviceProfile) -> Graph:
         float_out.append(bool(facts.float_out[v]))
         grad_source.append(bool(facts.grad_source[v]))
         pb = int(facts.param_bytes[v])
-        param_b.append(pb if precision == "amp" else (pb * half_bits) // 32)
+        param_b.append(pb if precision == "amp" else (pb * half_bits) // 32)  # exported fp32 -> half
         stats_b.append(int(facts.stats_bytes[v]))
         ws.append(int(fwd.workspace[v]))
 
