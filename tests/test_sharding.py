@@ -69,3 +69,21 @@ def test_sharding_cli_and_bad_input(tmp_path):
     assert r.exit_code == 2 and "parameter sizes" in r.output and "Traceback" not in r.output
     r = CliRunner().invoke(cli, ["info", str(path), "--world-size", "0"])
     assert r.exit_code == 2
+
+
+def test_remat_toml_sets_precision_and_sharding(tmp_path):
+    from remat_cli import check as check_mod
+    from remat_cli import config as config_mod
+
+    save(linear_stack(2, 8), tmp_path)
+    (tmp_path / "remat.toml").write_text(
+        'budget = "1GiB"\nprecision = "bf16"\nworld_size = 8\nshard = "parameters"\n'
+        '[[models]]\npath = "m.onnx"\ndims = { batch = 2 }\n'
+    )
+    conf = config_mod.load_config(tmp_path / "remat.toml")
+    (spec,) = check_mod.specs_from_entries(conf.models, default_strategy="store-all")
+    assert (spec.load.precision, spec.load.world_size, spec.load.shard) == ("bf16", 8, "parameters")
+    sharded = load(tmp_path / "m.onnx", dims={"batch": 2}, precision="bf16", world_size=8, shard="parameters")
+    from remat_cli.loaders import load_graph
+
+    assert load_graph(spec.path, spec.load).fixed_mem == sharded.fixed_mem
