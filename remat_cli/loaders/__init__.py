@@ -6,6 +6,8 @@ graph, and applies the transforms the options ask for (training graph, views, â€
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,6 +99,14 @@ def _how_trained(graph: Graph, options: LoadOptions, path: Path) -> Graph:
         from remat_cli.sharding import apply_sharding
 
         graph = apply_sharding(graph, world, shard, str(path))
+        make = graph.meta.get("_companion")  # the ONNX loader's other graph (remat info)
+        if callable(make):
+
+            def companion(make=make):
+                kind, other = make()
+                return kind, apply_sharding(other, world, shard, str(path))
+
+            graph = dataclasses.replace(graph, meta={**graph.meta, "_companion": companion})
     if getattr(options, "profile", None):
         from remat_cli.profile import apply_profile
 
