@@ -130,13 +130,20 @@ def _seconds(value: Any, where: str) -> float:
 
 def _read_csv(path: Path, text: str) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {}
-    for lineno, row in enumerate(csv.reader(io.StringIO(text)), 1):
+    reader = csv.reader(io.StringIO(text, newline=""))
+    rows: list[tuple[int, list[str]]] = []
+    try:
+        for row in reader:
+            rows.append((reader.line_num, row))
+    except csv.Error as exc:
+        raise InputError(f"{path}:{reader.line_num}: not a node,seconds CSV ({exc})") from None
+    for lineno, row in rows:
         if not row or all(not c.strip() for c in row):
             continue
         if len(row) != 2:
             raise InputError(f"{path}:{lineno}: expected 'node,seconds', got {len(row)} fields")
         node, sec = row[0].strip(), row[1].strip()
-        if lineno == 1 and node.lower() == "node" and sec.lower() == "seconds":
+        if not out and node.lower() == "node" and sec.lower() == "seconds":
             continue
         if not node:
             raise InputError(f"{path}:{lineno}: empty node id")
