@@ -133,3 +133,24 @@ def test_hostile_profiles_never_crash(mlp, tmp_path, text):
     r = CliRunner().invoke(cli, ["info", str(mlp), "--dim", "batch=4", "--profile", str(bad)])
     assert r.exit_code in (0, 2), r.output
     assert r.exception is None or isinstance(r.exception, SystemExit)
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["ph", "name", "dur", "x"]), inner, max_size=4),
+    max_leaves=10,
+)
+_EVENT = st.fixed_dictionaries(
+    {"ph": st.sampled_from(["X", "B", "M"]), "name": st.sampled_from(["mm1", "relu", "aten::matmul", "ProfilerStep#1"]) | _JSON},
+    optional={"dur": st.floats(allow_nan=True) | st.integers(-5, 10**30) | _JSON},
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(doc=st.fixed_dictionaries({"traceEvents": st.lists(_EVENT, max_size=5) | _JSON}) | _JSON)
+def test_hostile_traces_never_crash(mlp, tmp_path, doc):
+    bad = tmp_path / "fuzz.json"
+    bad.write_text(json.dumps(doc))
+    r = CliRunner().invoke(cli, ["info", str(mlp), "--dim", "batch=4", "--profile", str(bad), "--no-decompose"])
+    assert r.exit_code in (0, 2), r.output
+    assert "internal error" not in r.output
