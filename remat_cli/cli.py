@@ -247,6 +247,10 @@ _GRAPH_OPTIONS = [
     click.option("--cost", "cost", type=click.Choice(["flops", "bytes", "unit", "roofline"]), default="roofline", show_default=True, help="What a node's cost means for ONNX models; roofline = seconds on --device."),
     click.option("--device", default="a100", show_default=True, metavar="NAME|FILE.json", help="Device for roofline time: cpu, a100, h100, or a JSON profile."),
     click.option("--keep-views", is_flag=True, default=False, help="Keep zero-copy view ops (Reshape, Squeeze, …) as nodes instead of folding them."),
+    click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16", "amp"]), default="fp32", show_default=True, help="Training precision of an ONNX model: sizes, fixed memory and roofline peaks per dtype (docs/precision.md)."),
+    click.option("--world-size", type=click.IntRange(min=1), default=1, show_default=True, help="Data-parallel devices; --dim batch stays the per-device batch (docs/sharding.md)."),
+    click.option("--shard", type=click.Choice(["none", "optimizer", "gradients", "parameters"]), default="none", show_default=True, help="ZeRO stage 1/2/3 (FSDP): which fixed memory is divided over --world-size devices."),
+    click.option("--profile", "profile", default=None, metavar="FILE", help="Measured per-op seconds (torch.profiler Chrome trace JSON or node,seconds CSV) used instead of the roofline where they match."),
 ]
 
 
@@ -304,13 +308,18 @@ def _load_options(**kwargs: Any) -> LoadOptions:
         cost=kwargs.get("cost") or "roofline",
         device=kwargs.get("device") or "a100",
         keep_views=bool(kwargs.get("keep_views")),
+        precision=kwargs.get("precision") or "fp32",
+        world_size=int(kwargs.get("world_size") or 1),
+        shard=kwargs.get("shard") or "none",
+        profile=kwargs.get("profile"),
         limits=_limits(**kwargs),
-        extra={"warn": _warn},
+        extra={"warn": _warn, "note": _note},
     )
 
 
 # command-line parameter -> the LoadOptions field it sets
-_LOAD_FIELDS = {"dims": "dims", "training": "training", "convention": "convention", "optimizer": "optimizer", "cost": "cost", "device": "device", "keep_views": "keep_views"}
+_LOAD_FIELDS = {"dims": "dims", "training": "training", "convention": "convention", "optimizer": "optimizer", "cost": "cost", "device": "device", "keep_views": "keep_views",
+               "precision": "precision", "world_size": "world_size", "shard": "shard", "profile": "profile"}
 
 
 def _given_load_fields(ctx: click.Context) -> frozenset[str]:
@@ -330,6 +339,10 @@ def _one_line(message: str) -> str:
     if message.isprintable():
         return message
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+
+
+def _note(message: str) -> None:
+    _stderr().print(f"remat: {message}", highlight=False, markup=False, soft_wrap=True)
 
 
 FORMAT_OPTION = click.option(

@@ -99,6 +99,9 @@ def load(path: Path, data: bytes, options: Any) -> Graph:
         warn=warn,
         strict_dims=getattr(options, "strict_dims", True),
     )
+    from remat_cli.precision import apply_precision
+
+    fwd = apply_precision(fwd, getattr(options, "precision", "fp32") or "fp32", profile)
     training = True if options.training is None else bool(options.training)
     convention = options.convention or "autograd"
     optimizer = options.optimizer or "sgd"
@@ -367,6 +370,7 @@ def read_model(
     root: dict[str, str] = {}  # view of a fixed value -> that value
     static: set[str] = {t for t in initializers if t not in trainable}  # values known at load time
     nodes: list[_Node] = []
+    float_bytes: list[int] = []  # per node: bytes of its float outputs (precision.py rescales them)
     used_ids: set[str] = set()
     const_bytes = 0
     folded_views = 0
@@ -486,6 +490,7 @@ def read_model(
                 stats_bytes=_stats_bytes(op, attrs, in_shapes) if default else 0,
             )
         )
+        float_bytes.append(sum(b for b, e in zip(out_bytes, out_elems) if e in _FLOAT))  # --precision
         for o in outs:
             producer[o] = idx
 
@@ -567,6 +572,8 @@ def read_model(
         "onnx_ops": dict(sorted(onnx_ops.items())),
         "info": info,
         "_facts": facts,
+        "_dtypes": [nd.dtype for nd in nodes],
+        "_float_bytes": float_bytes,
     }
     return Graph.from_arrays(
         ids=[nd.id for nd in nodes],
