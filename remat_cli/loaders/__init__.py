@@ -32,6 +32,7 @@ class LoadOptions:
     device: str = "a100"
     keep_views: bool = False
     strict_dims: bool = True  # a --dim the model lacks is an error (False: ignored, for batches)
+    attention: str = "fused"  # fused | unfused: how exported attention is modelled (attention.py)
     limits: Limits = DEFAULT_LIMITS  # file size, node count, dimension and total size (limits.py)
     extra: dict[str, Any] = field(default_factory=dict)
 

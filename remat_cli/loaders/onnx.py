@@ -35,6 +35,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from remat_cli.attention import DEFAULT_ATTENTION, fuse_attention
 from remat_cli.costmodel import COST_KINDS, COST_UNITS, DeviceProfile, known_op, load_device, op_flops
 from remat_cli.errors import InputError
 from remat_cli.graph import Graph
@@ -98,6 +99,7 @@ def load(path: Path, data: bytes, options: Any) -> Graph:
         warn=warn,
         strict_dims=getattr(options, "strict_dims", True),
     )
+    fwd = fuse_attention(fwd, getattr(options, "attention", DEFAULT_ATTENTION))
     training = True if options.training is None else bool(options.training)
     convention = options.convention or "autograd"
     optimizer = options.optimizer or "sgd"
@@ -364,6 +366,7 @@ def read_model(
     folded_views = 0
     folded_static = 0
     estimated: list[str] = []
+    first_shapes: list[tuple[int, ...] | None] = []  # per node: its first output's shape
     inexact = 0  # ops whose FLOPs are an estimate (a shape or a formula missing)
     unknown_ops: Counter[str] = Counter()
     control: Counter[str] = Counter()
@@ -478,6 +481,7 @@ def read_model(
                 stats_bytes=_stats_bytes(op, attrs, in_shapes) if default else 0,
             )
         )
+        first_shapes.append(tuple(out_shapes[0]) if out_shapes and out_shapes[0] is not None else None)
         for o in outs:
             producer[o] = idx
 
@@ -559,6 +563,7 @@ def read_model(
         "onnx_ops": dict(sorted(onnx_ops.items())),
         "info": info,
         "_facts": facts,
+        "_shapes": tuple(first_shapes),
     }
     return Graph.from_arrays(
         ids=[nd.id for nd in nodes],
