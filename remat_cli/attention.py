@@ -63,13 +63,13 @@ class AttentionFacts:
     def describe(self) -> str:
         """One line for ``remat info`` and ``remat plan``."""
         how = (
-            "each one fused kernel (keeps output + fp32 logsumexp; backward recomputes the scores)"
+            "fused: keeps output + fp32 logsumexp"
             if self.mode == "fused"
-            else "as exported (MatMul, Softmax, MatMul: keeps the probabilities for backward)"
+            else "unfused: keeps the softmax probabilities (seq x seq per head)"
         )
-        text = f"{self.blocks} block(s) recognised, {how}"
+        text = f"{self.blocks} block(s) recognised; {how}"
         if self.native_ops:
-            text += f"; {self.native_ops} Attention op(s) in the model (fused kernels)"
+            text += f"; {self.native_ops} Attention op(s) (fused kernels)"
         return text
 
 
@@ -82,7 +82,8 @@ class _Block:
 
 def find_attention_blocks(graph: Graph, facts: ForwardFacts) -> list[_Block]:
     """Attention blocks of a forward graph: ``MatMul → scale/mask ops → Softmax → [Cast, Dropout]
-    → MatMul`` where every value but the last is read by the next op of the block only.
+    → MatMul`` where Q, Kᵀ and V are activations (not weights) and every value but the
+    last is read by the next op of the block only.
     Linear in nodes + edges."""
     ops = graph.ops
     succs = graph.succ_lists
@@ -124,6 +125,8 @@ def find_attention_blocks(graph: Graph, facts: ForwardFacts) -> list[_Block]:
         if after is None or ops[after] != "MatMul" or len(slots[after]) < 2 or slots[after][0] != last:
             continue
         m2 = after
+        if min(slots[m1][0], slots[m1][1], slots[m2][1]) < 0:
+            continue  # Q, Kᵀ and V are activations; a product with a weight is a linear layer
         members = [m1, *reversed(chain), *tail, m2]
         inside = set(members)
         extra = [u for v in members[1:-1] for u in slots[v] if u >= 0 and u not in inside]

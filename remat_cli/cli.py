@@ -11,7 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -213,6 +213,12 @@ _GRAPH_OPTIONS = [
     click.option("--cost", "cost", type=click.Choice(["flops", "bytes", "unit", "roofline"]), default="roofline", show_default=True, help="What a node's cost means for ONNX models; roofline = seconds on --device."),
     click.option("--device", default="a100", show_default=True, metavar="NAME|FILE.json", help="Device for roofline time: cpu, a100, h100, or a JSON profile."),
     click.option("--keep-views", is_flag=True, default=False, help="Keep zero-copy view ops (Reshape, Squeeze, …) as nodes instead of folding them."),
+    click.option(
+        "--attention", type=click.Choice(["fused", "unfused"]), default="fused", show_default=True,
+        help="ONNX attention (MatMul, scale, mask, Softmax, MatMul): fused = one kernel keeping output and logsumexp, "
+        "as PyTorch ≥2.0 runs scaled_dot_product_attention, which exports as that pattern; unfused = as exported, "
+        "keeping the [batch, heads, seq, seq] probabilities (a model that writes its own softmax).",
+    ),
 ]
 
 
@@ -268,13 +274,14 @@ def _load_options(**kwargs: Any) -> LoadOptions:
         cost=kwargs.get("cost") or "roofline",
         device=kwargs.get("device") or "a100",
         keep_views=bool(kwargs.get("keep_views")),
+        attention=kwargs.get("attention") or "fused",
         limits=_limits(**kwargs),
         extra={"warn": _warn},
     )
 
 
 # command-line parameter -> the LoadOptions field it sets
-_LOAD_FIELDS = {"dims": "dims", "training": "training", "convention": "convention", "optimizer": "optimizer", "cost": "cost", "device": "device", "keep_views": "keep_views"}
+_LOAD_FIELDS = {"dims": "dims", "training": "training", "convention": "convention", "optimizer": "optimizer", "cost": "cost", "device": "device", "keep_views": "keep_views", "attention": "attention"}
 
 
 def _given_load_fields(ctx: click.Context) -> frozenset[str]:
@@ -408,14 +415,20 @@ def plan(
 
         write_dot(result, dot, facts)
         written.append(f"graph written to {dot} (render: dot -Tsvg {dot})")
+    attention = graph.meta.get("attention")
     if fmt == "json":
-        click.echo(json.dumps(plan_report_json(result, facts), indent=1))
+        report = plan_report_json(result, facts)
+        if attention is not None:
+            report["attention"] = asdict(attention)
+        click.echo(json.dumps(report, indent=1))
         err = _stderr()
         for line in written:
             err.print(line, markup=False)
     else:
         console = _stdout()
         render_plan(result, console, facts, verbose=verbose)
+        if attention is not None:
+            console.print(f"attention: {attention.describe()}", markup=False, highlight=False)
         for line in written:
             console.print(line, markup=False)
 
