@@ -16,8 +16,8 @@ becomes one node of op ``Attention`` (the training table's fused-kernel entry: i
 its inputs and its output, backward 2.5× forward), whose value is the output plus the
 logsumexp; in ``unfused`` mode the graph is returned as it is. Both modes count the blocks
 and return them as :class:`AttentionFacts`. ``Attention`` ops already in the model (ONNX
-opset 23, ``com.microsoft``) are counted; they are fused kernels in every runtime that
-implements them, and are modelled as such in both modes.
+opset 23, ``com.microsoft``) are counted and left as they are (the training table models
+opset 23's op as a fused kernel; contrib ops are unknown ops there).
 
 The default is ``fused``: PyTorch ≥ 2.0 runs ``scaled_dot_product_attention`` (used by
 ``nn.MultiheadAttention``, ``nn.TransformerEncoderLayer`` and Hugging Face models'
