@@ -850,6 +850,94 @@ def check(
         click.get_current_context().exit(report.exit_code)
 
 
+class FitDimType(DimType):
+    """``NAME=VALUE`` or ``NAME=?`` (the dimension ``remat fit`` searches; value None)."""
+
+    name = "NAME=VALUE|NAME=?"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> tuple[str, int | None]:
+        text = str(value)
+        key, sep, raw = text.partition("=")
+        if sep and key.strip() and raw.strip() == "?":
+            return key.strip(), None
+        return super().convert(value, param, ctx)
+
+
+def fit_graph_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The shared graph options, with ``--dim`` accepting ``NAME=?``."""
+    for option in reversed(_GRAPH_OPTIONS[1:] + LIMIT_OPTIONS):
+        func = option(func)
+    return click.option(
+        "--dim", "dims", type=FitDimType(), multiple=True,
+        help="NAME=? names the dimension to search (exactly one); NAME=VALUE sets another (repeatable).",
+    )(func)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("model", metavar="MODEL")
+@click.option("-b", "--budget", type=BudgetType(), required=True, help="Memory budget per device, fixed memory included: 80GiB, 24GB, 123456.")
+@click.option("--max-overhead", default=None, metavar="PCT", help="Only plans adding at most this much compute count as fitting: 20% or 0.2.")
+@click.option("-s", "--strategy", default="auto", show_default=True, metavar="NAME", help="Strategy to plan each probe with (store-all: no recomputation).")
+@click.option("--max-value", type=click.IntRange(min=1), default=1 << 20, show_default=True, help="Largest value of the dimension to try.")
+@fit_graph_options
+@node_limit_option
+@FORMAT_OPTION
+def fit(model: str, budget: Budget, max_overhead: str | None, strategy: str, max_value: int, fmt: str, **graph_kw: Any) -> None:
+    """Find the largest value of one dimension (--dim batch=?) whose training step fits.
+
+    Doubles the value (1, 2, 4, …) until a plan no longer fits, then bisects; every probe
+    is a real plan replayed by the simulator. Prints the value, its plan's peak, overhead
+    and estimated step time, the same for store-all (the largest value that fits without
+    recomputation), and the throughput gain per estimated second. Assumes memory grows
+    with the dimension: the value found fits and the next one does not (both probed).
+    Exit 1 when even 1 does not fit.
+
+    \b
+    Examples:
+      remat fit model.onnx --budget 80GiB --dim batch=?
+      remat fit model.onnx --budget 24GiB --dim batch=8 --dim sequence=? --max-overhead 20%
+    """
+    from remat_cli import config as config_mod
+    from remat_cli.fit import fit_dimension
+    from remat_cli.report.fit_view import fit_to_json, render_fit
+
+    dims = list(graph_kw.pop("dims", ()) or ())
+    searched = [k for k, v in dims if v is None]
+    if len(searched) != 1:
+        raise InputError("remat fit: name exactly one dimension to search with --dim NAME=?, e.g. --dim batch=?")
+    dim = searched[0]
+    if budget.bytes is None:
+        raise InputError(f"--budget {budget.text!r}: remat fit needs an absolute budget (80GiB, 24GB, …): relative ones change with {dim}")
+    overhead = config_mod.parse_overhead(max_overhead) if max_overhead is not None else None
+    if ":" in model and model.split(":", 1)[0].endswith(".py"):
+        raise InputError(
+            f"{model}: fitting a PyTorch factory (FILE.py:FACTORY, called as FACTORY({dim}=v)) needs remat_cli.torch "
+            "(remat capture), which this version does not have; export the model to ONNX with a symbolic "
+            f"{dim} dimension instead"
+        )
+    fixed = tuple((k, v) for k, v in dims if v is not None)
+    base = _load_options(dims=fixed, **graph_kw)
+
+    def load(v: int) -> Any:
+        graph = load_graph(model, replace(base, dims=fixed + ((dim, v),)))
+        if dim not in (graph.meta.get("dims") or {}):
+            raise InputError(f"{model}: the model has no dimension {dim!r} to search (remat fit needs an ONNX model with it)")
+        return graph
+
+    with _working(f"fitting {dim} of {model}") as status:
+        def progress(msg: str) -> None:
+            if status is not None and hasattr(status, "update"):
+                status.update(f"fitting {dim} of {model}: {msg}")
+
+        result = fit_dimension(load, dim, budget.bytes, strategy=strategy, max_overhead=overhead, max_value=max_value, progress=progress)
+    if fmt == "json":
+        click.echo(json.dumps(fit_to_json(result), indent=1))
+    else:
+        render_fit(result, _stdout(), Path(model).name)
+    if result.best is None:
+        click.get_current_context().exit(EXIT_FAILED)
+
+
 def main() -> None:
     """Console entry point."""
     try:
