@@ -911,7 +911,7 @@ def fit(model: str, budget: Budget, max_overhead: str | None, strategy: str, max
     overhead = config_mod.parse_overhead(max_overhead) if max_overhead is not None else None
     if ":" in model and model.split(":", 1)[0].endswith(".py"):
         raise InputError(
-            f"{model}: fitting a PyTorch factory (FILE.py:FACTORY, called as FACTORY({dim}=v)) needs remat_cli.torch "
+            f"{model}: fitting a PyTorch factory (FILE.py:FACTORY, called as {model.split(':', 1)[1]}({dim}=v)) needs remat_cli.torch "
             "(remat capture), which this version does not have; export the model to ONNX with a symbolic "
             f"{dim} dimension instead"
         )
