@@ -879,10 +879,11 @@ def fit_graph_options(func: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--max-overhead", default=None, metavar="PCT", help="Only plans adding at most this much compute count as fitting: 20% or 0.2.")
 @click.option("-s", "--strategy", default="auto", show_default=True, metavar="NAME", help="Strategy to plan each probe with (store-all: no recomputation).")
 @click.option("--max-value", type=click.IntRange(min=1), default=1 << 20, show_default=True, help="Largest value of the dimension to try.")
+@click.option("--min-value", type=click.IntRange(min=1), default=1, show_default=True, help="Value the doubling starts from (the answer is at least this, or none).")
 @fit_graph_options
 @node_limit_option
 @FORMAT_OPTION
-def fit(model: str, budget: Budget, max_overhead: str | None, strategy: str, max_value: int, fmt: str, **graph_kw: Any) -> None:
+def fit(model: str, budget: Budget, max_overhead: str | None, strategy: str, max_value: int, min_value: int, fmt: str, **graph_kw: Any) -> None:
     """Find the largest value of one dimension (--dim batch=?) whose training step fits.
 
     Doubles the value (1, 2, 4, …) until a plan no longer fits, then bisects; every probe
@@ -890,7 +891,7 @@ def fit(model: str, budget: Budget, max_overhead: str | None, strategy: str, max
     and estimated step time, the same for store-all (the largest value that fits without
     recomputation), and the throughput gain per estimated second. Assumes memory grows
     with the dimension: the value found fits and the next one does not (both probed).
-    Exit 1 when even 1 does not fit.
+    Exit 1 when even --min-value (default 1) does not fit.
 
     \b
     Examples:
@@ -929,7 +930,7 @@ def fit(model: str, budget: Budget, max_overhead: str | None, strategy: str, max
             if status is not None and hasattr(status, "update"):
                 status.update(f"fitting {dim} of {model}: {msg}")
 
-        result = fit_dimension(load, dim, budget.bytes, strategy=strategy, max_overhead=overhead, max_value=max_value, progress=progress)
+        result = fit_dimension(load, dim, budget.bytes, strategy=strategy, max_overhead=overhead, max_value=max_value, min_value=min_value, progress=progress)
     if fmt == "json":
         click.echo(json.dumps(fit_to_json(result), indent=1))
     else:

@@ -68,7 +68,8 @@ class FitResult:
     max_overhead: float | None
     strategy: str
     max_value: int
-    best: FitPoint | None  # largest value that fits with the strategy (None: not even 1)
+    min_value: int
+    best: FitPoint | None  # largest value that fits with the strategy (None: not even min_value)
     store_all: FitPoint | None  # largest value that fits without recomputation
     first_too_large: int | None  # best.value + 1 (or None when best reached max_value)
     probes: tuple[FitProbe, ...]
@@ -83,16 +84,17 @@ class FitResult:
         return a / b - 1.0 if a is not None and b else None
 
 
-def largest_fitting(fits: Callable[[int], bool], max_value: int) -> tuple[int, int | None]:
-    """Largest v in [1, max_value] with ``fits(v)``, by doubling then bisection, assuming
-    ``fits`` is true up to some value and false beyond; (0, 1) when ``fits(1)`` is false.
+def largest_fitting(fits: Callable[[int], bool], max_value: int, min_value: int = 1) -> tuple[int, int | None]:
+    """Largest v in [min_value, max_value] with ``fits(v)``, by doubling from ``min_value``
+    then bisection, assuming ``fits`` is true up to some value and false beyond;
+    (min_value - 1, min_value) when ``fits(min_value)`` is false.
 
     Returns (v, the smallest value probed above v that did not fit, or None when v is
-    max_value). O(log v) probes.
+    max_value). O(log(v / min_value)) probes.
     """
-    if max_value < 1 or not fits(1):
-        return 0, 1
-    lo = 1
+    if max_value < min_value or not fits(min_value):
+        return min_value - 1, min_value
+    lo = min_value
     while True:
         nxt = min(2 * lo, max_value)
         if nxt == lo:
@@ -118,15 +120,18 @@ def fit_dimension(
     strategy: str = "auto",
     max_overhead: float | None = None,
     max_value: int = DEFAULT_MAX_VALUE,
+    min_value: int = 1,
     progress: Callable[[str], None] | None = None,
 ) -> FitResult:
     """Largest value of ``dim`` whose plan with ``strategy`` fits ``budget_bytes`` (with at
     most ``max_overhead`` extra compute), and the largest that fits with store-all.
 
     ``load(v)`` returns the graph to plan with the dimension set to v. A load error at
-    v = 1 is raised (bad input); above 1 it is recorded as a probe that does not fit
+    ``min_value`` is raised (bad input); above it, it is recorded as a probe that does not fit
     (e.g. a size limit reached), with its message.
     """
+    if not 1 <= min_value <= max_value:
+        raise InputError(f"--min-value {min_value} must be between 1 and --max-value {max_value}")
     if budget_bytes <= 0:
         raise InputError("remat fit needs a positive absolute budget, e.g. --budget 80GiB")
     graphs: dict[int, Graph] = {}
@@ -137,7 +142,7 @@ def fit_dimension(
             try:
                 graphs[v] = load(v)
             except InputError as exc:
-                if v == 1:
+                if v == min_value:
                     raise
                 return f"cannot load with {dim}={v}: {exc.message}"
         return graphs[v]
@@ -166,7 +171,7 @@ def fit_dimension(
             probes.append(FitProbe(v, True, ""))
             return True
 
-        v, above = largest_fitting(fits, max_value)
+        v, above = largest_fitting(fits, max_value, min_value)
         return points.get(v), above, tuple(probes)
 
     best, above, probes = search(strategy, max_overhead)
@@ -180,6 +185,7 @@ def fit_dimension(
         max_overhead=max_overhead,
         strategy=strategy,
         max_value=max_value,
+        min_value=min_value,
         best=best,
         store_all=sa,
         first_too_large=above,

@@ -19,15 +19,18 @@ from tests.test_attention import gpt2_model
 
 
 @settings(max_examples=60, deadline=None)
-@given(threshold=st.integers(0, 600), max_value=st.integers(1, 700))
-def test_doubling_then_bisection_finds_the_threshold(threshold, max_value):
+@given(threshold=st.integers(0, 600), max_value=st.integers(1, 700), min_value=st.integers(1, 50))
+def test_doubling_then_bisection_finds_the_threshold(threshold, max_value, min_value):
     probed: list[int] = []
 
     def fits(v: int) -> bool:
         probed.append(v)
         return v <= threshold
 
-    v, above = largest_fitting(fits, max_value)
+    v, above = largest_fitting(fits, max_value, min_value)
+    if min_value > max_value or threshold < min_value:
+        assert (v, above) == (min_value - 1, min_value)
+        return
     assert v == min(threshold, max_value)
     if v < max_value:
         assert above == v + 1 and above in probed

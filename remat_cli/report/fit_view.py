@@ -38,6 +38,7 @@ def fit_to_json(result: FitResult) -> dict[str, Any]:
         "store_all": _point(result.store_all),
         "throughput_gain": result.throughput_gain,
         "max_value": result.max_value,
+        "min_value": result.min_value,
         "probes": [asdict(p) for p in result.probes],
         "store_all_probes": [asdict(p) for p in result.store_all_probes],
         "assumes": ASSUMPTION,
