@@ -95,6 +95,7 @@ def load_record(options: Any, graph: Graph) -> dict[str, Any]:
         "cost": getattr(options, "cost", None),
         "device": getattr(options, "device", None),
         "keep_views": bool(getattr(options, "keep_views", False)),
+        "attention": getattr(graph.meta.get("attention"), "mode", None),  # ONNX only: fused | unfused
     }
 
 

@@ -159,3 +159,19 @@ def test_cli_reports_the_blocks(tmp_path):
     assert res.exit_code == 0 and "3 block(s) recognised; fused" in res.stdout
     res = runner.invoke(cli, ["info", path, "--dim", "batch=2", "--dim", "seq=8", "--attention", "flash"])
     assert res.exit_code == 2 and "Traceback" not in res.output
+
+
+def test_plan_file_records_the_attention_mode(tmp_path):
+    """A plan made with fused attention names the mode, and validating it against the
+    unfused graph says which option differs instead of only a missing node."""
+    path = str(save(gpt2_model(layers=1), tmp_path))
+    out = str(tmp_path / "p.json")
+    runner = CliRunner()
+    dims = ["--dim", "batch=2", "--dim", "seq=8"]
+    res = runner.invoke(cli, ["plan", path, *dims, "-s", "store-all", "-o", out])
+    assert res.exit_code == 0, res.output
+    assert json.loads(open(out).read())["load"]["attention"] == "fused"
+    res = runner.invoke(cli, ["validate", path, out, *dims])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(cli, ["validate", path, out, *dims, "--attention", "unfused"])
+    assert res.exit_code != 0 and "--attention fused" in res.output and "Traceback" not in res.output
