@@ -7,7 +7,7 @@ the ``[batch, heads, seq, seq]`` probabilities for the backward pass. Fused kern
 probabilities to memory: the forward keeps the output and one fp32 statistic per row
 (the logsumexp, ``[batch, heads, seq]``), and the backward recomputes the scores tile by
 tile. FlashAttention-2 (Dao, 2023, "FlashAttention-2: Faster Attention with Better
-Parallelism and Work Partitioning", §3.1.2) does 5 matrix products in the backward pass
+Parallelism and Work Partitioning", backward pass) does 5 matrix products in the backward pass
 against 2 in the forward, so the backward costs about 2.5× the forward.
 
 :func:`fuse_attention` is a transform from a forward graph to a new forward graph
