@@ -107,6 +107,7 @@ def load_record(options: Any, graph: Graph) -> dict[str, Any]:
         "world_size": int(getattr(options, "world_size", 1)),
         "shard": getattr(options, "shard", "none"),
         "profile": getattr(options, "profile", None),
+        "attention": getattr(graph.meta.get("attention"), "mode", None),  # ONNX only: fused | unfused
     }
 
 

@@ -35,6 +35,7 @@ class LoadOptions:
     device: str = "a100"
     keep_views: bool = False
     strict_dims: bool = True  # a --dim the model lacks is an error (False: ignored, for batches)
+    attention: str = "fused"  # fused | unfused: how exported attention is modelled (attention.py)
     limits: Limits = DEFAULT_LIMITS  # file size, node count, dimension and total size (limits.py)
     precision: str = "fp32"  # fp32 | bf16 | fp16 | amp (precision.py)
     world_size: int = 1  # data-parallel devices (sharding.py)

@@ -36,6 +36,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from remat_cli.attention import DEFAULT_ATTENTION, fuse_attention
 from remat_cli.costmodel import COST_KINDS, COST_UNITS, DeviceProfile, known_op, load_device, op_flops
 from remat_cli.errors import InputError
 from remat_cli.graph import MAX_TOTAL_BYTES, MAX_VALUE_BYTES, Graph
@@ -99,6 +100,8 @@ def load(path: Path, data: bytes, options: Any) -> Graph:
         warn=warn,
         strict_dims=getattr(options, "strict_dims", True),
     )
+    # attention first: it rewrites the per-node lists that --precision then reads
+    fwd = fuse_attention(fwd, getattr(options, "attention", DEFAULT_ATTENTION))
     from remat_cli.precision import apply_precision
 
     fwd = apply_precision(fwd, getattr(options, "precision", "fp32") or "fp32", profile)
@@ -376,6 +379,7 @@ def read_model(
     folded_views = 0
     folded_static = 0
     estimated: list[str] = []
+    first_shapes: list[tuple[int, ...] | None] = []  # per node: its first output's shape
     inexact = 0  # ops whose FLOPs are an estimate (a shape or a formula missing)
     unknown_ops: Counter[str] = Counter()
     control: Counter[str] = Counter()
@@ -491,6 +495,7 @@ def read_model(
             )
         )
         float_bytes.append(sum(b for b, e in zip(out_bytes, out_elems) if e in _FLOAT))  # --precision
+        first_shapes.append(tuple(out_shapes[0]) if out_shapes and out_shapes[0] is not None else None)
         for o in outs:
             producer[o] = idx
 
@@ -574,6 +579,7 @@ def read_model(
         "_facts": facts,
         "_dtypes": [nd.dtype for nd in nodes],
         "_float_bytes": float_bytes,
+        "_shapes": tuple(first_shapes),
     }
     return Graph.from_arrays(
         ids=[nd.id for nd in nodes],
