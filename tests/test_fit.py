@@ -143,7 +143,7 @@ def test_cli_bad_usage_is_one_line_exit_2(tmp_path, args, needle):
     assert needle in res.output and "Traceback" not in res.output
 
 
-def test_cli_pytorch_factory_needs_remat_torch(tmp_path):
+def test_cli_pytorch_factory_is_refused_in_one_line(tmp_path):
     res = run("fit", "model.py:make_model", "--budget", "80GiB", "--dim", "batch=?")
     assert res.exit_code == 2
-    assert "needs remat_cli.torch" in res.output and "make_model(batch=v)" in res.output
+    assert "does not capture PyTorch factories yet" in res.output and "make_model(batch=v)" in res.output

@@ -92,8 +92,9 @@ def test_bf16_keeps_normalization_statistics_fp32(tmp_path):
 
 def test_amp_runs_matmuls_in_half_and_softmax_norm_in_fp32(tmp_path):
     path = save(attention_block(), tmp_path)
-    g32 = load(path, dims={"batch": 2})
-    amp = load(path, dims={"batch": 2}, precision="amp")
+    # as exported (unfused): the probabilities are a node of their own
+    g32 = load(path, dims={"batch": 2}, attention="unfused")
+    amp = load(path, dims={"batch": 2}, precision="amp", attention="unfused")
     size = lambda g, n: int(g.mem[g.index[n]])  # noqa: E731
     for node in ("q", "k", "v", "scores", "pv"):
         assert size(amp, node) * 2 == size(g32, node), node
@@ -112,6 +113,23 @@ def test_amp_runs_matmuls_in_half_and_softmax_norm_in_fp32(tmp_path):
     parts = amp.meta["fixed_parts"]
     assert parts["half weight copies (amp)"] == 3 * 16 * 16 * 2
     assert amp.fixed_mem == g32.fixed_mem + 3 * 16 * 16 * 2
+    _store_all_peak(amp)
+
+
+def test_amp_with_fused_attention_halves_its_output_not_its_statistic(tmp_path):
+    """--attention fused runs before --precision: the fused node runs in half under amp,
+    its output halves while the fp32 logsumexp statistic does not."""
+    path = save(attention_block(), tmp_path)
+    g32 = load(path, dims={"batch": 2})
+    amp = load(path, dims={"batch": 2}, precision="amp")
+    fused = [v for v in range(g32.n) if g32.ops[v] == "Attention"]
+    assert len(fused) == 1 and g32.meta["attention"].blocks == 1
+    node = g32.ids[fused[0]]
+    unfused = load(path, dims={"batch": 2}, attention="unfused")
+    out = int(unfused.mem[unfused.index["pv"]])
+    lse = int(g32.mem[fused[0]]) - out
+    assert lse > 0
+    assert int(amp.mem[amp.index[node]]) == out // 2 + lse
     _store_all_peak(amp)
 
 
