@@ -135,6 +135,9 @@ def specs_from_entries(
             optimizer=e.optimizer or LoadOptions().optimizer,
             device=e.device or LoadOptions().device,
             cost=e.cost_model or LoadOptions().cost,
+            precision=e.precision or LoadOptions().precision,
+            world_size=e.world_size or LoadOptions().world_size,
+            shard=e.shard or LoadOptions().shard,
         )
         name = strategy or e.strategy or default_strategy
         get_strategy(name)  # an unknown name is bad usage before any work starts

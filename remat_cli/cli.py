@@ -11,7 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -247,6 +247,16 @@ _GRAPH_OPTIONS = [
     click.option("--cost", "cost", type=click.Choice(["flops", "bytes", "unit", "roofline"]), default="roofline", show_default=True, help="What a node's cost means for ONNX models; roofline = seconds on --device."),
     click.option("--device", default="a100", show_default=True, metavar="NAME|FILE.json", help="Device for roofline time: cpu, a100, h100, or a JSON profile."),
     click.option("--keep-views", is_flag=True, default=False, help="Keep zero-copy view ops (Reshape, Squeeze, …) as nodes instead of folding them."),
+    click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16", "amp"]), default="fp32", show_default=True, help="Training precision of an ONNX model: sizes, fixed memory and roofline peaks per dtype (docs/precision.md)."),
+    click.option("--world-size", type=click.IntRange(min=1), default=1, show_default=True, help="Data-parallel devices; --dim batch stays the per-device batch (docs/sharding.md)."),
+    click.option("--shard", type=click.Choice(["none", "optimizer", "gradients", "parameters"]), default="none", show_default=True, help="ZeRO stage 1/2/3 (FSDP): which fixed memory is divided over --world-size devices."),
+    click.option("--profile", "profile", default=None, metavar="FILE", help="Measured per-op seconds (torch.profiler Chrome trace JSON or node,seconds CSV) used instead of the roofline where they match."),
+    click.option(
+        "--attention", type=click.Choice(["fused", "unfused"]), default="fused", show_default=True,
+        help="ONNX attention (MatMul, scale, mask, Softmax, MatMul): fused = one kernel keeping output and logsumexp, "
+        "as PyTorch ≥2.0 runs scaled_dot_product_attention, which exports as that pattern; unfused = as exported, "
+        "keeping the [batch, heads, seq, seq] probabilities (a model that writes its own softmax).",
+    ),
 ]
 
 
@@ -304,13 +314,19 @@ def _load_options(**kwargs: Any) -> LoadOptions:
         cost=kwargs.get("cost") or "roofline",
         device=kwargs.get("device") or "a100",
         keep_views=bool(kwargs.get("keep_views")),
+        precision=kwargs.get("precision") or "fp32",
+        world_size=int(kwargs.get("world_size") or 1),
+        shard=kwargs.get("shard") or "none",
+        profile=kwargs.get("profile"),
+        attention=kwargs.get("attention") or "fused",
         limits=_limits(**kwargs),
-        extra={"warn": _warn},
+        extra={"warn": _warn, "note": _note},
     )
 
 
 # command-line parameter -> the LoadOptions field it sets
-_LOAD_FIELDS = {"dims": "dims", "training": "training", "convention": "convention", "optimizer": "optimizer", "cost": "cost", "device": "device", "keep_views": "keep_views"}
+_LOAD_FIELDS = {"dims": "dims", "training": "training", "convention": "convention", "optimizer": "optimizer", "cost": "cost", "device": "device", "keep_views": "keep_views",
+               "precision": "precision", "world_size": "world_size", "shard": "shard", "profile": "profile", "attention": "attention"}
 
 
 def _given_load_fields(ctx: click.Context) -> frozenset[str]:
@@ -330,6 +346,10 @@ def _one_line(message: str) -> str:
     if message.isprintable():
         return message
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+
+
+def _note(message: str) -> None:
+    _stderr().print(f"remat: {message}", highlight=False, markup=False, soft_wrap=True)
 
 
 FORMAT_OPTION = click.option(
@@ -464,14 +484,20 @@ def plan(
 
         write_dot(result, dot, facts)
         written.append(f"graph written to {dot} (render: dot -Tsvg {dot})")
+    attention = graph.meta.get("attention")
     if fmt == "json":
-        click.echo(json.dumps(plan_report_json(result, facts), indent=1, allow_nan=False))
+        report = plan_report_json(result, facts)
+        if attention is not None:
+            report["attention"] = asdict(attention)
+        click.echo(json.dumps(report, indent=1, allow_nan=False))
         err = _stderr()
         for line in written:
             err.print(line, markup=False)
     else:
         console = _stdout()
         render_plan(result, console, facts, verbose=verbose)
+        if attention is not None:
+            console.print(f"attention: {attention.describe()}", markup=False, highlight=False)
         for line in written:
             console.print(line, markup=False)
 
@@ -1007,6 +1033,96 @@ def fidelity_cmd(factory: str, budget: Budget, strategy_list: tuple[str, ...], r
     else:
         out = _stdout()
         render_fidelity(report, out if out.is_terminal else Console(highlight=False, width=100))
+
+
+class FitDimType(DimType):
+    """``NAME=VALUE`` or ``NAME=?`` (the dimension ``remat fit`` searches; value None)."""
+
+    name = "NAME=VALUE|NAME=?"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> tuple[str, int | None]:
+        text = str(value)
+        key, sep, raw = text.partition("=")
+        if sep and key.strip() and raw.strip() == "?":
+            return key.strip(), None
+        return super().convert(value, param, ctx)
+
+
+def fit_graph_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The shared graph options, with ``--dim`` accepting ``NAME=?``."""
+    for option in reversed(_GRAPH_OPTIONS[1:] + LIMIT_OPTIONS):
+        func = option(func)
+    return click.option(
+        "--dim", "dims", type=FitDimType(), multiple=True,
+        help="NAME=? names the dimension to search (exactly one); NAME=VALUE sets another (repeatable).",
+    )(func)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("model", metavar="MODEL")
+@click.option("-b", "--budget", type=BudgetType(), required=True, help="Memory budget per device, fixed memory included: 80GiB, 24GB, 123456.")
+@click.option("--max-overhead", default=None, metavar="PCT", help="Only plans adding at most this much compute count as fitting: 20% or 0.2.")
+@click.option("-s", "--strategy", default="auto", show_default=True, metavar="NAME", help="Strategy to plan each probe with (store-all: no recomputation).")
+@click.option("--max-value", type=click.IntRange(min=1), default=1 << 20, show_default=True, help="Largest value of the dimension to try.")
+@click.option("--min-value", type=click.IntRange(min=1), default=1, show_default=True, help="Value the doubling starts from (the answer is at least this, or none).")
+@fit_graph_options
+@node_limit_option
+@FORMAT_OPTION
+def fit(model: str, budget: Budget, max_overhead: str | None, strategy: str, max_value: int, min_value: int, fmt: str, **graph_kw: Any) -> None:
+    """Find the largest value of one dimension (--dim batch=?) whose training step fits.
+
+    Doubles the value (1, 2, 4, …) until a plan no longer fits, then bisects; every probe
+    is a real plan replayed by the simulator. Prints the value, its plan's peak, overhead
+    and estimated step time, the same for store-all (the largest value that fits without
+    recomputation), and the throughput gain per estimated second. Assumes memory grows
+    with the dimension: the value found fits and the next one does not (both probed).
+    Exit 1 when even --min-value (default 1) does not fit.
+
+    \b
+    Examples:
+      remat fit model.onnx --budget 80GiB --dim batch=?
+      remat fit model.onnx --budget 24GiB --dim batch=8 --dim sequence=? --max-overhead 20%
+    """
+    from remat_cli import config as config_mod
+    from remat_cli.fit import fit_dimension
+    from remat_cli.loaders import load_graph
+    from remat_cli.report.fit_view import fit_to_json, render_fit
+
+    dims = list(graph_kw.pop("dims", ()) or ())
+    searched = [k for k, v in dims if v is None]
+    if len(searched) != 1:
+        raise InputError("remat fit: name exactly one dimension to search with --dim NAME=?, e.g. --dim batch=?")
+    dim = searched[0]
+    if budget.bytes is None:
+        raise InputError(f"--budget {budget.text!r}: remat fit needs an absolute budget (80GiB, 24GB, …): relative ones change with {dim}")
+    overhead = config_mod.parse_overhead(max_overhead) if max_overhead is not None else None
+    if ":" in model and model.split(":", 1)[0].endswith(".py"):
+        raise InputError(
+            f"{model}: remat fit does not capture PyTorch factories yet (FILE.py:FACTORY called as "
+            f"{model.split(':', 1)[1]}({dim}=v)); export the model to ONNX with a symbolic {dim} dimension, "
+            "or capture one value at a time with remat capture"
+        )
+    fixed = tuple((k, v) for k, v in dims if v is not None)
+    base = _load_options(dims=fixed, **graph_kw)
+
+    def load(v: int) -> Any:
+        graph = load_graph(model, replace(base, dims=fixed + ((dim, v),)))
+        if dim not in (graph.meta.get("dims") or {}):
+            raise InputError(f"{model}: the model has no dimension {dim!r} to search (remat fit needs an ONNX model with it)")
+        return graph
+
+    with _working(f"fitting {dim} of {model}") as status:
+        def progress(msg: str) -> None:
+            if status is not None and hasattr(status, "update"):
+                status.update(f"fitting {dim} of {model}: {msg}")
+
+        result = fit_dimension(load, dim, budget.bytes, strategy=strategy, max_overhead=overhead, max_value=max_value, min_value=min_value, progress=progress)
+    if fmt == "json":
+        click.echo(json.dumps(fit_to_json(result), indent=1))
+    else:
+        render_fit(result, _stdout(), Path(model).name)
+    if result.best is None:
+        click.get_current_context().exit(EXIT_FAILED)
 
 
 def main() -> None:

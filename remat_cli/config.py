@@ -40,7 +40,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 __all__ = ["ModelEntry", "CheckConfig", "find_config", "load_config", "parse_overhead", "parse_dims"]
 
 CONFIG_NAME = "remat.toml"
-_LOAD_KEYS = ("training", "inference", "convention", "optimizer", "device", "cost_model")
+_LOAD_KEYS = ("training", "inference", "convention", "optimizer", "device", "cost_model", "precision", "world_size", "shard")
 _COMMON_KEYS = ("budget", "max_overhead", "strategy", "dims", "max_nodes", *_LOAD_KEYS)
 _TOP_KEYS = frozenset((*_COMMON_KEYS, "models", "timeout", "jobs", "junit"))
 _MODEL_KEYS = frozenset((*_COMMON_KEYS, "path", "name"))
@@ -62,6 +62,9 @@ class ModelEntry:
     optimizer: str | None = None
     device: str | None = None
     cost_model: str | None = None
+    precision: str | None = None  # fp32 | bf16 | fp16 | amp (precision.py)
+    world_size: int | None = None  # data-parallel devices (sharding.py)
+    shard: str | None = None  # none | optimizer | gradients | parameters
 
 
 @dataclass(frozen=True)
@@ -182,6 +185,9 @@ def _entry(doc: dict[str, Any], where: str, *, base: ModelEntry | None, path: st
         optimizer=_string(doc, "optimizer", where),
         device=_string(doc, "device", where),
         cost_model=_string(doc, "cost_model", where),
+        precision=_string(doc, "precision", where),
+        world_size=_number(doc, "world_size", where, int),
+        shard=_string(doc, "shard", where),
     )
     if base is not None:
         for key, value in list(values.items()):

@@ -103,6 +103,11 @@ def load_record(options: Any, graph: Graph) -> dict[str, Any]:
         "cost": getattr(options, "cost", None),
         "device": getattr(options, "device", None),
         "keep_views": bool(getattr(options, "keep_views", False)),
+        "precision": getattr(options, "precision", "fp32"),
+        "world_size": int(getattr(options, "world_size", 1)),
+        "shard": getattr(options, "shard", "none"),
+        "profile": getattr(options, "profile", None),
+        "attention": getattr(graph.meta.get("attention"), "mode", None),  # ONNX only: fused | unfused
     }
 
 
@@ -114,9 +119,10 @@ def _flag(key: str, value: Any) -> str:
         return "--training" if value else "--inference"
     if key == "keep_views":
         return "--keep-views" if value else "no --keep-views"
+    flag = key.replace("_", "-")
     if value is None:
-        return f"no --{key}"
-    return f"--{key} {value}"
+        return f"no --{flag}"
+    return f"--{flag} {value}"
 
 
 def load_differences(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:

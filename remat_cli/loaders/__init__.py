@@ -6,6 +6,8 @@ graph, and applies the transforms the options ask for (training graph, views, â€
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import re
 from dataclasses import dataclass, field
@@ -33,7 +35,12 @@ class LoadOptions:
     device: str = "a100"
     keep_views: bool = False
     strict_dims: bool = True  # a --dim the model lacks is an error (False: ignored, for batches)
+    attention: str = "fused"  # fused | unfused: how exported attention is modelled (attention.py)
     limits: Limits = DEFAULT_LIMITS  # file size, node count, dimension and total size (limits.py)
+    precision: str = "fp32"  # fp32 | bf16 | fp16 | amp (precision.py)
+    world_size: int = 1  # data-parallel devices (sharding.py)
+    shard: str = "none"  # none | optimizer | gradients | parameters (ZeRO stages 1-3)
+    profile: str | None = None  # measured per-op times, a Chrome trace or node,seconds CSV (profile.py)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -85,10 +92,38 @@ def load_graph(path: str | Path, options: LoadOptions | None = None) -> Graph:
 
         graph = twremat.read(_text(path, data), source=str(path), name=path.stem)
     else:
-        return check_limits(_load_onnx(path, data, options), limits, path)
+        return check_limits(_how_trained(_load_onnx(path, data, options), options, path), limits, path)
+    if getattr(options, "precision", "fp32") != "fp32":
+        raise InputError(f"{path}: --precision {options.precision} needs an ONNX model (this graph states its sizes in bytes)")
     if options.training:
         graph = _training(graph, options, path)
-    return check_limits(graph, limits, path)
+    return check_limits(_how_trained(graph, options, path), limits, path)
+
+
+def _how_trained(graph: Graph, options: LoadOptions, path: Path) -> Graph:
+    """Apply --world-size/--shard (sharding.py) and --profile (profile.py) to a loaded graph."""
+    world, shard = getattr(options, "world_size", 1), getattr(options, "shard", "none")
+    if world != 1 or shard != "none":
+        from remat_cli.sharding import apply_sharding
+
+        graph = apply_sharding(graph, world, shard, str(path))
+        make = graph.meta.get("_companion")  # the ONNX loader's other graph (remat info)
+        if callable(make):
+
+            def companion(make=make):
+                kind, other = make()
+                return kind, apply_sharding(other, world, shard, str(path))
+
+            graph = dataclasses.replace(graph, meta={**graph.meta, "_companion": companion})
+    if getattr(options, "profile", None):
+        from remat_cli.profile import apply_profile
+
+        warn = options.extra.get("warn") if isinstance(options.extra, dict) else None
+        graph, fact = apply_profile(graph, options.profile, max_bytes=options.limits.max_file_bytes, warn=warn if callable(warn) else None)
+        note = options.extra.get("note") if isinstance(options.extra, dict) else None
+        if callable(note) and fact.matched_nodes:
+            note("profile: " + fact.describe())
+    return graph
 
 
 def check_limits(graph: Graph, limits: Limits, path: str | Path) -> Graph:

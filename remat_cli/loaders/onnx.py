@@ -36,6 +36,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from remat_cli.attention import DEFAULT_ATTENTION, fuse_attention
 from remat_cli.costmodel import COST_KINDS, COST_UNITS, DeviceProfile, known_op, load_device, op_flops
 from remat_cli.errors import InputError
 from remat_cli.graph import MAX_TOTAL_BYTES, MAX_VALUE_BYTES, Graph
@@ -99,6 +100,11 @@ def load(path: Path, data: bytes, options: Any) -> Graph:
         warn=warn,
         strict_dims=getattr(options, "strict_dims", True),
     )
+    # attention first: it rewrites the per-node lists that --precision then reads
+    fwd = fuse_attention(fwd, getattr(options, "attention", DEFAULT_ATTENTION))
+    from remat_cli.precision import apply_precision
+
+    fwd = apply_precision(fwd, getattr(options, "precision", "fp32") or "fp32", profile)
     training = True if options.training is None else bool(options.training)
     convention = options.convention or "autograd"
     optimizer = options.optimizer or "sgd"
@@ -367,11 +373,13 @@ def read_model(
     root: dict[str, str] = {}  # view of a fixed value -> that value
     static: set[str] = {t for t in initializers if t not in trainable}  # values known at load time
     nodes: list[_Node] = []
+    float_bytes: list[int] = []  # per node: bytes of its float outputs (precision.py rescales them)
     used_ids: set[str] = set()
     const_bytes = 0
     folded_views = 0
     folded_static = 0
     estimated: list[str] = []
+    first_shapes: list[tuple[int, ...] | None] = []  # per node: its first output's shape
     inexact = 0  # ops whose FLOPs are an estimate (a shape or a formula missing)
     unknown_ops: Counter[str] = Counter()
     control: Counter[str] = Counter()
@@ -486,6 +494,8 @@ def read_model(
                 stats_bytes=_stats_bytes(op, attrs, in_shapes) if default else 0,
             )
         )
+        float_bytes.append(sum(b for b, e in zip(out_bytes, out_elems) if e in _FLOAT))  # --precision
+        first_shapes.append(tuple(out_shapes[0]) if out_shapes and out_shapes[0] is not None else None)
         for o in outs:
             producer[o] = idx
 
@@ -567,6 +577,9 @@ def read_model(
         "onnx_ops": dict(sorted(onnx_ops.items())),
         "info": info,
         "_facts": facts,
+        "_dtypes": [nd.dtype for nd in nodes],
+        "_float_bytes": float_bytes,
+        "_shapes": tuple(first_shapes),
     }
     return Graph.from_arrays(
         ids=[nd.id for nd in nodes],
