@@ -496,7 +496,7 @@ def plan(
     else:
         console = _stdout()
         render_plan(result, console, facts, verbose=verbose)
-        if attention is not None:
+        if attention is not None and (attention.blocks or attention.native_ops):
             console.print(f"attention: {attention.describe()}", markup=False, highlight=False)
         for line in written:
             console.print(line, markup=False)

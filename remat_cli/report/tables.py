@@ -100,10 +100,10 @@ def render_info(s: GraphSummary, console: Console) -> None:
 def structural_bound_text(b: StructuralBound) -> str:
     """One line: the proven bound, how it compares with the largest-operation bound, and
     how far its argument searched (bounds.py)."""
-    steps = f"{b.depth} steps back" + ("" if b.complete else ", cut short")
+    steps = f"searched {b.depth} steps back" + ("" if b.complete else ", cut short")
     if b.bytes > b.op_bound_bytes:
-        return f"{fmt_bytes(b.bytes)}  at {b.node} ({b.gain:.3f}x lower bound; {steps})"
-    return f"{fmt_bytes(b.bytes)}  (= lower bound; {steps})"
+        return f"{fmt_bytes(b.bytes)}  at {b.node} ({b.gain:.3f}x the lower bound; {steps})"
+    return f"{fmt_bytes(b.bytes)}  (same as the lower bound; {steps})"
 
 
 def summary_to_json(s: GraphSummary) -> dict[str, Any]:
@@ -162,8 +162,8 @@ def render_plan(plan: Plan, console: Console, facts: PlanFacts | None = None, *,
         t.add_row("budget", "none")
     else:
         t.add_row("budget", f"{fmt_bytes(plan.budget_bytes)} ({fmt_ratio(plan.budget_ratio)} of store-all {fmt_bytes(plan.store_all_peak)}) - fits")
-    if facts.bound is not None:
-        t.add_row("structural bound", structural_bound_text(facts.bound))
+    if facts.bound is not None and (verbose or facts.bound.bytes > facts.bound.op_bound_bytes):
+        t.add_row("structural bound", structural_bound_text(facts.bound))  # news only when higher
     if m.recomputations:
         t.add_row("recomputed values", f"{fmt_count(facts.recomputed_nodes)} distinct")
     fw = facts.forward
