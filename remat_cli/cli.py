@@ -548,7 +548,7 @@ def tradeoff(graph_file: str, strategy_list: str | None, points: int, budget_lis
         from remat_cli.report.tables import render_tradeoff
 
         render_tradeoff(result, _stdout())
-    from remat_cli.report.units import fmt_bytes
+    from remat_cli.units import fmt_bytes
 
     err = _stderr()
     for p in result.points:
@@ -602,7 +602,7 @@ def validate(graph_file: str, plan_file: str, budget: Budget, fmt: str, **graph_
     from remat_cli.loaders import load_graph
     from remat_cli.plan import load_record, read_plan
     from remat_cli.planner import resolve_budget
-    from remat_cli.report.units import fmt_bytes_pair
+    from remat_cli.units import fmt_bytes_pair
     from remat_cli.report.tables import render_metrics
     from remat_cli.simulate import simulate
 
@@ -984,7 +984,7 @@ def capture_cmd(factory: str, output_file: str, device: str) -> None:
         Path(output_file).write_text(remat_json.dumps(graph))
     except OSError as exc:
         raise InputError(f"{output_file}: cannot write: {exc.strerror}") from None
-    from remat_cli.report.units import fmt_bytes
+    from remat_cli.units import fmt_bytes
 
     _stdout().print(
         f"captured {graph.name}: {graph.n} nodes, fixed {fmt_bytes(graph.fixed_mem)}, "

@@ -122,7 +122,7 @@ def _companion(graph: Graph) -> dict[str, Any]:
     make = graph.meta.get("_companion")
     if not callable(make):
         return {}
-    from remat_cli.report.units import fmt_bytes
+    from remat_cli.units import fmt_bytes
 
     label, other = make()
     peak = store_all_plan(other).metrics.peak_bytes

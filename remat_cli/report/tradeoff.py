@@ -25,7 +25,7 @@ from remat_cli.budget import Budget, parse_budget
 from remat_cli.errors import InputError, NoPlanError, RematError
 from remat_cli.graph import Graph
 from remat_cli.planner import make_plan, store_all_peak
-from remat_cli.report.units import fmt_bytes
+from remat_cli.units import fmt_bytes
 from remat_cli.strategies import Strategy, fast_strategies, get_strategy
 from remat_cli.sweep import SmallestBudget, searchable, smallest_budget
 

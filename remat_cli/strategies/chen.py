@@ -19,7 +19,7 @@ from typing import Any
 
 from remat_cli.errors import NoPlanError
 from remat_cli.graph import Graph
-from remat_cli.report.units import fmt_bytes
+from remat_cli.units import fmt_bytes
 from remat_cli.simulate import Metrics, simulate
 from remat_cli.strategies.base import Strategy, StrategyResult
 from remat_cli.strategies.segments import Segmentation, checkpoint_sequence, schedule_from_sequence, segment
