@@ -529,7 +529,9 @@ def tradeoff(graph_file: str, strategy_list: str | None, points: int, budget_lis
       remat tradeoff g.json --format csv > sweep.csv
     """
     from remat_cli.loaders import load_graph
-    from remat_cli.report.tradeoff import parse_budget_list, resolve_strategies, sweep, tradeoff_to_csv, tradeoff_to_json
+    from remat_cli.budget import parse_budget_list
+    from remat_cli.report.tradeoff import tradeoff_to_csv, tradeoff_to_json
+    from remat_cli.sweep import resolve_strategies, sweep
 
     if plot:
         from remat_cli.report.plots import check_plot_path, require_matplotlib
@@ -786,13 +788,14 @@ def batch(
       remat batch models/ --executor dask --scheduler tcp://10.0.0.5:8786 --jsonl out.jsonl
     """
     from remat_cli import batch as batch_mod
+    from remat_cli.budget import parse_budget_list
     from remat_cli.report.batch_view import BatchProgress, render_rows, rows_csv, rows_json
     from remat_cli.strategies import get_strategy
 
     names = strategies or (batch_mod.DEFAULT_STRATEGY,)
     for name in names:
         get_strategy(name)  # an unknown name is bad usage before any work starts
-    budgets = batch_mod.parse_budget_list(budget_list) if budget_list else (budget,)
+    budgets = parse_budget_list(budget_list, allow_none=True) if budget_list else (budget,)
     if resume and not (jsonl_path or csv_path):
         raise InputError("--resume needs --jsonl or --csv: the results to resume from")
     run_on = _executor(executor, scheduler, jobs, timeout, memory_limit=_memory_guard(graph_kw))
