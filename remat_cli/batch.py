@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from remat_cli.budget import Budget, parse_budget
+from remat_cli.budget import Budget
 from remat_cli.errors import InputError, NoPlanError, RematError
 from remat_cli.executors import LocalExecutor, Outcome
 from remat_cli.limits import LimitError
@@ -55,7 +55,6 @@ __all__ = [
     "run_batch",
     "read_rows",
     "RowWriter",
-    "parse_budget_list",
     "format_dims",
     "loads_per_file",
     "unused_dims",
@@ -281,14 +280,6 @@ def _json_may_be_graph(path: Path) -> bool:
 
 
 # --------------------------------------------------------------------------- tasks
-
-
-def parse_budget_list(text: str) -> tuple[Budget, ...]:
-    """``1x,0.8x,0.5x`` or ``8GiB,12GiB`` for a budget sweep."""
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    if not parts:
-        raise InputError(f"--budgets {text!r}: give a comma-separated list such as 1x,0.8x,0.5x")
-    return tuple(parse_budget(p) for p in parts)
 
 
 def file_sha256(path: str | Path) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from remat_cli.errors import InputError
 
-__all__ = ["Budget", "parse_budget", "parse_size", "UNITS"]
+__all__ = ["Budget", "parse_budget", "parse_budget_list", "parse_size", "UNITS"]
 
 UNITS = {
     "": 1,
@@ -109,3 +109,25 @@ def parse_budget(text: str) -> Budget:
             "(0.5act: 0act = the lower bound, 1act = the store-all peak), or none"
         ) from None
     return Budget(text=stripped, bytes=size)
+
+
+def parse_budget_list(text: str, *, allow_none: bool = False) -> tuple[Budget, ...]:
+    """``0.9x,0.7x,8GiB`` -> budgets: the one parser of ``--budgets`` (tradeoff and batch).
+
+    Items are comma-separated, each parsed by :func:`parse_budget`; blanks around items
+    and empty items are ignored; at least one budget is required (else InputError).
+    ``none`` is accepted only with ``allow_none``: ``batch`` plans each file once per
+    budget, and a plan without a budget is a meaningful row there, whereas a trade-off
+    sweep places each point at a budget on the memory axis and needs a size or ratio.
+    """
+    out = []
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        budget = parse_budget(part)
+        if budget.is_none and not allow_none:
+            raise InputError(f"--budgets: {part.strip()!r} is not a budget (a sweep needs sizes or ratios)")
+        out.append(budget)
+    if not out:
+        raise InputError(f"--budgets {text!r}: give at least one budget, comma-separated, e.g. 0.9x,0.7x,8GiB")
+    return tuple(out)

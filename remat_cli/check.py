@@ -22,7 +22,7 @@ from remat_cli.config import ModelEntry
 from remat_cli.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, InputError, NoPlanError
 from remat_cli.loaders import LoadOptions, load_graph
 from remat_cli.planner import make_plan, store_all_peak
-from remat_cli.report.units import fmt_bytes, fmt_pct, fmt_seconds
+from remat_cli.units import fmt_bytes, fmt_pct, fmt_seconds
 from remat_cli.strategies import get_strategy
 
 __all__ = ["CheckSpec", "CheckResult", "CheckReport", "specs_from_entries", "merge_load", "run_check", "check_file", "verdict", "write_junit", "junit_tree"]

@@ -529,7 +529,9 @@ def tradeoff(graph_file: str, strategy_list: str | None, points: int, budget_lis
       remat tradeoff g.json --format csv > sweep.csv
     """
     from remat_cli.loaders import load_graph
-    from remat_cli.report.tradeoff import parse_budget_list, resolve_strategies, sweep, tradeoff_to_csv, tradeoff_to_json
+    from remat_cli.budget import parse_budget_list
+    from remat_cli.report.tradeoff import tradeoff_to_csv, tradeoff_to_json
+    from remat_cli.sweep import resolve_strategies, sweep
 
     if plot:
         from remat_cli.report.plots import check_plot_path, require_matplotlib
@@ -548,7 +550,7 @@ def tradeoff(graph_file: str, strategy_list: str | None, points: int, budget_lis
         from remat_cli.report.tables import render_tradeoff
 
         render_tradeoff(result, _stdout())
-    from remat_cli.report.units import fmt_bytes
+    from remat_cli.units import fmt_bytes
 
     err = _stderr()
     for p in result.points:
@@ -602,7 +604,7 @@ def validate(graph_file: str, plan_file: str, budget: Budget, fmt: str, **graph_
     from remat_cli.loaders import load_graph
     from remat_cli.plan import load_record, read_plan
     from remat_cli.planner import resolve_budget
-    from remat_cli.report.units import fmt_bytes_pair
+    from remat_cli.units import fmt_bytes_pair
     from remat_cli.report.tables import render_metrics
     from remat_cli.simulate import simulate
 
@@ -786,13 +788,14 @@ def batch(
       remat batch models/ --executor dask --scheduler tcp://10.0.0.5:8786 --jsonl out.jsonl
     """
     from remat_cli import batch as batch_mod
+    from remat_cli.budget import parse_budget_list
     from remat_cli.report.batch_view import BatchProgress, render_rows, rows_csv, rows_json
     from remat_cli.strategies import get_strategy
 
     names = strategies or (batch_mod.DEFAULT_STRATEGY,)
     for name in names:
         get_strategy(name)  # an unknown name is bad usage before any work starts
-    budgets = batch_mod.parse_budget_list(budget_list) if budget_list else (budget,)
+    budgets = parse_budget_list(budget_list, allow_none=True) if budget_list else (budget,)
     if resume and not (jsonl_path or csv_path):
         raise InputError("--resume needs --jsonl or --csv: the results to resume from")
     run_on = _executor(executor, scheduler, jobs, timeout, memory_limit=_memory_guard(graph_kw))
@@ -984,7 +987,7 @@ def capture_cmd(factory: str, output_file: str, device: str) -> None:
         Path(output_file).write_text(remat_json.dumps(graph))
     except OSError as exc:
         raise InputError(f"{output_file}: cannot write: {exc.strerror}") from None
-    from remat_cli.report.units import fmt_bytes
+    from remat_cli.units import fmt_bytes
 
     _stdout().print(
         f"captured {graph.name}: {graph.n} nodes, fixed {fmt_bytes(graph.fixed_mem)}, "

@@ -16,7 +16,7 @@ from remat_cli.budget import Budget
 from remat_cli.errors import InvalidScheduleError, NoPlanError
 from remat_cli.graph import Graph
 from remat_cli.plan import Plan
-from remat_cli.report.units import fmt_bytes
+from remat_cli.units import fmt_bytes
 from remat_cli.simulate import simulate
 from remat_cli.strategies import Strategy, get_strategy
 from remat_cli.strategies.store_all import store_all_plan

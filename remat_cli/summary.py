@@ -106,7 +106,7 @@ def _extra(graph: Graph, decompose: bool) -> dict[str, Any]:
     extra: dict[str, Any] = dict(graph.meta.get("info", {})) if isinstance(graph.meta.get("info"), dict) else {}
     extra.update(_companion(graph))
     if decompose:
-        from remat_cli.strategies.decompose import decomposition_widths
+        from remat_cli.algorithms.decompose import decomposition_widths
 
         w = decomposition_widths(graph)
         extra["treewidth upper bound"] = w["treewidth_ub"]
@@ -122,7 +122,7 @@ def _companion(graph: Graph) -> dict[str, Any]:
     make = graph.meta.get("_companion")
     if not callable(make):
         return {}
-    from remat_cli.report.units import fmt_bytes
+    from remat_cli.units import fmt_bytes
 
     label, other = make()
     peak = store_all_plan(other).metrics.peak_bytes

@@ -206,7 +206,7 @@ def training_fixed_memory(graph: Graph, optimizer: str) -> tuple[int, dict[str, 
 
 def _training_info(fwd: Graph, parts: dict[str, int], extra: dict[str, Any]) -> dict[str, Any]:
     """``remat info`` lines of a training graph: the forward graph's, plus what training adds."""
-    from remat_cli.report.units import fmt_bytes
+    from remat_cli.units import fmt_bytes
 
     info = dict(fwd.meta.get("info", {})) if isinstance(fwd.meta.get("info"), dict) else {}
     info.update(extra)
@@ -260,7 +260,7 @@ def checkmate_training_graph(fwd: Graph, *, backward_cost_factor: float = 2.0, o
     meta["fixed_parts"] = parts
     extra = {"training graph": f"checkmate convention: {L} backward nodes, optimizer {optimizer}"}
     if "forward_flops" in fwd.meta:
-        from remat_cli.report.units import fmt_cost
+        from remat_cli.units import fmt_cost
 
         extra["step FLOPs"] = fmt_cost(3.0 * float(fwd.meta["forward_flops"]), "flops") + " (backward = 2 x forward)"
     meta["info"] = _training_info(fwd, parts, extra)
@@ -455,7 +455,7 @@ def autograd_training_graph(fwd: Graph, *, optimizer: str = "sgd", facts: Forwar
     n_bwd = sum(has_bwd)
     extra = {"training graph": f"autograd convention: {n_bwd} backward nodes, {sum(1 for s in stats_of if s >= 0)} statistics nodes, optimizer {optimizer}"}
     if not given:
-        from remat_cli.report.units import fmt_cost
+        from remat_cli.units import fmt_cost
 
         extra["step FLOPs"] = fmt_cost(float(flops_a.sum()), "flops") + " (forward, loss, backward)"
     if unknown:

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from remat_cli.budget import parse_budget  # noqa: E402
-from remat_cli.report.units import fmt_bytes, fmt_pct, fmt_seconds  # noqa: E402
+from remat_cli.units import fmt_bytes, fmt_pct, fmt_seconds  # noqa: E402
 from remat_cli.torch._capture import capture_program  # noqa: E402
 from remat_cli.torch.fidelity import fidelity, load_factory  # noqa: E402
 

@@ -86,7 +86,7 @@ def reference_rows(graph: Graph, ratios: list[float], names: list[str]) -> None:
     implementation of that pass over our bare recursion) against ``names``. Cells are
     evaluations / needed nodes (the seed reference's unit) and cost / base cost."""
     from remat_cli.simulate import simulate
-    from remat_cli.strategies import decompose as D
+    from remat_cli.algorithms import decompose as D
     from remat_cli.strategies.evict import memlimit_pass
     from remat_cli.strategies.treewidth import recursive_schedule
 

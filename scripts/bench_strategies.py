@@ -19,7 +19,7 @@ from remat_cli.graph import Graph
 from remat_cli.planner import store_all_peak
 from remat_cli.simulate import simulate
 from remat_cli.strategies import get_strategy
-from remat_cli.strategies import decompose as D
+from remat_cli.algorithms import decompose as D
 from remat_cli.training import checkmate_training_graph
 
 STRATS = ("treewidth", "pathwidth")

@@ -17,7 +17,7 @@ from remat_cli.graph import Graph, NodeSpec
 from remat_cli.planner import make_plan, store_all_peak
 from remat_cli.simulate import simulate
 from remat_cli.strategies import fast_strategies, STRATEGIES
-from remat_cli.strategies.segments import checkpoint_sequence, schedule_from_sequence, segment, split
+from remat_cli.algorithms.segments import checkpoint_sequence, schedule_from_sequence, segment, split
 from remat_cli.training import checkmate_training_graph
 
 pytest.importorskip("scipy")

@@ -144,3 +144,14 @@ def test_ratio_budget_below_the_lower_bound_says_ratios_and_what_to_run(tmp_path
     assert f"{activation_at_least(found.budget_bytes, ref, g.lb):.3f}act" in err
     assert f"remat tradeoff {path}" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_one_budget_list_parser_accepts_none_only_where_allowed() -> None:
+    """``tradeoff`` and ``batch`` share one ``--budgets`` parser; only batch takes ``none``."""
+    from remat_cli.budget import parse_budget_list
+
+    assert [b.text for b in parse_budget_list(" 0.9x, ,50%,8GiB ")] == ["0.9x", "50%", "8GiB"]
+    assert [b.is_none for b in parse_budget_list("none,0.5x", allow_none=True)] == [True, False]
+    for bad, allow in (("none,0.5x", False), (" , ", True), ("", False), ("1x,lots", True)):
+        with pytest.raises(InputError):
+            parse_budget_list(bad, allow_none=allow)

@@ -319,7 +319,7 @@ def test_merge_load_given_fields_win_even_at_their_default() -> None:
 
 
 def test_no_plan_names_lower_bound_and_smallest_found_budget_apart(models: tuple[Path, list[int]]) -> None:
-    from remat_cli.report.units import fmt_bytes
+    from remat_cli.units import fmt_bytes
     from remat_cli.sweep import smallest_budget
 
     root, _ = models

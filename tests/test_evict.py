@@ -20,7 +20,7 @@ from remat_cli.graph import Graph
 from remat_cli.planner import make_plan, store_all_peak
 from remat_cli.schedule import COMPUTE, Schedule
 from remat_cli.simulate import simulate
-from remat_cli.strategies import decompose as D
+from remat_cli.algorithms import decompose as D
 from remat_cli.strategies.evict import cleanup, memlimit_pass
 from remat_cli.strategies.treewidth import recursive_schedule
 from remat_cli.training import checkmate_training_graph

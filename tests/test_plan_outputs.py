@@ -225,7 +225,7 @@ def test_timeline_png_and_svg(plan, tmp_path):
 def test_tradeoff_plot_png_and_svg(tmp_path):
     pytest.importorskip("matplotlib")
     from remat_cli.report.plots import plot_tradeoff
-    from remat_cli.report.tradeoff import sweep
+    from remat_cli.sweep import sweep
     from remat_cli.strategies import get_strategy
 
     t = sweep(_train(generators.unet(2, base_mem=1 << 16)), [get_strategy("store-all"), EVERY_KTH], points=5)

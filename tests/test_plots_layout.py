@@ -16,7 +16,7 @@ from remat_cli.budget import parse_budget  # noqa: E402
 from remat_cli.graph import Graph  # noqa: E402
 from remat_cli.planner import make_plan  # noqa: E402
 from remat_cli.report.plots import seconds_follow_cost, timeline_figure, tradeoff_figure  # noqa: E402
-from remat_cli.report.tradeoff import resolve_strategies, sweep  # noqa: E402
+from remat_cli.sweep import resolve_strategies, sweep  # noqa: E402
 
 STRATEGIES = "store-all,treewidth,chain-dp,dtr"
 

@@ -17,7 +17,7 @@ from remat_cli.planner import make_plan
 from remat_cli.report.batch_view import render_rows
 from remat_cli.report.facts import plan_facts
 from remat_cli.report.tables import render_plan
-from remat_cli.report.units import shorten, shorten_all
+from remat_cli.units import shorten, shorten_all
 
 INTERNAL = ("bare bound", "slot_bytes", "slot bytes", "attach", "optimal_over", "(w+1)")
 

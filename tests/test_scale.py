@@ -23,7 +23,7 @@ from remat_cli.errors import NoPlanError
 from remat_cli.graph import Graph
 from remat_cli.planner import make_plan, store_all_peak
 from remat_cli.simulate import simulate
-from remat_cli.strategies import decompose as D
+from remat_cli.algorithms import decompose as D
 from remat_cli.strategies import treewidth as T
 from remat_cli.training import checkmate_training_graph
 

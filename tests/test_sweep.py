@@ -20,7 +20,7 @@ from remat_cli.errors import NoPlanError
 from remat_cli.graph import Graph
 from remat_cli.loaders import load_graph, remat_json
 from remat_cli.planner import make_plan, store_all_peak
-from remat_cli.report.units import fmt_bytes
+from remat_cli.units import fmt_bytes
 from remat_cli.simulate import simulate
 from remat_cli.strategies import STRATEGIES, fast_strategies, get_strategy
 from remat_cli.sweep import NOT_MONOTONE, search_tolerance, searchable, smallest_budget

@@ -16,23 +16,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from remat_cli import generators, training
-from remat_cli.budget import parse_budget
+from remat_cli.budget import parse_budget, parse_budget_list
 from remat_cli.cli import cli
 from remat_cli.errors import InputError
 from remat_cli.loaders import remat_json
-from remat_cli.report.tradeoff import (
-    CSV_FIELDS,
-    pareto_mask,
-    parse_budget_list,
-    sweep,
-    sweep_budgets,
-    tradeoff_to_csv,
-    tradeoff_to_json,
-)
+from remat_cli.report.tradeoff import CSV_FIELDS, tradeoff_to_csv, tradeoff_to_json
+from remat_cli.sweep import pareto_mask, smallest_budget, sweep, sweep_budgets
 from remat_cli.planner import make_plan
 from remat_cli.simulate import simulate
 from remat_cli.strategies import STRATEGIES, get_strategy
-from remat_cli.sweep import smallest_budget
 
 from conftest import EVERY_KTH
 

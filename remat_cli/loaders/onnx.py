@@ -40,7 +40,7 @@ from remat_cli.attention import DEFAULT_ATTENTION, fuse_attention
 from remat_cli.costmodel import COST_KINDS, COST_UNITS, DeviceProfile, known_op, load_device, op_flops
 from remat_cli.errors import InputError
 from remat_cli.graph import MAX_TOTAL_BYTES, MAX_VALUE_BYTES, Graph
-from remat_cli.report.units import fmt_bytes, fmt_cost
+from remat_cli.units import fmt_bytes, fmt_cost
 from remat_cli.training import ForwardFacts, build_training_graph
 
 __all__ = ["load", "read_model", "inference_export_signs", "VIEW_OPS", "CONTROL_FLOW", "dtype_bits"]

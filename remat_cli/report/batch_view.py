@@ -18,7 +18,7 @@ from rich.table import Table
 
 from remat_cli.batch import COLUMNS, FileResult, FileTask, Row, csv_line
 from remat_cli.check import PASS, CheckReport
-from remat_cli.report.units import fmt_bytes, fmt_pct, fmt_seconds, shorten_all
+from remat_cli.units import fmt_bytes, fmt_pct, fmt_seconds, shorten_all
 
 __all__ = ["BatchProgress", "render_rows", "rows_json", "rows_csv", "render_check"]
 

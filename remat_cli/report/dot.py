@@ -15,7 +15,7 @@ from pathlib import Path
 from remat_cli.errors import InputError
 from remat_cli.plan import Plan
 from remat_cli.report.facts import PlanFacts, plan_facts
-from remat_cli.report.units import fmt_bytes
+from remat_cli.units import fmt_bytes
 
 __all__ = ["plan_to_dot", "write_dot", "STYLES"]
 

@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from remat_cli.report.units import fmt_bytes, fmt_pct, fmt_seconds
+from remat_cli.units import fmt_bytes, fmt_pct, fmt_seconds
 
 __all__ = ["render_fidelity", "fidelity_to_json"]
 

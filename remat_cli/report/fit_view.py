@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from remat_cli.fit import FitPoint, FitResult
-from remat_cli.report.units import fmt_bytes, fmt_pct, fmt_seconds
+from remat_cli.units import fmt_bytes, fmt_pct, fmt_seconds
 
 __all__ = ["fit_to_json", "render_fit", "ASSUMPTION"]
 

@@ -16,8 +16,8 @@ import numpy as np
 from remat_cli.errors import InputError
 from remat_cli.plan import Plan
 from remat_cli.report.facts import PlanFacts, plan_facts, step_categories
-from remat_cli.report.tradeoff import Tradeoff
-from remat_cli.report.units import fmt_bytes, fmt_pct
+from remat_cli.sweep import Tradeoff
+from remat_cli.units import fmt_bytes, fmt_pct
 
 __all__ = [
     "require_matplotlib", "check_plot_path", "plot_tradeoff", "plot_timeline", "tradeoff_figure", "timeline_figure",

@@ -15,8 +15,8 @@ from rich.text import Text
 from remat_cli.bounds import StructuralBound
 from remat_cli.plan import Plan, metrics_to_json, plan_to_json
 from remat_cli.report.facts import PlanFacts, plan_facts
-from remat_cli.report.tradeoff import SweepPoint, Tradeoff
-from remat_cli.report.units import fmt_bytes, fmt_cost, fmt_count, fmt_pct, fmt_ratio, fmt_seconds, shorten_all
+from remat_cli.sweep import SweepPoint, Tradeoff
+from remat_cli.units import fmt_bytes, fmt_cost, fmt_count, fmt_pct, fmt_ratio, fmt_seconds, shorten_all
 from remat_cli.simulate import Metrics
 from remat_cli.summary import GraphSummary
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from remat_cli.errors import NoPlanError, RematError
 from remat_cli.graph import Graph
-from remat_cli.report.units import fmt_bytes
+from remat_cli.units import fmt_bytes
 from remat_cli.simulate import simulate
 from remat_cli.schedule import Schedule
 from remat_cli.strategies.base import Strategy, StrategyResult

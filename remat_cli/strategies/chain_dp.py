@@ -63,10 +63,10 @@ import numpy as np
 
 from remat_cli.errors import NoPlanError
 from remat_cli.graph import Graph
-from remat_cli.report.units import fmt_bytes
+from remat_cli.units import fmt_bytes
 from remat_cli.simulate import simulate
 from remat_cli.strategies.base import Strategy, StrategyResult
-from remat_cli.strategies.segments import Segmentation, schedule_from_sequence, segment
+from remat_cli.algorithms.segments import Segmentation, schedule_from_sequence, segment
 from remat_cli.strategies.store_all import store_all_plan
 
 __all__ = ["STRATEGY", "ChainTable", "solve_chain"]

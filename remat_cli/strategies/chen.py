@@ -19,10 +19,10 @@ from typing import Any
 
 from remat_cli.errors import NoPlanError
 from remat_cli.graph import Graph
-from remat_cli.report.units import fmt_bytes
+from remat_cli.units import fmt_bytes
 from remat_cli.simulate import Metrics, simulate
 from remat_cli.strategies.base import Strategy, StrategyResult
-from remat_cli.strategies.segments import Segmentation, checkpoint_sequence, schedule_from_sequence, segment
+from remat_cli.algorithms.segments import Segmentation, checkpoint_sequence, schedule_from_sequence, segment
 from remat_cli.strategies.store_all import store_all_plan
 
 __all__ = ["SQRT", "GREEDY", "chen_plan", "sqrt_groups", "greedy_groups"]

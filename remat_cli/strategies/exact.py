@@ -68,7 +68,7 @@ import numpy as np
 
 from remat_cli.errors import InputError, NoPlanError
 from remat_cli.graph import Graph
-from remat_cli.report.units import fmt_bytes
+from remat_cli.units import fmt_bytes
 from remat_cli.schedule import Schedule, ScheduleBuilder
 from remat_cli.simulate import Metrics, simulate
 from remat_cli.strategies.base import Strategy, StrategyResult

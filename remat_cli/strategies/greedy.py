@@ -28,7 +28,7 @@ from typing import Any
 
 from remat_cli.errors import NoPlanError
 from remat_cli.graph import Graph
-from remat_cli.report.units import fmt_bytes
+from remat_cli.units import fmt_bytes
 from remat_cli.schedule import Schedule, ScheduleBuilder
 from remat_cli.strategies.base import Strategy, StrategyResult
 from remat_cli.strategies.store_all import store_all_plan

@@ -3,7 +3,7 @@
 Reference: R. Kumar, M. Purohit, Z. Svitkina, E. Vee, J. Wang, *Efficient
 Rematerialization for Deep Networks*, NeurIPS 2019 (the path-decomposition algorithm).
 
-The bags of a path decomposition (:func:`~remat_cli.strategies.decompose.path_decomposition`)
+The bags of a path decomposition (:func:`~remat_cli.algorithms.decompose.path_decomposition`)
 form a sequence; the middle bag splits it into a left and a right part, whose middle
 bags are split again, and so on. That balanced split is a separator tree of depth
 ≤ log2(bags) in which each node is owned by the highest bag holding it, so the same
@@ -22,7 +22,7 @@ from typing import Any
 
 from remat_cli.graph import Graph
 from remat_cli.strategies.base import Strategy, StrategyResult
-from remat_cli.strategies.decompose import path_separator_tree, shared_path_decomposition
+from remat_cli.algorithms.decompose import path_separator_tree, shared_path_decomposition
 from remat_cli.strategies.treewidth import plan_over_separator_tree
 
 __all__ = ["STRATEGY"]

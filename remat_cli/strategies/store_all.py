@@ -9,19 +9,19 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
 from remat_cli.graph import Graph
-from remat_cli.schedule import Schedule, ScheduleBuilder
+from remat_cli.schedule import Schedule
 from remat_cli.simulate import Metrics, simulate
+from remat_cli.algorithms.segments import schedule_from_sequence  # re-exported: store-all builds on it
 from remat_cli.strategies.base import Strategy, StrategyResult
 
-T = TypeVar("T")
 
-__all__ = ["STRATEGY", "StoreAllPlan", "store_all_plan", "shared", "store_all_schedule", "schedule_from_sequence", "memory_greedy_order"]
+__all__ = ["STRATEGY", "StoreAllPlan", "store_all_plan", "store_all_schedule", "schedule_from_sequence", "memory_greedy_order"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,48 +63,10 @@ def store_all_plan(graph: Graph) -> StoreAllPlan:
 _CACHE_KEY = "_store_all_plan"
 
 
-def shared(options: Mapping[str, Any], graph: Graph, key: str, make: Callable[[], T]) -> T:
-    """``make()`` memoised in ``options["shared"]`` (when the caller gave one) for ``graph``."""
-    memo = options.get("shared")
-    if not isinstance(memo, dict):
-        return make()
-    hit = memo.get(key)
-    if hit is not None and hit[0] is graph:
-        return hit[1]
-    value = make()
-    memo[key] = (graph, value)
-    return value
-
-
 def store_all_schedule(graph: Graph) -> tuple[Schedule, str]:
     """The lowest-peak store-all schedule and the order's name (see :func:`store_all_plan`)."""
     best = store_all_plan(graph)
     return best.schedule, best.order
-
-
-def schedule_from_sequence(graph: Graph, seq: Sequence[int]) -> Schedule:
-    """Schedule computing ``seq`` in order, freeing each instance right after its last reader.
-
-    An instance of v is read by the computes of v's consumers up to v's next compute; one
-    that nobody reads is freed at once. ``seq`` must compute each node's inputs before it.
-    """
-    preds = graph.pred_lists
-    n = graph.n
-    latest = [-1] * n  # position of the current instance of each node
-    last_read: dict[int, int] = {}  # instance (its position) -> position of its last reader
-    for p, v in enumerate(seq):
-        for u in preds[v]:
-            last_read[latest[u]] = p
-        latest[v] = p
-    frees_at: list[list[int]] = [[] for _ in seq]
-    for p, v in enumerate(seq):
-        frees_at[last_read.get(p, p)].append(v)
-    b = ScheduleBuilder()
-    for p, v in enumerate(seq):
-        b.compute(v)
-        for u in frees_at[p]:
-            b.free(u)
-    return b.build()
 
 
 def memory_greedy_order(graph: Graph) -> list[int]:

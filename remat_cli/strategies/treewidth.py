@@ -64,11 +64,11 @@ import numpy as np
 
 from remat_cli.errors import NoPlanError
 from remat_cli.graph import Graph
-from remat_cli.report.units import fmt_bytes
+from remat_cli.units import fmt_bytes
 from remat_cli.schedule import Schedule, ScheduleBuilder
 from remat_cli.simulate import Metrics, simulate
 from remat_cli.strategies.base import Strategy, StrategyResult
-from remat_cli.strategies.decompose import MORAL_DEGREE_CAP, SeparatorTree, separator_tree, shared_tree_decomposition
+from remat_cli.algorithms.decompose import MORAL_DEGREE_CAP, SeparatorTree, separator_tree, shared_tree_decomposition
 from remat_cli.strategies.store_all import store_all_plan
 
 __all__ = [

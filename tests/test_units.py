@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from remat_cli.graph import Graph, NodeSpec
 from remat_cli.plan import metrics_to_json
-from remat_cli.report.units import fmt_bytes, fmt_bytes_pair, fmt_cost, fmt_pct, fmt_seconds
+from remat_cli.units import fmt_bytes, fmt_bytes_pair, fmt_cost, fmt_pct, fmt_seconds
 from remat_cli.schedule import Schedule
 from remat_cli.simulate import simulate
 from remat_cli.strategies.store_all import store_all_schedule

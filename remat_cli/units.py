@@ -3,6 +3,9 @@
 Every formatter prints at most three or four significant digits and never scientific
 notation: a value that rounds up to the next unit's threshold moves to that unit
 (``1023.7 MiB`` reads ``1.00 GiB``, not ``1.02e+03 MiB``).
+
+A bottom-layer module (it imports nothing of remat_cli), so that the core, report/ and
+cli.py can all use it without the core importing the report layer.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
   computed (Chen et al. 2016, §4.3). Consecutive pieces can be merged into groups;
 * each backward node is attached to a segment (the latest segment whose forward values
   it reads), so the backward pass visits segments last to first;
-* :func:`schedule_from_sequence` (from store_all) turns a *compute sequence* (nodes, repetitions allowed)
+* :func:`schedule_from_sequence` turns a *compute sequence* (nodes, repetitions allowed)
   into a schedule by freeing every computed instance right after its last reader.
 
 Works on any DAG: a graph without backward nodes is all forward part; a graph without
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from remat_cli.graph import Graph
-from remat_cli.strategies.store_all import schedule_from_sequence  # re-exported: the baselines build on it
+from remat_cli.schedule import Schedule, ScheduleBuilder
 
 __all__ = ["Segmentation", "split", "segment", "schedule_from_sequence", "checkpoint_sequence"]
 
@@ -142,3 +142,28 @@ def checkpoint_sequence(seg: Segmentation, kept: set[int]) -> list[int]:
             seq.extend(v for v in seg.nodes[k] if v not in kept)
         seq.extend(seg.bwd[k])
     return seq
+
+
+def schedule_from_sequence(graph: Graph, seq: Sequence[int]) -> Schedule:
+    """Schedule computing ``seq`` in order, freeing each instance right after its last reader.
+
+    An instance of v is read by the computes of v's consumers up to v's next compute; one
+    that nobody reads is freed at once. ``seq`` must compute each node's inputs before it.
+    """
+    preds = graph.pred_lists
+    n = graph.n
+    latest = [-1] * n  # position of the current instance of each node
+    last_read: dict[int, int] = {}  # instance (its position) -> position of its last reader
+    for p, v in enumerate(seq):
+        for u in preds[v]:
+            last_read[latest[u]] = p
+        latest[v] = p
+    frees_at: list[list[int]] = [[] for _ in seq]
+    for p, v in enumerate(seq):
+        frees_at[last_read.get(p, p)].append(v)
+    b = ScheduleBuilder()
+    for p, v in enumerate(seq):
+        b.compute(v)
+        for u in frees_at[p]:
+            b.free(u)
+    return b.build()

@@ -26,14 +26,16 @@ import heapq
 import math
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from functools import cached_property
 
 import numpy as np
 
 from remat_cli.graph import Graph
+
+T = TypeVar("T")
 
 __all__ = [
     "TreeDecomposition",
@@ -186,11 +188,22 @@ def skeleton(graph: Graph, *, moral: bool = True) -> tuple[np.ndarray, list[set[
 
 
 # ---------------------------------------------------------------------- tree decompositions
+def shared(options: Mapping[str, Any], graph: Graph, key: str, make: Callable[[], T]) -> T:
+    """``make()`` memoised in ``options["shared"]`` (when the caller gave one) for ``graph``."""
+    memo = options.get("shared")
+    if not isinstance(memo, dict):
+        return make()
+    hit = memo.get(key)
+    if hit is not None and hit[0] is graph:
+        return hit[1]
+    value = make()
+    memo[key] = (graph, value)
+    return value
+
+
 def shared_tree_decomposition(graph: Graph, options: Mapping[str, Any], methods: Sequence[str]) -> TreeDecomposition:
     """:func:`tree_decomposition` of the moral skeleton, memoised in ``options["shared"]``
     so that the strategies ``auto`` runs decompose each graph once per heuristic."""
-    from remat_cli.strategies.store_all import shared
-
     skel = shared(options, graph, "skeleton", lambda: skeleton(graph))
     best: TreeDecomposition | None = None
     for method in methods:  # as tree_decomposition does, one heuristic at a time
@@ -206,8 +219,6 @@ def shared_tree_decomposition(graph: Graph, options: Mapping[str, Any], methods:
 def shared_path_decomposition(graph: Graph, options: Mapping[str, Any]) -> PathDecomposition:
     """:func:`path_decomposition` (guided by a min-degree tree decomposition), memoised
     like :func:`shared_tree_decomposition`."""
-    from remat_cli.strategies.store_all import shared
-
     td = shared_tree_decomposition(graph, options, ("min-degree",))
     skel = shared(options, graph, "skeleton", lambda: skeleton(graph))
     return shared(options, graph, "pd", lambda: path_decomposition(graph, td=td, skel=skel))
