@@ -1081,10 +1081,16 @@ def fit(model: str, budget: Budget, max_overhead: str | None, strategy: str, max
     with the dimension: the value found fits and the next one does not (both probed).
     Exit 1 when even --min-value (default 1) does not fit.
 
+    MODEL may be FILE.py:FACTORY (needs remat-cli[torch]; this RUNS FILE.py): each probe
+    calls FACTORY(batch=v) (every --dim NAME=VALUE is passed as a keyword too) and captures
+    one real training step on the CPU, so probe memory and time grow with v: cap them with
+    --max-value and --max-memory. A capture that fails is that probe not fitting.
+
     \b
     Examples:
       remat fit model.onnx --budget 80GiB --dim batch=?
       remat fit model.onnx --budget 24GiB --dim batch=8 --dim sequence=? --max-overhead 20%
+      remat fit examples/mlp.py:make --budget 64MiB --dim batch=? --max-value 4096
     """
     from remat_cli import config as config_mod
     from remat_cli.fit import fit_dimension
@@ -1099,20 +1105,17 @@ def fit(model: str, budget: Budget, max_overhead: str | None, strategy: str, max
     if budget.bytes is None:
         raise InputError(f"--budget {budget.text!r}: remat fit needs an absolute budget (80GiB, 24GB, …): relative ones change with {dim}")
     overhead = config_mod.parse_overhead(max_overhead) if max_overhead is not None else None
-    if ":" in model and model.split(":", 1)[0].endswith(".py"):
-        raise InputError(
-            f"{model}: remat fit does not capture PyTorch factories yet (FILE.py:FACTORY called as "
-            f"{model.split(':', 1)[1]}({dim}=v)); export the model to ONNX with a symbolic {dim} dimension, "
-            "or capture one value at a time with remat capture"
-        )
     fixed = tuple((k, v) for k, v in dims if v is not None)
-    base = _load_options(dims=fixed, **graph_kw)
+    if ":" in model and model.rpartition(":")[0].endswith(".py"):
+        load = _fit_factory_loader(model, dim, fixed, graph_kw)
+    else:
+        base = _load_options(dims=fixed, **graph_kw)
 
-    def load(v: int) -> Any:
-        graph = load_graph(model, replace(base, dims=fixed + ((dim, v),)))
-        if dim not in (graph.meta.get("dims") or {}):
-            raise InputError(f"{model}: the model has no dimension {dim!r} to search (remat fit needs an ONNX model with it)")
-        return graph
+        def load(v: int) -> Any:
+            graph = load_graph(model, replace(base, dims=fixed + ((dim, v),)))
+            if dim not in (graph.meta.get("dims") or {}):
+                raise InputError(f"{model}: the model has no dimension {dim!r} to search (remat fit needs an ONNX model with it)")
+            return graph
 
     with _working(f"fitting {dim} of {model}") as status:
         def progress(msg: str) -> None:
@@ -1126,6 +1129,31 @@ def fit(model: str, budget: Budget, max_overhead: str | None, strategy: str, max
         render_fit(result, _stdout(), Path(model).name)
     if result.best is None:
         click.get_current_context().exit(EXIT_FAILED)
+
+
+#: graph options that describe how an ONNX model is turned into a training graph; a
+#: captured PyTorch step is planned as it ran, so remat fit refuses them for factories
+_ONNX_ONLY = ("training", "convention", "optimizer", "cost", "device", "keep_views", "precision",
+              "world_size", "shard", "profile", "attention", "max_file_size", "max_total_size", "max_dim")
+
+
+def _fit_factory_loader(spec: str, dim: str, fixed: tuple[tuple[str, int], ...], graph_kw: dict[str, Any]) -> Any:
+    """``load(v)`` capturing ``FACTORY(dim=v, **fixed)`` on the CPU, under --max-memory."""
+    from click.core import ParameterSource
+
+    from remat_cli.fit import factory_loader
+
+    ctx = click.get_current_context()
+    given = [n for n in _ONNX_ONLY if ctx.get_parameter_source(n) is ParameterSource.COMMANDLINE]
+    if given:
+        opt = "--" + given[0].replace("_", "-")
+        raise InputError(f"{spec}: {opt} applies to ONNX models; a captured PyTorch step is planned as it ran")
+    names = [k for k, _ in fixed]
+    dup = next((k for k in names + [dim] if (names + [dim]).count(k) > 1), None)
+    if dup is not None:
+        raise InputError(f"--dim {dup} is given more than once")
+    _memory_guard(graph_kw)
+    return factory_loader(spec, dim, dict(fixed), max_nodes=graph_kw.get("max_nodes"))
 
 
 def main() -> None:

@@ -16,18 +16,23 @@ larger value does. The answer v is always a value whose plan was found to fit, a
 (or the upper end of the range) always a value whose plan was not: both were probed. Only
 values above v + 1 are not examined; for strategies whose plans are not monotone in the
 budget (``greedy``, ``dtr``, ``auto``), a larger value might still fit.
+
+PyTorch factories (``FILE.py:FACTORY``): :func:`factory_loader` calls
+``FACTORY(NAME=v, **fixed)`` and captures one real training step at each probed value on
+the CPU, so a probe's memory (and time) grows with v; a capture that fails (out of
+memory, the factory raising) is that probe failing, with its one-line reason.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 from remat_cli.errors import InputError, NoPlanError
 from remat_cli.graph import Graph
 from remat_cli.planner import make_plan
 
-__all__ = ["FitPoint", "FitProbe", "FitResult", "fit_dimension", "largest_fitting"]
+__all__ = ["FitPoint", "FitProbe", "FitResult", "factory_loader", "fit_dimension", "largest_fitting"]
 
 #: the largest value the search tries unless told otherwise (2^20)
 DEFAULT_MAX_VALUE = 1 << 20
@@ -192,3 +197,47 @@ def fit_dimension(
         probes=probes,
         store_all_probes=sa_probes,
     )
+
+
+def factory_loader(
+    spec: str, dim: str, fixed: Mapping[str, Any] | None = None, *, device: str = "cpu", max_nodes: int | None = None
+) -> Callable[[int], Graph]:
+    """``load(v)`` for :func:`fit_dimension` from a PyTorch factory ``FILE.py:FACTORY``.
+
+    ``load(v)`` runs ``FACTORY(dim=v, **fixed)`` (executing FILE.py) and captures its
+    training step (:func:`remat_cli.torch._capture.capture_program`: one real step on
+    ``device``, memory growing with v). Every failure, including running out of memory
+    and the factory or the export raising, is one :class:`InputError` line; the model and
+    its tensors are dropped before returning, so a probe holds only its graph.
+    """
+    from remat_cli.torch import require_torch
+
+    require_torch("remat fit FILE.py:FACTORY")
+    import gc
+
+    from remat_cli.torch._capture import capture_program
+    from remat_cli.torch.fidelity import load_factory
+
+    base = dict(fixed or {})
+
+    def load(v: int) -> Graph:
+        kwargs = {**base, dim: v}
+        call = f"{spec.rpartition(':')[2]}({', '.join(f'{k}={x}' for k, x in kwargs.items())})"
+        try:
+            model, inputs, loss_fn = load_factory(spec, device, kwargs)
+            graph, _ = capture_program(model, inputs, loss_fn, factory=f"{spec} as {call}")
+        except InputError:
+            raise
+        except MemoryError:
+            raise InputError(f"{spec}: out of memory capturing {call} (raise --max-memory or lower --max-value)") from None
+        except Exception as exc:  # torch's out-of-memory is a RuntimeError; the user's code raises anything
+            text = (str(exc).strip().splitlines() or [""])[0][:200]
+            raise InputError(f"{spec}: capturing {call} raised {type(exc).__name__}: {text}") from None
+        finally:
+            model = inputs = loss_fn = None  # noqa: F841 - free the step's tensors before the next probe
+            gc.collect()
+        if max_nodes is not None and graph.n > max_nodes:
+            raise InputError(f"{spec}: {call} captures {graph.n} nodes, more than --max-nodes {max_nodes}")
+        return graph
+
+    return load

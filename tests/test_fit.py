@@ -143,7 +143,17 @@ def test_cli_bad_usage_is_one_line_exit_2(tmp_path, args, needle):
     assert needle in res.output and "Traceback" not in res.output
 
 
-def test_cli_pytorch_factory_is_refused_in_one_line(tmp_path):
-    res = run("fit", "model.py:make_model", "--budget", "80GiB", "--dim", "batch=?")
-    assert res.exit_code == 2
-    assert "does not capture PyTorch factories yet" in res.output and "make_model(batch=v)" in res.output
+def test_cli_pytorch_factory_without_torch_is_one_line(tmp_path):
+    """Without torch, FILE.py:FACTORY is one line naming remat-cli[torch], exit 2 (tests/test_torch_fit.py: with it)."""
+    import subprocess
+    import sys
+
+    (tmp_path / "f.py").write_text("def make(batch=1):\n    raise AssertionError('never run')\n")
+    code = (
+        "import sys; sys.modules['torch'] = None; from remat_cli.cli import main; "
+        f"sys.argv = ['remat', 'fit', {str(tmp_path / 'f.py')!r} + ':make', '--budget', '1GiB', '--dim', 'batch=?']; main()"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "remat-cli[torch]" in lines[0] and "never run" not in res.stderr

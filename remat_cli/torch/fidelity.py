@@ -11,8 +11,9 @@ Returns typed facts; formatting is in :mod:`remat_cli.report.fidelity`.
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,12 +92,17 @@ class FidelityReport:
     provenance: dict[str, Any] = field(default_factory=dict)
 
 
-def load_factory(spec: str, device: str = "cpu") -> tuple[torch.nn.Module, tuple[Any, ...], Callable[..., Any] | None]:
+def load_factory(
+    spec: str, device: str = "cpu", kwargs: Mapping[str, Any] | None = None
+) -> tuple[torch.nn.Module, tuple[Any, ...], Callable[..., Any] | None]:
     """Run ``FILE.py:FACTORY`` (this executes FILE.py) and return (model, inputs, loss_fn).
 
-    ``FACTORY()`` returns ``(model, inputs)`` or ``(model, inputs, loss_fn)``; ``inputs``
-    is a tensor or a tuple of them. Model and tensor inputs are moved to ``device``.
+    ``FACTORY(**kwargs)`` returns ``(model, inputs)`` or ``(model, inputs, loss_fn)``;
+    ``inputs`` is a tensor or a tuple of them. Model and tensor inputs are moved to
+    ``device``. A keyword the factory does not take is one line naming it (``remat fit``
+    passes ``--dim NAME=VALUE`` as keywords), checked before the factory runs.
     """
+    kwargs = dict(kwargs or {})
     path_s, sep, name = spec.rpartition(":")
     if not sep or not path_s or not name:
         raise InputError(f"{spec}: expected FILE.py:FACTORY, e.g. examples/mlp.py:make")
@@ -118,8 +124,9 @@ def load_factory(spec: str, device: str = "cpu") -> tuple[torch.nn.Module, tuple
     fn = getattr(module, name, None)
     if not callable(fn):
         raise InputError(f"{path}: has no function {name!r}")
+    _check_keywords(spec, fn, kwargs)
     try:
-        result = fn()
+        result = fn(**kwargs)
     except BaseException as exc:
         raise InputError(f"{spec}: the factory raised {type(exc).__name__}: {_first_line(exc)}") from None
     if not isinstance(result, tuple) or len(result) not in (2, 3):
@@ -138,6 +145,27 @@ def load_factory(spec: str, device: str = "cpu") -> tuple[torch.nn.Module, tuple
     model = model.to(dev)
     inputs = tuple(t.to(dev) if isinstance(t, torch.Tensor) else t for t in inputs)
     return model, inputs, loss_fn
+
+
+def _check_keywords(spec: str, fn: Callable[..., Any], kwargs: Mapping[str, Any]) -> None:
+    """Raise one line when ``fn`` cannot take every name of ``kwargs`` as a keyword."""
+    if not kwargs:
+        return
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # no signature to read (a builtin): let the call decide
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    takes = {n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    missing = [k for k in kwargs if k not in takes]
+    if missing:
+        name = spec.rpartition(":")[2]
+        call = ", ".join(f"{k}=..." for k in kwargs)
+        raise InputError(
+            f"{spec}: the factory takes no keyword argument {missing[0]!r} (it is called as "
+            f"{name}({call})); add it, e.g. def {name}({missing[0]}=1, ...)"
+        )
 
 
 def _first_line(exc: BaseException) -> str:
