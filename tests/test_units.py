@@ -22,15 +22,17 @@ from remat_cli.strategies.store_all import store_all_schedule
 from conftest import raw_dags
 
 _BYTES = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "PiB": 2**50, "EiB": 2**60}
+# units past EiB: only 1000-1023 EiB rounds up into them (no graph is that large: MAX_TOTAL_BYTES)
+_PARSE = {**_BYTES, "ZiB": 2**70, "YiB": 2**80}
 _SECONDS = {"ns": 1e-9, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0, "days": 86400.0}
 _LIMIT = {"ns": 1000, "µs": 1000, "ms": 1000, "s": 120, "min": 120, "h": 48}
 _NUMBER = r"\d+(?:\.\d+)?"
 
 
 def _parse_bytes(text: str) -> float:
-    m = re.fullmatch(rf"({_NUMBER}) (B|KiB|MiB|GiB|TiB|PiB|EiB)", text)
+    m = re.fullmatch(rf"({_NUMBER}) (B|KiB|MiB|GiB|TiB|PiB|EiB|ZiB|YiB)", text)
     assert m, f"{text!r} is not '<number> <unit>'"
-    return float(m.group(1)) * _BYTES.get(m.group(2), 1)
+    return float(m.group(1)) * _PARSE.get(m.group(2), 1)
 
 
 # every magnitude, and the values right around each power of two (unit boundaries)
