@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
@@ -205,7 +206,7 @@ def _fused(graph: Graph, facts: ForwardFacts, shapes: Any, blocks: list[_Block],
     new = [-1] * n
     for i, v in enumerate(keep):
         new[v] = i
-    for k, b in enumerate(blocks):
+    for b in blocks:
         for v in b.members:
             new[v] = new[b.members[-1]]
 

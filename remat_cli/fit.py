@@ -26,7 +26,8 @@ memory, the factory raising) is that probe failing, with its one-line reason.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
+from collections.abc import Callable, Mapping
 
 from remat_cli.errors import InputError, NoPlanError
 from remat_cli.graph import Graph

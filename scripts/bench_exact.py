@@ -28,8 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def cases():
     unet = load_graph(ROOT / "sample_graphs" / "unet_train.json", LoadOptions())
     rnd = checkmate_training_graph(gen.random_dag(24, 0.15, seed=1))
-    for g, x in ((unet, 0.9), (unet, 0.7), (unet, 0.5), (rnd, 0.7)):
-        yield g, x
+    yield from ((unet, 0.9), (unet, 0.7), (unet, 0.5), (rnd, 0.7))
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from remat_cli.cli import cli
-from remat_cli.loaders import load_graph, remat_json
+from remat_cli.loaders import load_graph
 from remat_cli.plan import read_plan
 from remat_cli.simulate import simulate
 
@@ -203,7 +203,6 @@ def test_real_subprocess_entry_points(tmp_path):
 
 
 def test_internal_errors_are_one_line_unless_debugging(monkeypatch):
-    import remat_cli.cli as cli_mod
 
     def boom(*_a, **_k):
         raise ZeroDivisionError("synthetic bug")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 from click.testing import CliRunner
-from onnx import TensorProto, helper
+from onnx import helper
 
 from _onnx_models import init, model, save, tensor
 from remat_cli.cli import cli

@@ -219,7 +219,7 @@ def evict_schedule(
     return b.build()
 
 
-def _runner(name: str, score: Score) -> Callable[[Graph, "int | None", Mapping[str, Any]], StrategyResult]:
+def _runner(name: str, score: Score) -> Callable[[Graph, int | None, Mapping[str, Any]], StrategyResult]:
     def run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> StrategyResult:
         store_all = store_all_plan(graph)
         store, store_peak = store_all.schedule, store_all.metrics.peak_bytes

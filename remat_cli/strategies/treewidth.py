@@ -468,7 +468,7 @@ class _Recursion:
         the graph's order; as store-all's memory-greedy order, on the sub-problem only.
         O(k log k) for k nodes with a lazily updated heap. Memoised across the runs of
         one strategy call (``memo``): the order depends only on the key below."""
-        preds, succs, mem, rank = self.preds, self.succs, self.mem, self.rank
+        preds = self.preds
         pin = self.pin
         memo = self.memo
         if memo is not None:

@@ -302,7 +302,8 @@ class Executor:
         with saved_tensors_hooks(self._pack, self._unpack):
             args, kwargs = self._args(n, local)
             out = n.target(*args, **kwargs)
-        del args, kwargs, memo
+        del args, kwargs
+        memo.clear()
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
         self._resolve_pending(name, out)
         req = [isinstance(t, torch.Tensor) and t.requires_grad for t in outs]
