@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from remat_cli.graph import Graph, NodeSpec
+from remat_cli.torch._measure import _distinct_bytes
 from remat_cli.torch._runtime import Executor, Program, Tracker, export_program, is_owner, now, owner_of
 
 __all__ = ["capture", "provenance", "needed_ops"]
@@ -167,7 +168,7 @@ def _profile(prog: Program, inputs: Sequence[Any], order: list[str], params: Seq
             ex.backward(name)
             # a gradient step may pass its incoming gradient through (add, views): the
             # storage then lives as long as either holds it, so it counts for both
-            held = _distinct(ex.grads[name].values())
+            held = _distinct_bytes(ex.grads[name].values())
             _record(out, BWD + name, tracker, before, f0, mem=max(held, tracker.live - before))
     out["saved"] = {name: sorted({s.owner for s in ex.saved_by.get(name, []) if s.owner}) for name in order}
     out["untracked_saved"] = ex.untracked_saved
@@ -186,15 +187,6 @@ def _record(out: dict[str, Any], node: str, tracker: Tracker, before: int, f0: i
     out["mem"][node] = mem
     out["ws"][node] = max(0, tracker.peak - before - mem)
     out["flops"][node] = tracker.flops - f0
-
-
-def _distinct(tensors: Any) -> int:
-    seen: dict[int, int] = {}
-    for t in tensors:
-        if isinstance(t, torch.Tensor) and t.numel():
-            st = t.untyped_storage()
-            seen[st.data_ptr()] = st.nbytes()
-    return sum(seen.values())
 
 
 def _time(prog: Program, inputs: Sequence[Any], order: list[str], params: Sequence[torch.Tensor], runs: int) -> dict[str, float]:
