@@ -808,11 +808,16 @@ def _refine(nodes_pb, order, shapes, types, values, opset: int, opset_imports, i
     for k in order:
         nd = nodes_pb[k]
         op = nd.op_type
-        if nd.domain not in DEFAULT_DOMAINS or op in CONTROL_FLOW or op in RANDOM_OPS or op == "Constant":
+        if nd.domain not in DEFAULT_DOMAINS or op in CONTROL_FLOW or op == "Constant":
             continue
         ins = list(nd.input)
         outs = [o for o in nd.output if o]
         if not outs:
+            continue
+        if op in RANDOM_OPS:  # never evaluated, but their shapes are inferred (Dropout keeps its input's)
+            if any(shapes.get(o, (0, None))[1] is None for o in outs):
+                present = [x for x in ins if x]
+                _infer_node(nd, present, shapes, types, values, opset, opset_imports, ir_version, schemas)
             continue
         if op in ("Shape", "Size"):
             shp = shapes.get(ins[0], (0, None))[1] if ins else None
