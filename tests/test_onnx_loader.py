@@ -333,3 +333,21 @@ def test_dropout_shapes_are_inferred_at_small_sequence_lengths():
     assert bert.meta["estimated_values"] == []
     assert int(bert.mem.max()) <= 4 * 3072 and bert.fixed_mem < 2**32
     _valid_store_all(bert)
+
+
+def test_estimated_split_outputs_partition_their_input(tmp_path):
+    # an output of unknown shape is estimated from its inputs; for Split each of the n outputs
+    # is one part of the input, not a copy of it (n copies compounded, layer after layer,
+    # into sizes far beyond the model's: 3x per attention block in gpt2)
+    nodes = [
+        helper.make_node("Frob", ["x"], ["a"], name="f", domain="acme"),
+        helper.make_node("Split", ["a"], ["p", "q", "r"], name="split", axis=1),
+        helper.make_node("Concat", ["p", "q", "r"], ["out"], name="cat", axis=1),
+    ]
+    m = model(nodes, [tensor("x", [2, 6])], [tensor("out", [2, 6])])
+    m.opset_import.append(helper.make_opsetid("acme", 1))
+    g = load_graph(save(m, tmp_path), LoadOptions(training=False, extra={"warn": lambda _m: None}))
+    assert "p" in g.meta["estimated_values"]
+    assert g.mem[g.index["f"]] == 2 * 6 * 4
+    assert g.mem[g.index["split"]] == 3 * -(-(2 * 6 * 4) // 3) == 2 * 6 * 4
+    assert _valid_store_all(g).peak_bytes >= g.lb

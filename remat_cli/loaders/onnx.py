@@ -447,7 +447,10 @@ def read_model(
             if shp is not None:
                 out_bytes.append(_nbytes(elem, shp))
             else:
-                out_bytes.append(_estimate(op, [b for b in (value_bytes(x) for x in ins if x) if b is not None]))
+                guess = _estimate(op, [b for b in (value_bytes(x) for x in ins if x) if b is not None])
+                if default and op == "Split":  # its outputs partition its input: n parts, not n copies
+                    guess = -(-guess // len(outs))
+                out_bytes.append(guess)
                 estimated.append(o)
         slots = [producer.get(x, -2 if root.get(x, x) in trainable else -1) if x else -1 for x in ins]
         implicit: list[int] = []
