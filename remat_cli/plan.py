@@ -284,13 +284,19 @@ def _plan_from_json(doc: Any, graph: Graph, path: Path, load: Mapping[str, Any] 
     return Schedule.from_named(steps, index)
 
 
+def _ascii_number(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` also accepts '²' (which ``int`` refuses) and '١'
+    (which ``int`` reads as 1), neither of which a twremat number is."""
+    return text.isascii() and text.isdigit()
+
+
 def _plan_from_twremat(text: str, graph: Graph, path: Path) -> Schedule:
     """twremat ``c``/``f`` lines. twremat ids are integers: for a graph whose ids are not
     (an ONNX model) and where no id is all digits, an id that names no node is read as the node's number, the way
     ``remat convert`` numbers them (so a plan made on the converted text replays on the
     model itself)."""
     index = graph.index
-    numbered = not any(x.isdigit() for x in graph.ids)  # no id could be read as a number
+    numbered = not any(_ascii_number(x) for x in graph.ids)  # no id could be read as a number
     steps = []
     for lineno, line in enumerate(text.splitlines(), 1):
         parts = line.split()
@@ -300,7 +306,7 @@ def _plan_from_twremat(text: str, graph: Graph, path: Path) -> Schedule:
             raise InputError(f"{path}:{lineno}: expected 'c ID' or 'f ID', got {line.strip()!r}")
         node = parts[1]
         if node not in index:
-            if not (numbered and node.isdigit() and int(node) < graph.n):
+            if not (numbered and _ascii_number(node) and int(node) < graph.n):
                 raise InputError(f"{path}:{lineno}: unknown node {node!r}")
             node = graph.ids[int(node)]
         steps.append(("compute" if parts[0] == "c" else "free", node))

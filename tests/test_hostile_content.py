@@ -319,6 +319,21 @@ def test_plan_text_round_trips_plain_ids(tmp_path):
     assert simulate(g, schedule).valid and schedule.named(g.ids)[0] == ["compute", "a"]
 
 
+@pytest.mark.parametrize("digit", ["\u00b2", "\u0661", "\uff11", "\U0001d7cf"])
+def test_plan_text_numbers_are_ascii_digits_only(tmp_path, digit):
+    # fuzz: 'f \u00b2' passed str.isdigit, then int() raised "internal error: ValueError";
+    # '\u0661' (Arabic one) would have been read by int() as node number 1
+    path = write_json(tmp_path, chain_doc())
+    plan = tmp_path / "plan.txt"
+    plan.write_text(f"c 0\nc {digit}\n", encoding="utf-8")
+    line = one_line(run("validate", path, plan), 2)
+    assert "plan.txt:2" in line and "unknown node" in line
+    plan.write_text("c 0\nc 1\nc 2\n")  # ASCII numbers still name nodes by position
+    g = load_graph(path)
+    schedule, _ = read_plan(plan, g)
+    assert simulate(g, schedule).valid and schedule.named(g.ids)[1] == ["compute", "b"]
+
+
 # ------------------------------------------------------------------ names: markup, newlines, bytes
 @pytest.mark.parametrize("name", ["[/x]", "[bold red]loud", "a[/]b", "[link=http://x]y"])
 def test_markup_in_names_is_printed_literally(tmp_path, name):

@@ -310,3 +310,44 @@ def test_transposed_weights_are_the_weights(tmp_path):
     assert preds(g, "bwd:mm") == {"bwd:relu"}  # dW needs x (an input), dx is not wanted
     kept = load(path, keep_views=True)
     assert "wt" in kept.index
+
+
+def test_dropout_shapes_are_inferred_at_small_sequence_lengths():
+    # Dropout draws random numbers so it is never evaluated, but its output shape is its
+    # input's: skipping its shape inference left everything after the first attention
+    # dropout "estimated", and the estimates compounded into sizes of ~1e16 B (gpt2 at
+    # sequence 8 was refused as above the size limit; bert at sequence 1 reported ~3e18 B).
+    path = ROOT / SAMPLES["gpt2"]["file"]
+    small = load(path, dims={"batch": 1, "sequence": 8}, training=False)
+    big = load(path, dims={"batch": 1, "sequence": 16}, training=False)
+    assert small.meta["estimated_values"] == [] and big.meta["estimated_values"] == []
+    assert small.ids == big.ids
+    # every activation of a 768-wide model at batch 1 holds at most 4 * 16 * 50257 fp32 logits
+    assert int(big.mem.max()) <= 4 * 16 * 50257
+    # sizes grow with the sequence: linearly (most), quadratically (attention scores), or not
+    ratio = big.mem[small.mem > 0] / small.mem[small.mem > 0]
+    assert set(np.round(ratio, 6).tolist()) <= {1.0, 2.0, 4.0}
+    assert (ratio == 2.0).mean() > 0.5
+    assert _valid_store_all(small).peak_bytes < _valid_store_all(big).peak_bytes
+    bert = load(ROOT / SAMPLES["bert"]["file"], dims={"batch": 1, "sequence": 1}, training=False)
+    assert bert.meta["estimated_values"] == []
+    assert int(bert.mem.max()) <= 4 * 3072 and bert.fixed_mem < 2**32
+    _valid_store_all(bert)
+
+
+def test_estimated_split_outputs_partition_their_input(tmp_path):
+    # an output of unknown shape is estimated from its inputs; for Split each of the n outputs
+    # is one part of the input, not a copy of it (n copies compounded, layer after layer,
+    # into sizes far beyond the model's: 3x per attention block in gpt2)
+    nodes = [
+        helper.make_node("Frob", ["x"], ["a"], name="f", domain="acme"),
+        helper.make_node("Split", ["a"], ["p", "q", "r"], name="split", axis=1),
+        helper.make_node("Concat", ["p", "q", "r"], ["out"], name="cat", axis=1),
+    ]
+    m = model(nodes, [tensor("x", [2, 6])], [tensor("out", [2, 6])])
+    m.opset_import.append(helper.make_opsetid("acme", 1))
+    g = load_graph(save(m, tmp_path), LoadOptions(training=False, extra={"warn": lambda _m: None}))
+    assert "p" in g.meta["estimated_values"]
+    assert g.mem[g.index["f"]] == 2 * 6 * 4
+    assert g.mem[g.index["split"]] == 3 * -(-(2 * 6 * 4) // 3) == 2 * 6 * 4
+    assert _valid_store_all(g).peak_bytes >= g.lb

@@ -448,7 +448,10 @@ def read_model(
             if shp is not None:
                 out_bytes.append(_nbytes(elem, shp))
             else:
-                out_bytes.append(_estimate(op, [b for b in (value_bytes(x) for x in ins if x) if b is not None]))
+                guess = _estimate(op, [b for b in (value_bytes(x) for x in ins if x) if b is not None])
+                if default and op == "Split":  # its outputs partition its input: n parts, not n copies
+                    guess = -(-guess // len(outs))
+                out_bytes.append(guess)
                 estimated.append(o)
         slots = [producer.get(x, -2 if root.get(x, x) in trainable else -1) if x else -1 for x in ins]
         implicit: list[int] = []
@@ -809,11 +812,16 @@ def _refine(nodes_pb, order, shapes, types, values, opset: int, opset_imports, i
     for k in order:
         nd = nodes_pb[k]
         op = nd.op_type
-        if nd.domain not in DEFAULT_DOMAINS or op in CONTROL_FLOW or op in RANDOM_OPS or op == "Constant":
+        if nd.domain not in DEFAULT_DOMAINS or op in CONTROL_FLOW or op == "Constant":
             continue
         ins = list(nd.input)
         outs = [o for o in nd.output if o]
         if not outs:
+            continue
+        if op in RANDOM_OPS:  # never evaluated, but their shapes are inferred (Dropout keeps its input's)
+            if any(shapes.get(o, (0, None))[1] is None for o in outs):
+                present = [x for x in ins if x]
+                _infer_node(nd, present, shapes, types, values, opset, opset_imports, ir_version, schemas)
             continue
         if op in ("Shape", "Size"):
             shp = shapes.get(ins[0], (0, None))[1] if ins else None
