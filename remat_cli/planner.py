@@ -152,6 +152,11 @@ def _forms(graph: Graph, nbytes: int, store_all: int) -> str:
     return f"{fmt_bytes(nbytes)} ({', '.join(forms)})"
 
 
+#: Longest the search for the smallest budget may take after a plan fails (seconds; less
+#: with a smaller --time-limit).
+SEARCH_SECONDS = 20.0
+
+
 def _with_smallest(
     graph: Graph,
     strat: Strategy,
@@ -180,7 +185,9 @@ def _with_smallest(
     hint = f"; compare strategies: remat tradeoff {shlex.quote(graph_file)}"
     if not searchable(strat):  # a slow strategy: its own words, not searched
         return NoPlanError(head + (f"; {exc.message}" if budget_bytes >= graph.lb else "") + hint, min_budget=None)
-    found = smallest_budget(graph, strat, options, reference_peak=reference_peak)
+    # bounded: the user is waiting for an error message (each probe is a whole plan)
+    limit = min(SEARCH_SECONDS, float((options or {}).get("time_limit") or SEARCH_SECONDS))
+    found = smallest_budget(graph, strat, options, reference_peak=reference_peak, deadline=time.perf_counter() + limit)
     if found.budget_bytes is None:
         tail = f"; {strat.name} found no plan even at the store-all peak"
     elif found.exact:
@@ -190,12 +197,15 @@ def _with_smallest(
     else:
         if found.failed_bytes is not None:
             below = f"none at {fmt_bytes(found.budget_bytes - found.failed_bytes)} less"
-        else:
+        elif found.complete:
             below = "within that of the lower bound"
+        else:
+            below = "no smaller budget was tried"
         tail = (
             f"; the smallest budget {strat.name} was found to meet is {_forms(graph, found.budget_bytes, reference_peak)}"
             f" (a search in steps of {fmt_bytes(found.tolerance_bytes)}: {below}"
             + ("" if found.monotone else f"; {strat.name} can fit a budget and fail a larger one, so a smaller one may fit")
+            + ("" if found.complete else f"; the search stopped after {limit:g} s, so a smaller one may fit")
             + ")"
         )
     return NoPlanError(head + tail + hint, min_budget=found.budget_bytes)

@@ -40,6 +40,8 @@ in :mod:`remat_cli.report.tradeoff`.
 
 from __future__ import annotations
 
+import time
+
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -106,6 +108,8 @@ class SmallestBudget:
     @property
     def found(self) -> bool:
         return self.budget_bytes is not None
+    complete: bool = True  # False: the search stopped at its deadline; a smaller budget may fit
+
 
 
 def search_tolerance(store_all_peak: int) -> int:
@@ -125,8 +129,13 @@ def smallest_budget(
     options: Mapping[str, Any] | None = None,
     *,
     reference_peak: int | None = None,
+    deadline: float | None = None,
 ) -> SmallestBudget:
     """Search the smallest budget ``strategy`` meets on ``graph`` (see the module doc).
+
+    ``deadline`` (a ``time.perf_counter()`` value) bounds the search: each probe gets
+    the time left as its ``time_limit``, and past it the bisection stops with what it has
+    (``complete`` False: the budget found fits, a smaller one may too).
 
     The bisection runs over the grid ``LB + k * tolerance`` (capped at the store-all
     peak), so for a monotone strategy the answer is the grid's first fitting budget
@@ -151,8 +160,12 @@ def smallest_budget(
         if budget is not None and budget in tried:
             return tried[budget]
         probes += 1
+        opts = options
+        if deadline is not None:
+            left = max(0.1, deadline - time.perf_counter())
+            opts = {**(options or {}), "time_limit": min(left, float((options or {}).get("time_limit") or left))}
         try:
-            plan = make_plan(graph, strat, budget, options, reference_peak=ref)
+            plan = make_plan(graph, strat, budget, opts, reference_peak=ref)
         except NoPlanError as exc:
             if exc.min_budget is not None:
                 hints.append(exc.min_budget)
@@ -185,7 +198,11 @@ def smallest_budget(
             return _result(strat.name, best, failed=None, tol=tol, probes=probes, exact=False)
         best = at_grid
     lo = -1  # grid(-1) = LB - 1: proven, nothing fits below LB
+    complete = True
     while True:
+        if deadline is not None and time.perf_counter() > deadline:
+            complete = False
+            break
         # a budget the strategy said it meets, snapped up to the grid, is probed first
         pending = sorted({-(-(h - lb) // tol) for h in hints if lb <= h} & set(range(lo + 1, hi)))
         hints.clear()
@@ -203,11 +220,12 @@ def smallest_budget(
     found = grid(hi)
     failed = grid(lo) if lo >= 0 else None
     peak = best.metrics.peak_bytes
-    if peak < found and (failed is None or peak > failed):  # its plan may fit its own peak
+    if complete and peak < found and (failed is None or peak > failed):  # its plan may fit its own peak
         plan = probe(peak)
         if plan is not None:
             best, found = plan, peak
-    return _result(strat.name, best, failed=failed, tol=tol, probes=probes, exact=found == lb)
+    result = _result(strat.name, best, failed=failed, tol=tol, probes=probes, exact=found == lb)
+    return result if complete else replace(result, complete=False)
 
 
 def _result(name: str, plan: Plan, *, failed: int | None, tol: int, probes: int, exact: bool) -> SmallestBudget:

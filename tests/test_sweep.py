@@ -184,3 +184,17 @@ def test_reports_say_when_the_found_budget_may_not_be_the_minimum(name: str, tmp
     res = CliRunner().invoke(cli, ["tradeoff", str(path), "-S", name])
     assert res.exit_code == 0, res.output
     assert f"{name}: not monotone in the budget; a smaller budget may fit" in res.stdout
+
+
+def test_search_past_its_deadline_says_so_and_still_reports_a_plan_that_fits() -> None:
+    """A deadline already passed: the search keeps its first fitting plan (the store-all
+    peak), marks itself incomplete, and that budget is one a replayed plan meets."""
+    import time
+
+    graph = training.checkmate_training_graph(generators.chain(12))
+    full = smallest_budget(graph, "treewidth")
+    cut = smallest_budget(graph, "treewidth", deadline=time.perf_counter() - 1)
+    assert full.complete and not cut.complete
+    assert cut.budget_bytes is not None and cut.budget_bytes >= full.budget_bytes
+    plan = make_plan(graph, "treewidth", cut.budget_bytes)
+    assert simulate(graph, plan.schedule).valid and plan.metrics.peak_bytes <= cut.budget_bytes
