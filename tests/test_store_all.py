@@ -8,7 +8,8 @@ from hypothesis import given
 from remat_cli import generators as G
 from remat_cli.planner import make_plan
 from remat_cli.simulate import simulate
-from remat_cli.strategies.store_all import memory_greedy_order, schedule_from_sequence, store_all_schedule
+from remat_cli.algorithms.segments import schedule_from_sequence
+from remat_cli.strategies.store_all import memory_greedy_order, store_all_schedule
 from remat_cli.training import checkmate_training_graph
 from tests.conftest import raw_dags
 

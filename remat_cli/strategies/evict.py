@@ -34,6 +34,7 @@ from __future__ import annotations
 import heapq
 import math
 
+from remat_cli.algorithms.segments import schedule_from_sequence
 from remat_cli.graph import Graph
 from remat_cli.schedule import COMPUTE, Schedule, ScheduleBuilder
 
@@ -84,21 +85,7 @@ def cleanup(graph: Graph, schedule: Schedule) -> Schedule:
             break
     kept = [v for k, v in enumerate(computes) if alive[k]]
     # free each instance right after its last read (or its own compute when never read)
-    last_read = list(range(len(kept)))
-    current = {}
-    for k, v in enumerate(kept):
-        for u in preds[v]:
-            last_read[current[u]] = k
-        current[v] = k
-    frees_after: list[list[int]] = [[] for _ in kept]
-    for k, v in enumerate(kept):
-        frees_after[last_read[k]].append(v)
-    b = ScheduleBuilder()
-    for k, v in enumerate(kept):
-        b.compute(v)
-        for u in frees_after[k]:
-            b.free(u)
-    return b.build()
+    return schedule_from_sequence(graph, kept)
 
 
 def lazy_eviction(graph: Graph, schedule: Schedule, limit: int) -> Schedule:

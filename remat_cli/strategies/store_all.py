@@ -17,11 +17,11 @@ import numpy as np
 from remat_cli.graph import Graph
 from remat_cli.schedule import Schedule
 from remat_cli.simulate import Metrics, simulate
-from remat_cli.algorithms.segments import schedule_from_sequence  # re-exported: store-all builds on it
+from remat_cli.algorithms.segments import schedule_from_sequence
 from remat_cli.strategies.base import Strategy, StrategyResult
 
 
-__all__ = ["STRATEGY", "StoreAllPlan", "store_all_plan", "store_all_schedule", "schedule_from_sequence", "memory_greedy_order"]
+__all__ = ["STRATEGY", "StoreAllPlan", "store_all_plan", "store_all_schedule", "memory_greedy_order"]
 
 
 @dataclass(frozen=True, eq=False)
