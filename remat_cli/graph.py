@@ -355,15 +355,34 @@ class Graph:
             for v in range(self.n)
         ]
 
-    def to_networkx(self):  # pragma: no cover - convenience at the edges
-        """A networkx DiGraph with node attributes, for exploration and reference checks."""
+    def to_networkx(self) -> Any:
+        """This graph as a ``networkx.DiGraph``, for exploring it with networkx's algorithms.
+
+        Nodes are the string ids, with attributes ``op``, ``mem``, ``cost``, ``workspace``,
+        ``kind`` and ``target`` (bool), and ``backward`` (bool) when the graph has kinds;
+        edges run from each input to its reader, in input order; the graph attributes are
+        ``name``, ``fixed_mem`` and ``cost_unit``. networkx is imported here, on first use
+        (it is for convenience at the edges, never in hot loops: DESIGN §6).
+
+        ``networkx.node_link_data(graph.to_networkx(), edges="links")`` is node-link JSON
+        that :mod:`remat_cli.loaders.nodelink` reads back: ids, edges, sizes, costs and
+        backward flags (not workspaces, and each node's inputs in networkx's link order).
+        """
         import networkx as nx
 
-        g = nx.DiGraph()
+        g = nx.DiGraph(name=self.name, fixed_mem=int(self.fixed_mem), cost_unit=self.cost_unit)
+        is_target = np.zeros(self.n, dtype=bool)
+        is_target[self.targets] = True
+        has_kinds = any(self.kinds)
+        mem, cost, ws = self.mem.tolist(), self.cost.tolist(), self.workspace.tolist()
         for v in range(self.n):
-            g.add_node(v, id=self.ids[v], op=self.ops[v], mem=int(self.mem[v]), cost=float(self.cost[v]))
-        src, dst = self.edges()
-        g.add_edges_from(zip(src.tolist(), dst.tolist()))
+            attrs = {"op": self.ops[v], "mem": mem[v], "cost": cost[v], "workspace": ws[v], "kind": self.kinds[v]}
+            attrs["target"] = bool(is_target[v])
+            if has_kinds:
+                attrs["backward"] = self.kinds[v] == "backward"
+            g.add_node(self.ids[v], **attrs)
+        ids = self.ids
+        g.add_edges_from((ids[u], ids[v]) for v, preds in enumerate(self.pred_lists) for u in preds)
         return g
 
     def __repr__(self) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import networkx as nx
@@ -43,6 +44,50 @@ def test_structure_matches_definitions(raw):
     assert g.lb == raw.fixed + max(demand.values())
     assert demand[g.ids[g.lb_node]] == g.lb - raw.fixed
     assert math.isclose(g.base_cost, sum(by_id[v].cost for v in needed))
+
+
+@given(raw_dags())
+def test_to_networkx_carries_every_node_edge_and_size(raw):
+    g = raw.build()
+    nxg = g.to_networkx()
+    assert list(nxg.nodes) == list(g.ids) and nxg.number_of_edges() == g.num_edges
+    assert nxg.graph == {"name": g.name, "fixed_mem": g.fixed_mem, "cost_unit": g.cost_unit}
+    targets = {g.ids[t] for t in g.targets}
+    for nd in raw.nodes:
+        attrs = nxg.nodes[nd.id]
+        assert list(nxg.predecessors(nd.id)) == list(nd.inputs)  # input order kept
+        assert (attrs["mem"], attrs["cost"], attrs["workspace"], attrs["op"]) == (nd.mem, nd.cost, nd.workspace, nd.op)
+        assert attrs["target"] == (nd.id in targets) and "backward" not in attrs
+    # networkx's own algorithms agree with the graph's needed set
+    needed = targets.union(*(nx.ancestors(nxg, t) for t in targets))
+    assert {g.ids[v] for v in np.flatnonzero(g.needed)} == needed
+
+
+@given(raw_dags())
+def test_node_link_written_by_networkx_reads_back(raw):
+    """``nx.node_link_data(g.to_networkx())`` is node-link JSON our reader reads as ``g``
+    (less what node-link does not carry: workspaces, targets other than the sinks, and
+    the order of each node's inputs, since networkx lists the links by source)."""
+    from remat_cli.loaders import nodelink
+
+    g = raw.build()
+    doc = json.loads(json.dumps(nx.node_link_data(g.to_networkx(), edges="links")))
+    back = nodelink.read(doc, source="nl.json")
+    assert back.ids == g.ids and back.name == g.name and back.fixed_mem == g.fixed_mem
+    assert [sorted(p) for p in back.pred_lists] == [sorted(p) for p in g.pred_lists] and back.ops == g.ops
+    assert back.mem.tolist() == g.mem.tolist() and back.cost.tolist() == g.cost.tolist()
+    sinks = np.flatnonzero(np.diff(g.succ_ptr) == 0).tolist()
+    assert back.targets.tolist() == sinks
+
+
+def test_to_networkx_marks_backward_nodes_of_a_training_graph():
+    from remat_cli import generators
+    from remat_cli.training import checkmate_training_graph
+
+    g = checkmate_training_graph(generators.chain(3))
+    nxg = g.to_networkx()
+    assert [v for v, d in nxg.nodes(data=True) if d["backward"]] == [g.ids[v] for v in range(g.n) if g.kinds[v] == "backward"]
+    assert {v for v, d in nxg.nodes(data=True) if d["target"]} == {g.ids[t] for t in g.targets}
 
 
 def test_file_order_kept_when_topological():

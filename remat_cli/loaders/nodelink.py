@@ -1,7 +1,16 @@
 """networkx node-link JSON as Checkmate and MOCCASIN write it (DESIGN §4).
 
 Nodes ``{id, name, backward, cost_cpu, cost_ram}`` (or ``duration``/``out_cost``), edges
-``links`` (or ``edges``, networkx ≥ 3.4) of ``{source, target}``. Read-only.
+``links`` (or ``edges``, networkx ≥ 3.4) of ``{source, target}``. Read-only: to write
+node-link, ``networkx.node_link_data(graph.to_networkx(), edges="links")``
+(:meth:`~remat_cli.graph.Graph.to_networkx`), which this reader reads back.
+
+Why this reader and not ``networkx.node_link_graph``: networkx builds a dict-of-dicts
+graph that silently merges duplicate node ids, fails on a node or
+link without a key with a bare ``KeyError``, and accepts any attribute values; a file
+remat reads must instead be refused in one line naming the file, the node and what is
+wrong (DESIGN §5), and be read straight into the array :class:`~remat_cli.graph.Graph`
+without an intermediate copy of a 10⁵-node graph (DESIGN §6).
 """
 
 from __future__ import annotations
