@@ -2,8 +2,8 @@
 
 ``op_flops`` counts floating-point operations of one ONNX op from its input and output
 shapes (a multiply-add is 2 FLOPs, as in every published FLOP count of these models);
-``op_bytes`` is the bytes it reads plus the bytes it writes. ``roofline_seconds`` turns
-both into time on a :class:`DeviceProfile`: ``max(FLOPs / peak FLOP/s, bytes / bandwidth)``
+its bytes are those it reads plus those it writes (the ONNX loader sums them from the
+tensors' shapes and dtypes). ``roofline_seconds`` turns both into time on a :class:`DeviceProfile`: ``max(FLOPs / peak FLOP/s, bytes / bandwidth)``
 (Williams, Waterman and Patterson, *Roofline*, CACM 2009), the peak taken for the op's
 dtype. Built-in profiles are the vendors' published peaks; ``--device FILE.json`` reads
 a custom one.

@@ -56,9 +56,6 @@ class Schedule:
         """``[["compute", id], …]`` for plan files."""
         return [[_NAMES[o], ids[v]] for o, v in zip(self.ops.tolist(), self.nodes.tolist())]
 
-    def concat(self, other: Schedule) -> Schedule:
-        return Schedule(np.concatenate([self.ops, other.ops]), np.concatenate([self.nodes, other.nodes]))
-
 
 class ScheduleBuilder:
     """Append steps cheaply, then :meth:`build` a frozen :class:`Schedule`."""
