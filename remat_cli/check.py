@@ -8,6 +8,7 @@ DESIGN §5: 0 every model passes, 1 some model fails (or hangs, or crashes its w
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import xml.etree.ElementTree as ET
@@ -16,16 +17,16 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from remat_cli.batch import BAD_INPUT, NO_PLAN, OK, FileResult, FileTask, Row, make_tasks, plan_file, run_batch
+from remat_cli.batch import DEFAULT_STRATEGY, BAD_INPUT, NO_PLAN, OK, FileResult, FileTask, Row, discover, make_tasks, plan_file, run_batch
 from remat_cli.budget import Budget, parse_budget
-from remat_cli.config import ModelEntry
+from remat_cli.config import ModelEntry, find_config, load_config
 from remat_cli.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, InputError, NoPlanError
 from remat_cli.loaders import LoadOptions, load_graph
 from remat_cli.planner import make_plan, store_all_peak
 from remat_cli.units import fmt_bytes, fmt_pct, fmt_seconds
 from remat_cli.strategies import get_strategy
 
-__all__ = ["CheckSpec", "CheckResult", "CheckReport", "specs_from_entries", "merge_load", "run_check", "check_file", "verdict", "write_junit", "junit_tree"]
+__all__ = ["CheckSpec", "CheckResult", "CheckReport", "CheckRun", "resolve_check", "specs_from_entries", "merge_load", "run_check", "check_file", "verdict", "write_junit", "junit_tree"]
 
 PASS = "pass"
 FAIL = "fail"
@@ -153,6 +154,66 @@ def specs_from_entries(
             )
         )
     return specs
+
+
+@dataclass(frozen=True)
+class CheckRun:
+    """What ``remat check`` runs: the models' specs, and the run settings (file's or given)."""
+
+    specs: tuple[CheckSpec, ...]
+    jobs: int | None = None
+    timeout: float | None = None
+    junit: str | None = None
+
+
+def resolve_check(
+    models: Sequence[str],
+    *,
+    config_file: str | None = None,
+    cli_load: LoadOptions = LoadOptions(),
+    cli_given: Collection[str] | None = None,
+    budget: Budget | None = None,
+    max_overhead: float | None = None,
+    strategy: str | None = None,
+    max_nodes: int | None = None,
+    jobs: int | None = None,
+    timeout: float | None = None,
+    junit: str | None = None,
+) -> CheckRun:
+    """Merge the command line over the configuration into what ``remat check`` runs.
+
+    With no ``models`` they come from the configuration (``config_file``, else the nearest
+    remat.toml or ``[tool.remat]``), with their dims, budgets and limits; models named on
+    the command line take the file's defaults. Command-line values win over the file's;
+    the file's JUnit report is written only for the file's own models.
+    """
+    config_path = Path(config_file) if config_file else find_config()
+    conf = load_config(config_path) if config_path else None
+    if models:
+        defaults = conf.defaults if conf else ModelEntry(path="", name="")
+        # in the order given; a missing file stays, to be reported as an error row with the rest
+        files = dict.fromkeys(f for m in models for f in (discover([m]) if os.path.lexists(m) else [m]))
+        entries = [replace(defaults, path=f, name=f) for f in files]
+    elif conf is not None:
+        entries = list(conf.models)
+    else:
+        raise InputError("no models given and no remat.toml (or [tool.remat] in pyproject.toml) found here or above")
+    specs = specs_from_entries(
+        entries,
+        cli_load=replace(cli_load, strict_dims=len(entries) == 1),
+        cli_given=cli_given,
+        budget=budget,
+        max_overhead=max_overhead,
+        strategy=strategy,
+        max_nodes=max_nodes,
+        default_strategy=DEFAULT_STRATEGY,
+    )
+    if conf is not None:
+        jobs = jobs or conf.jobs
+        timeout = timeout or conf.timeout
+        if not models:  # the file's report is for the file's models
+            junit = junit or (str(Path(conf.source).parent / conf.junit) if conf.junit else None)
+    return CheckRun(tuple(specs), jobs=jobs, timeout=timeout, junit=junit)
 
 
 def verdict(spec: CheckSpec, row: Row) -> CheckResult:

@@ -157,15 +157,25 @@ def _progress_after(label: str, delay: float = 1.0) -> Iterator[Callable[[int, i
 
 
 def _stderr() -> Console:
-    from rich.console import Console
-
-    return Console(stderr=True, highlight=False)
+    """The invocation's one console for messages (stderr), made on first use."""
+    return _console("stderr")
 
 
 def _stdout() -> Console:
-    from rich.console import Console
+    """The invocation's one console for output (stdout), made on first use."""
+    return _console("stdout")
 
-    return Console(highlight=False)
+
+def _console(stream: str) -> Console:
+    """One rich console per stream per invocation, kept in the click context's ``meta``
+    (shared by the group and its command); outside an invocation, a new one."""
+    ctx = click.get_current_context(silent=True)
+    consoles: dict[str, Console] = ctx.meta.setdefault("remat.consoles", {}) if ctx is not None else {}
+    if stream not in consoles:
+        from rich.console import Console
+
+        consoles[stream] = Console(stderr=stream == "stderr", highlight=False)
+    return consoles[stream]
 
 
 class OneLineParamError(click.BadParameter):
@@ -352,14 +362,20 @@ def _note(message: str) -> None:
     _stderr().print(f"remat: {message}", highlight=False, markup=False, soft_wrap=True)
 
 
-FORMAT_OPTION = click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "json"]),
-    default="table",
-    show_default=True,
-    help="table for people, json for machines.",
-)
+#: ``--format`` choices, one list per kind of output: a report (one graph, plan or
+#: result), and rows (one per budget, strategy or file), which CSV also carries.
+REPORT_FORMATS = ("table", "json")
+ROW_FORMATS = ("table", "csv", "json")
+
+
+def format_option(
+    choices: tuple[str, ...] = REPORT_FORMATS, default: str = "table", help: str = "table for people, json for machines."
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--format`` with one of the shared choice lists (a command's own choice says why in ``help``)."""
+    return click.option("--format", "fmt", type=click.Choice(list(choices)), default=default, show_default=True, help=help)
+
+
+FORMAT_OPTION = format_option()
 
 
 @click.group(cls=RematGroup, context_settings=CONTEXT)
@@ -510,7 +526,7 @@ def plan(
 @click.option("--plot", type=click.Path(dir_okay=False), metavar="OUT.png|svg", help="Plot overhead (and est. step time) against peak memory (needs remat-cli[plot]).")
 @graph_options
 @node_limit_option
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True, help="table for people; csv or json for machines.")
+@format_option(ROW_FORMATS, help="table for people; csv or json for machines.")
 def tradeoff(graph_file: str, strategy_list: str | None, points: int, budget_list: str | None, plot: str | None, fmt: str, **graph_kw: Any) -> None:
     """Sweep budgets from the lower bound to the store-all peak and compare strategies.
 
@@ -703,18 +719,6 @@ def strategies(fmt: str) -> None:
 # --------------------------------------------------------------------------- many models
 
 
-def _executor(
-    executor: str, scheduler: str | None, jobs: int | None, timeout: float | None, memory_limit: int | None = None
-) -> Any:
-    from remat_cli.executors import DaskExecutor, LocalExecutor
-
-    if executor == "dask":
-        return DaskExecutor(scheduler or "", timeout=timeout)
-    if scheduler:
-        raise InputError("--scheduler needs --executor dask")
-    return LocalExecutor(jobs, timeout=timeout, memory_limit=memory_limit)
-
-
 EXECUTOR_OPTIONS = [
     click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Worker processes (default: one per core)."),
     click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True, help="Where to run: local worker processes, or a Dask distributed cluster (pip install 'remat-cli[dask]')."),
@@ -745,7 +749,7 @@ def executor_options(func: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--fail-fast/--keep-going", default=False, show_default=True, help="Stop at the first failing file, or plan every file whatever fails.")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Take each model's dims from this remat.toml's [[models]] tables (--dim still wins).")
 @graph_options
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True, help="Summary on stdout: table for people, json or csv for machines.")
+@format_option(ROW_FORMATS, help="Summary on stdout: table for people, csv or json for machines.")
 @click.option("-v", "--verbose", is_flag=True, help="All columns (graph size, solve time) in the table.")
 def batch(
     paths: tuple[str, ...],
@@ -789,77 +793,50 @@ def batch(
     """
     from remat_cli import batch as batch_mod
     from remat_cli.budget import parse_budget_list
-    from remat_cli.report.batch_view import BatchProgress, render_rows, rows_csv, rows_json
-    from remat_cli.strategies import get_strategy
+    from remat_cli.executors import make_executor
+    from remat_cli.report.batch_view import BatchProgress, batch_summary, render_rows, rows_csv, rows_json
 
-    names = strategies or (batch_mod.DEFAULT_STRATEGY,)
-    for name in names:
-        get_strategy(name)  # an unknown name is bad usage before any work starts
-    budgets = parse_budget_list(budget_list, allow_none=True) if budget_list else (budget,)
-    if resume and not (jsonl_path or csv_path):
-        raise InputError("--resume needs --jsonl or --csv: the results to resume from")
-    run_on = _executor(executor, scheduler, jobs, timeout, memory_limit=_memory_guard(graph_kw))
-    files = batch_mod.discover(paths, globs)
-    if not files:
-        raise InputError(f"no graph files found under {', '.join(paths)}" + (f" matching {', '.join(globs)}" if globs else ""))
-    # one --dim list serves many models: a model without that dimension skips it, but a
-    # --dim that no file has is an error (checked on the rows, below)
-    load = replace(_load_options(max_nodes=_loader_nodes(max_nodes), **graph_kw), strict_dims=len(files) == 1)
-    dims_by_file: dict[str, tuple[tuple[str, int], ...]] = {}
-    if config_file:
-        from remat_cli import config as config_mod
-
-        dims_by_file = {e.path: e.dims for e in config_mod.load_config(config_file).models}
-    loads = batch_mod.loads_per_file(files, load, dims_by_file)
-    tasks = batch_mod.make_tasks(files, strategies=names, budgets=budgets, load=loads, max_nodes=max_nodes, out_dir=out_dir)
-    previous: list[batch_mod.Row] = []
-    if resume:
-        previous = batch_mod.read_rows(jsonl_path) if jsonl_path else []
-        if not previous and csv_path:
-            previous = batch_mod.read_rows(csv_path)
-    writers = [batch_mod.RowWriter(p, resume=resume) for p in (jsonl_path, csv_path) if p]
+    request = batch_mod.BatchRequest(
+        paths=paths,
+        load=_load_options(max_nodes=_loader_nodes(max_nodes), **graph_kw),
+        strategies=strategies or (batch_mod.DEFAULT_STRATEGY,),
+        budgets=parse_budget_list(budget_list, allow_none=True) if budget_list else (budget,),
+        globs=globs,
+        max_nodes=max_nodes,
+        dims_by_file=_config_dims(config_file),
+        csv_path=csv_path,
+        jsonl_path=jsonl_path,
+        out_dir=out_dir,
+        resume=resume,
+        fail_fast=fail_fast,
+    )
+    run_on = make_executor(executor, scheduler, jobs, timeout, memory_limit=_memory_guard(graph_kw))
+    job = batch_mod.prepare_batch(request)
     err = _stderr()
-    try:
-        with batch_mod.interrupt_flag() as stop, BatchProgress(err, len(tasks)) as progress:
-            result = batch_mod.run_batch(
-                tasks,
-                executor=run_on,
-                previous=previous,
-                fail_fast=fail_fast,
-                on_start=progress.start,
-                on_done=progress.done,
-                writers=writers,
-                out_dir=out_dir,
-                stop=stop,
-            )
-    finally:
-        for w in writers:
-            w.close()
+    with batch_mod.interrupt_flag() as stop, BatchProgress(err, len(job.tasks)) as progress:
+        result = job.run(run_on, on_start=progress.start, on_done=progress.done, stop=stop)
     if fmt == "json":
         click.echo(rows_json(result.rows))
     elif fmt == "csv":
         click.echo(rows_csv(result.rows), nl=False)
     else:
-        render_rows(result.rows, _stdout(), f"{len(files)} file{'s' if len(files) != 1 else ''}, {run_on.describe()}", verbose=verbose)
-    bad_files = len({r.file for r in result.rows if r.failed})
-    note = f"{result.done} of {result.files} files done"
-    if result.reused:
-        note += f" ({result.reused} reused from earlier results)"
-    note += f", {bad_files} with failures"
+        files = len(job.files)
+        render_rows(result.rows, _stdout(), f"{files} file{'s' if files != 1 else ''}, {run_on.describe()}", verbose=verbose)
+    err.print(batch_summary(result), highlight=False, markup=False)
     if result.interrupted:
-        err.print(f"remat: interrupted: {note}; the results so far are kept", highlight=False, markup=False)
         click.get_current_context().exit(130)
-    if result.stopped:
-        note += "; stopped at the first failure (--fail-fast)"
-    err.print(note, highlight=False, markup=False)
-    unused = batch_mod.unused_dims(result.rows, [k for k, _ in load.dims]) if not result.stopped else []
-    if unused:
-        raise InputError(
-            f"--dim {unused[0]}: no file has a dimension named {unused[0]!r} "
-            "(each row's dims column shows what every file used)"
-        )
+    job.check_dims(result)
     if result.failures:
         click.get_current_context().exit(EXIT_FAILED)
+
+
+def _config_dims(config_file: str | None) -> dict[str, tuple[tuple[str, int], ...]]:
+    """``batch --config``: each model's own dims from the file's ``[[models]]``, by path."""
+    if not config_file:
+        return {}
+    from remat_cli import config as config_mod
+
+    return {e.path: e.dims for e in config_mod.load_config(config_file).models}
 
 
 @cli.command(context_settings=CONTEXT)
@@ -871,7 +848,7 @@ def batch(
 @click.option("--junit", type=click.Path(dir_okay=False), help="Write a JUnit XML report (one test case per model) for CI dashboards.")
 @executor_options
 @graph_options
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True, help="One line per model, or JSON for machines.")
+@format_option(("text", "json"), default="text", help="text: one line per model saying why it passes or fails (not a table: CI logs are read line by line); json for machines.")
 def check(
     models: tuple[str, ...],
     budget: Budget | None,
@@ -903,48 +880,29 @@ def check(
     from remat_cli import batch as batch_mod
     from remat_cli import check as check_mod
     from remat_cli import config as config_mod
-    from remat_cli.report.batch_view import BatchProgress, render_check
+    from remat_cli.executors import make_executor
+    from remat_cli.report.batch_view import BatchProgress, check_to_json, render_check
 
-    overhead = config_mod.parse_overhead(max_overhead) if max_overhead is not None else None
-    config_path = Path(config_file) if config_file else config_mod.find_config()
-    conf = config_mod.load_config(config_path) if config_path else None
-    if models:
-        defaults = conf.defaults if conf else config_mod.ModelEntry(path="", name="")
-        # in the order given; a missing file stays, to be reported as an error row with the rest
-        files = dict.fromkeys(f for m in models for f in (batch_mod.discover([m]) if os.path.lexists(m) else [m]))
-        entries = [replace(defaults, path=f, name=f) for f in files]
-    elif conf is not None:
-        entries = list(conf.models)
-    else:
-        raise InputError("no models given and no remat.toml (or [tool.remat] in pyproject.toml) found here or above")
-    specs = check_mod.specs_from_entries(
-        entries,
-        cli_load=replace(_load_options(max_nodes=_loader_nodes(max_nodes), **graph_kw), strict_dims=len(entries) == 1),
+    run = check_mod.resolve_check(
+        models,
+        config_file=config_file,
+        cli_load=_load_options(max_nodes=_loader_nodes(max_nodes), **graph_kw),
         cli_given=_given_load_fields(click.get_current_context()),
         budget=budget,
-        max_overhead=overhead,
+        max_overhead=config_mod.parse_overhead(max_overhead) if max_overhead is not None else None,
         strategy=strategy,
         max_nodes=max_nodes,
-        default_strategy=batch_mod.DEFAULT_STRATEGY,
+        jobs=jobs,
+        timeout=timeout,
+        junit=junit,
     )
-    if conf is not None:
-        jobs = jobs or conf.jobs
-        timeout = timeout or conf.timeout
-        if not models:  # the file's report is for the file's models
-            junit = junit or (str(Path(conf.source).parent / conf.junit) if conf.junit else None)
-    run_on = _executor(executor, scheduler, jobs, timeout, memory_limit=_memory_guard(graph_kw))
-    with batch_mod.interrupt_flag() as stop, BatchProgress(_stderr(), len(specs), "checking") as progress:
-        report = check_mod.run_check(specs, executor=run_on, on_start=progress.start, on_done=progress.done, stop=stop)
-    if junit:
-        check_mod.write_junit(report, junit)
+    run_on = make_executor(executor, scheduler, run.jobs, run.timeout, memory_limit=_memory_guard(graph_kw))
+    with batch_mod.interrupt_flag() as stop, BatchProgress(_stderr(), len(run.specs), "checking") as progress:
+        report = check_mod.run_check(run.specs, executor=run_on, on_start=progress.start, on_done=progress.done, stop=stop)
+    if run.junit:
+        check_mod.write_junit(report, run.junit)
     if fmt == "json":
-        doc = {
-            "models": report.models,
-            "passed": report.counts["pass"],
-            "exit_code": report.exit_code,
-            "results": [{"name": r.spec.name, "file": r.spec.path, "verdict": r.verdict, "reason": r.reason, **r.row.to_record()} for r in report.results],
-        }
-        click.echo(json.dumps(doc, indent=1))
+        click.echo(json.dumps(check_to_json(report), indent=1))
     else:
         render_check(report, _stdout())
     if report.interrupted:
@@ -1004,7 +962,7 @@ def capture_cmd(factory: str, output_file: str, device: str) -> None:
 @click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True, help="Timed steps per plan (seconds are their median).")
 @click.option("--device", default="cpu", show_default=True, help="Device to run on (cpu, cuda, cuda:1).")
 @click.option("--no-sac", is_flag=True, help="Skip measuring each plan's keep-set as a selective-checkpointing policy.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True, help="table for people, json for machines.")
+@FORMAT_OPTION
 def fidelity_cmd(factory: str, budget: Budget, strategy_list: tuple[str, ...], runs: int, device: str, no_sac: bool, fmt: str) -> None:
     """Run plans in PyTorch and print predicted against measured (needs remat-cli[torch]).
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from remat_cli.errors import InputError
 
-__all__ = ["Outcome", "Event", "LocalExecutor", "DaskExecutor", "run_isolated", "describe_exit"]
+__all__ = ["Outcome", "Event", "LocalExecutor", "DaskExecutor", "make_executor", "run_isolated", "describe_exit"]
 
 # How often (seconds) the dispatch loops look at ``should_stop`` while waiting.
 _POLL = 0.2
@@ -244,6 +244,18 @@ class LocalExecutor:
 
 
 # --------------------------------------------------------------------------- isolated call
+
+
+def make_executor(
+    kind: str, scheduler: str | None, jobs: int | None, timeout: float | None, memory_limit: int | None = None
+) -> LocalExecutor | DaskExecutor:
+    """The executor ``--executor KIND`` names: ``local`` (``jobs`` workers, each held to
+    ``memory_limit``) or ``dask`` (the cluster at ``scheduler``); ``timeout`` per task."""
+    if kind == "dask":
+        return DaskExecutor(scheduler or "", timeout=timeout)
+    if scheduler:
+        raise InputError("--scheduler needs --executor dask")
+    return LocalExecutor(jobs, timeout=timeout, memory_limit=memory_limit)
 
 
 def run_isolated(fn: Callable[[Any], Any], arg: Any, timeout: float | None) -> Outcome:

@@ -223,3 +223,31 @@ def test_plan_defaults_to_auto_and_fits_a_tight_budget():
     assert doc["strategy"] == "auto" and doc["fits"]
     assert doc["metrics"]["peak_bytes"] <= doc["budget_bytes"] == int(0.6 * doc["store_all_peak_bytes"])
     assert doc["info"]["winner"] in {s["name"] for s in json.loads(run("strategies", "--format", "json").stdout)}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["plan", UNET, "-s", "store-all", "--format", "json", "-o", "{tmp}/plan.json"],
+        ["tradeoff", UNET, "-S", "store-all,chain-dp", "-n", "2"],
+        ["validate", UNET, "{tmp}/missing.plan.json"],
+    ],
+    ids=["plan", "tradeoff", "validate-error"],
+)
+def test_one_console_per_stream_per_invocation(args, tmp_path, monkeypatch):
+    """Output and messages each go through one rich console per invocation (STYLE)."""
+    import rich.console
+
+    made: list[bool] = []
+
+    class Counting(rich.console.Console):
+        def __init__(self, *a, **kw):
+            made.append(bool(kw.get("stderr")))
+            super().__init__(*a, **kw)
+
+    monkeypatch.setattr(rich.console, "Console", Counting)
+    for _ in range(2):  # a second invocation gets consoles of its own
+        made.clear()
+        CliRunner().invoke(cli, [a.format(tmp=tmp_path) for a in args])
+        assert made.count(True) <= 1 and made.count(False) <= 1, made
+        assert made, "nothing was printed through a console"

@@ -18,9 +18,7 @@ from remat_cli.errors import InputError
 from remat_cli.graph import Graph
 from remat_cli.limits import DEFAULT_LIMITS, LimitError, Limits, format_bytes, read_regular_file
 
-__all__ = ["LoadOptions", "load_graph", "detect_format", "check_limits", "FORMATS"]
-
-FORMATS = ("onnx", "remat-json", "node-link", "twremat")
+__all__ = ["LoadOptions", "load_graph", "detect_format", "check_limits"]
 
 
 @dataclass(frozen=True)
@@ -55,7 +53,7 @@ def detect_format(path: str | Path, data: bytes) -> str:
     if head[:1] in (b"{", b"["):
         return "json"
     text_head = head.decode("utf-8", errors="replace")
-    first = next((ln.strip() for ln in text_head.splitlines() if ln.strip()), "")
+    first = next((ln.strip() for ln in text_head.splitlines() if ln.strip() and not ln.lstrip().startswith("#")), "")
     if first.startswith("p remat2") or first.startswith("node ") or first.startswith("memlimit"):
         return "twremat"
     if path.suffix.lower() == ".onnx" or _looks_like_protobuf(data):
@@ -163,18 +161,14 @@ def _load_json(path: Path, data: bytes) -> Graph:
 
 
 def _load_onnx(path: Path, data: bytes, options: LoadOptions) -> Graph:
-    try:
-        from remat_cli.loaders import onnx as onnx_loader
-    except ImportError as exc:  # pragma: no cover - onnx is a core dependency
-        raise InputError(f"{path}: reading ONNX needs the onnx package ({exc})") from None
+    from remat_cli.loaders import onnx as onnx_loader
+
     return onnx_loader.load(path, data, options)
 
 
 def _training(graph: Graph, options: LoadOptions, path: Path) -> Graph:
-    try:
-        from remat_cli.training import build_training_graph
-    except ImportError:
-        raise InputError(f"{path}: --training is not available in this version") from None
+    from remat_cli.training import build_training_graph
+
     if graph.is_training:
         return graph
     return build_training_graph(graph, convention=options.convention or "checkmate", optimizer=options.optimizer)

@@ -16,11 +16,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.cells import cell_len
 from rich.table import Table
 
-from remat_cli.batch import COLUMNS, FileResult, FileTask, Row, csv_line
+from remat_cli.batch import COLUMNS, BatchResult, FileResult, FileTask, Row, csv_line
 from remat_cli.check import PASS, CheckReport
 from remat_cli.units import fmt_bytes, fmt_pct, fmt_seconds, shorten_all
 
-__all__ = ["BatchProgress", "render_rows", "rows_json", "rows_csv", "render_check"]
+__all__ = ["BatchProgress", "render_rows", "rows_json", "rows_csv", "batch_summary", "render_check", "check_to_json"]
 
 
 class BatchProgress:
@@ -168,6 +168,20 @@ def rows_csv(rows: Sequence[Row]) -> str:
     return "".join(lines)
 
 
+def batch_summary(result: BatchResult) -> str:
+    """The line ``remat batch`` ends with on stderr: files done, reused, with failures, how it stopped."""
+    bad_files = len({r.file for r in result.rows if r.failed})
+    note = f"{result.done} of {result.files} files done"
+    if result.reused:
+        note += f" ({result.reused} reused from earlier results)"
+    note += f", {bad_files} with failures"
+    if result.interrupted:
+        return f"remat: interrupted: {note}; the results so far are kept"
+    if result.stopped:
+        note += "; stopped at the first failure (--fail-fast)"
+    return note
+
+
 def render_check(report: CheckReport, console: Console) -> None:
     """One line per model, then the tally."""
     for r in report.results:
@@ -181,3 +195,15 @@ def render_check(report: CheckReport, console: Console) -> None:
     missing = report.models - len(report.results)
     tail = f", {missing} not checked" if missing else ""
     console.print(f"{report.models} model{'s' if report.models != 1 else ''}: {c['pass']} passed, {c['fail']} failed, {c['error']} error{'s' if c['error'] != 1 else ''}{tail}", highlight=False, markup=False)
+
+
+def check_to_json(report: CheckReport) -> dict[str, Any]:
+    """``remat check --format json``: the tally, the exit code, and every model's verdict and row."""
+    return {
+        "models": report.models,
+        "passed": report.counts["pass"],
+        "exit_code": report.exit_code,
+        "results": [
+            {"name": r.spec.name, "file": r.spec.path, "verdict": r.verdict, "reason": r.reason, **r.row.to_record()} for r in report.results
+        ],
+    }
