@@ -111,6 +111,23 @@ def test_discover_finds_graphs_by_content_and_skips_the_rest(tmp_path: Path) -> 
 # --------------------------------------------------------------------------- rows and exit codes
 
 
+def test_discovery_takes_exactly_what_the_loaders_read(tmp_path: Path) -> None:
+    """Discovery asks the loaders' format detection: a file it takes loads, in every
+    spelling the loaders accept (comment lines before twremat text, a UTF-8 BOM before
+    JSON), and text the loaders refuse is not taken, even when named .json."""
+    root = tmp_path / "m"
+    root.mkdir()
+    chain = generators.chain(5, mem=3)
+    (root / "commented.txt").write_text("# exported by a tool\n\n" + twremat.dumps(chain))
+    (root / "bom.json").write_bytes(b"\xef\xbb\xbf" + remat_json.dumps(chain).encode())
+    (root / "tsconfig.json").write_text("// comments: not JSON, and no graph\n{}\n")
+    (root / "notes.txt").write_text("# a heading\na list of nodes, not twremat: no graph either\n")
+    found = _rel(root, discover([root]))
+    assert found == ["bom.json", "commented.txt"]
+    for rel in found:
+        assert load_graph(root / rel).n == chain.n
+
+
 def test_mixed_directory_gives_expected_rows_and_exit_code(tmp_path: Path) -> None:
     root = make_tree(tmp_path / "models")
     out = tmp_path / "out.jsonl"
