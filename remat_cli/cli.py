@@ -464,7 +464,7 @@ def plan(
       remat plan g.json --budget 8GiB --trace plan.trace.json --dot plan.dot
     """
     from remat_cli.loaders import load_graph
-    from remat_cli.plan import load_record, write_plan
+    from remat_cli.plandoc import load_record, write_plan
     from remat_cli.planner import make_plan
     from remat_cli.report.facts import plan_facts
     from remat_cli.report.tables import plan_report_json, render_plan
@@ -618,7 +618,7 @@ def validate(graph_file: str, plan_file: str, budget: Budget, fmt: str, **graph_
     --budget; exit 2 if a claim has the wrong type.
     """
     from remat_cli.loaders import load_graph
-    from remat_cli.plan import load_record, read_plan
+    from remat_cli.plandoc import load_record, read_plan
     from remat_cli.planner import resolve_budget
     from remat_cli.units import fmt_bytes_pair
     from remat_cli.report.tables import render_metrics
@@ -626,7 +626,7 @@ def validate(graph_file: str, plan_file: str, budget: Budget, fmt: str, **graph_
 
     from rich.text import Text
 
-    from remat_cli.plan import check_claims
+    from remat_cli.plandoc import validate_claims
 
     options = _load_options(**graph_kw)
     graph = load_graph(graph_file, options)
@@ -638,11 +638,11 @@ def validate(graph_file: str, plan_file: str, budget: Budget, fmt: str, **graph_
         raise RematError(f"{plan_file}: invalid at {result.error}", EXIT_FAILED)
     m = result.metrics
     assert m is not None
-    claims = check_claims(header, graph, m, plan_file) if header else None
+    claims = validate_claims(header, graph, m, plan_file) if header else None
     budget_bytes = resolve_budget(graph, budget)
     over = budget_bytes is not None and m.peak_bytes > budget_bytes
     if fmt == "json":
-        from remat_cli.plan import metrics_to_json
+        from remat_cli.plandoc import metrics_to_json
 
         doc = metrics_to_json(m)
         doc["budget_bytes"] = budget_bytes

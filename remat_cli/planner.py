@@ -1,4 +1,4 @@
-"""Run a strategy against a budget and return a validated :class:`~remat_cli.plan.Plan`.
+"""Run a strategy against a budget and return a validated :class:`~remat_cli.plandoc.Plan`.
 
 This is the one door between strategies and reports: every schedule passes the simulator
 here, and a plan above its budget is never returned as if it fit.
@@ -15,7 +15,7 @@ from typing import Any
 from remat_cli.budget import Budget
 from remat_cli.errors import InvalidScheduleError, NoPlanError
 from remat_cli.graph import Graph
-from remat_cli.plan import Plan
+from remat_cli.plandoc import Plan
 from remat_cli.units import fmt_bytes
 from remat_cli.simulate import simulate
 from remat_cli.strategies import Strategy, get_strategy

@@ -15,7 +15,7 @@ from remat_cli.errors import InvalidScheduleError
 from remat_cli.graph import Graph
 from remat_cli.schedule import COMPUTE, FREE, Schedule
 
-__all__ = ["Metrics", "InvalidStep", "SimResult", "simulate", "validate"]
+__all__ = ["Metrics", "InvalidStep", "SimResult", "simulate", "require_valid"]
 
 
 @dataclass(frozen=True)
@@ -146,8 +146,10 @@ def simulate(graph: Graph, schedule: Schedule, *, per_step: bool = False) -> Sim
     return SimResult(metrics, None, memory)
 
 
-def validate(graph: Graph, schedule: Schedule, *, what: str = "schedule") -> Metrics:
-    """Simulate and return the metrics, or raise :class:`InvalidScheduleError` naming the step."""
+def require_valid(graph: Graph, schedule: Schedule, *, what: str = "schedule") -> Metrics:
+    """The metrics of a schedule that must be valid: simulate, or raise
+    :class:`InvalidScheduleError` naming the first invalid step. (``validate`` is the
+    command that replays a plan file and its claims: :func:`remat_cli.plandoc.validate_claims`.)"""
     result = simulate(graph, schedule)
     if result.error is not None:
         raise InvalidScheduleError(f"{what} is invalid at {result.error}")

@@ -53,7 +53,7 @@ import numpy as np
 from remat_cli.budget import Budget
 from remat_cli.errors import InputError, NoPlanError, RematError
 from remat_cli.graph import Graph
-from remat_cli.plan import Plan
+from remat_cli.plandoc import Plan
 from remat_cli.strategies import Strategy, fast_strategies, get_strategy
 from remat_cli.units import fmt_bytes
 

@@ -333,7 +333,7 @@ def _refuse_constant(name: str) -> Any:
 def _check_plan(graph_path: Path, plan_path: Path, dims: tuple[tuple[str, int], ...] = ()) -> Verdict:
     """The plan written by ``remat plan -o`` replays to the metrics it states."""
     from remat_cli.loaders import LoadOptions, load_graph
-    from remat_cli.plan import read_plan
+    from remat_cli.plandoc import read_plan
     from remat_cli.simulate import simulate
 
     if not plan_path.exists():
@@ -376,7 +376,7 @@ def check_claims(doc: Any, m: Any, written: bool = False) -> Verdict:
 def check_validated(graph_path: Path, plan_path: Path) -> Verdict:
     """A plan that ``remat validate`` accepted (exit 0): it replays, and its stated claims are true."""
     from remat_cli.loaders import load_graph
-    from remat_cli.plan import read_plan
+    from remat_cli.plandoc import read_plan
     from remat_cli.simulate import simulate
 
     graph = load_graph(graph_path)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
 from remat_cli.cli import cli
-from remat_cli.simulate import validate
+from remat_cli.simulate import require_valid
 from remat_cli.strategies.store_all import store_all_schedule
 from tests._onnx_models import init, load, model, save, tensor
 
@@ -83,7 +83,7 @@ def _saved_bytes(g) -> int:
 
 def _store_all_peak(g) -> int:
     schedule, _ = store_all_schedule(g)
-    return validate(g, schedule).peak_bytes
+    return require_valid(g, schedule).peak_bytes
 
 
 @pytest.mark.parametrize("b,s", [(2, 16), (3, 24)])

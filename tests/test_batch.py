@@ -39,7 +39,7 @@ from remat_cli.cli import cli
 from remat_cli.executors import LocalExecutor
 from remat_cli.loaders import load_graph
 from remat_cli.loaders import remat_json, twremat
-from remat_cli.plan import read_plan
+from remat_cli.plandoc import read_plan
 from remat_cli.planner import store_all_peak
 from remat_cli.simulate import simulate
 

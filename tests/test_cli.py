@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from remat_cli.cli import cli
 from remat_cli.loaders import load_graph
-from remat_cli.plan import read_plan
+from remat_cli.plandoc import read_plan
 from remat_cli.simulate import simulate
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_graphs"

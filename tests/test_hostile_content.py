@@ -22,7 +22,7 @@ from remat_cli.cli import cli
 from remat_cli.errors import InputError, NoPlanError
 from remat_cli.graph import MAX_COST, MAX_TOTAL_BYTES, MAX_VALUE_BYTES, Graph, NodeSpec
 from remat_cli.loaders import load_graph, remat_json, twremat
-from remat_cli.plan import read_plan
+from remat_cli.plandoc import read_plan
 from remat_cli.planner import make_plan
 from remat_cli.simulate import simulate
 from remat_cli.training import build_training_graph
@@ -525,7 +525,7 @@ from tests.conftest import raw_dags  # noqa: E402
 def test_every_plan_remat_writes_validates_with_its_claims(tmp_path_factory, raw, strategy, ratio):
     """A plan file written by remat replays, and every claim in it holds."""
     from remat_cli.budget import parse_budget
-    from remat_cli.plan import check_claims, write_plan
+    from remat_cli.plandoc import validate_claims, write_plan
 
     g = raw.build()
     try:
@@ -537,7 +537,7 @@ def test_every_plan_remat_writes_validates_with_its_claims(tmp_path_factory, raw
     schedule, header = read_plan(path, g)
     m = simulate(g, schedule).metrics
     assert m is not None and m.peak_bytes == plan.metrics.peak_bytes
-    claims = check_claims(header, g, m, path)
+    claims = validate_claims(header, g, m, path)
     assert claims.wrong is None and "metrics.peak_bytes" in claims.checked
     if plan.budget_bytes is not None:
         assert "budget_bytes" in claims.checked

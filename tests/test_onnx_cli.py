@@ -14,8 +14,8 @@ from _onnx_models import mlp_model, model, save, tensor
 
 from remat_cli.cli import cli
 from remat_cli.loaders import LoadOptions, load_graph
-from remat_cli.plan import read_plan
-from remat_cli.simulate import validate
+from remat_cli.plandoc import read_plan
+from remat_cli.simulate import require_valid
 
 ROOT = Path(__file__).resolve().parent.parent
 RESNET = str(ROOT / "sample_graphs" / "resnet18.onnx")
@@ -116,7 +116,7 @@ def test_plan_and_validate_on_onnx(tmp_path):
     assert report["metrics"]["est_seconds"] > 0
     graph = load_graph(RESNET, LoadOptions(dims=(("batch", 2),), optimizer="adam"))
     schedule, _ = read_plan(str(out), graph)
-    metrics = validate(graph, schedule)
+    metrics = require_valid(graph, schedule)
     assert metrics.peak_bytes == report["metrics"]["peak_bytes"]
     again = run("validate", RESNET, out, "--dim", "batch=2", "--optimizer", "adam")
     assert again.exit_code == 0, again.output

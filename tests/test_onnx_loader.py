@@ -13,7 +13,7 @@ from _onnx_models import init, load, mlp_model, model, preds, save, tensor
 
 from remat_cli.errors import InputError
 from remat_cli.loaders import LoadOptions, load_graph
-from remat_cli.simulate import validate
+from remat_cli.simulate import require_valid
 from remat_cli.strategies.store_all import store_all_schedule
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,7 +22,7 @@ SAMPLES = json.loads((ROOT / "scripts" / "sample_shapes.json").read_text())
 
 def _valid_store_all(graph):
     schedule, _ = store_all_schedule(graph)
-    return validate(graph, schedule)
+    return require_valid(graph, schedule)
 
 
 def test_symbolic_dims_scale_sizes(tmp_path):

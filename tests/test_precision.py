@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import helper
 
-from remat_cli.simulate import validate
+from remat_cli.simulate import require_valid
 from remat_cli.strategies.store_all import store_all_schedule
 
 from _onnx_models import init, load, mlp_model, model, save, tensor
@@ -16,7 +16,7 @@ from _onnx_models import init, load, mlp_model, model, save, tensor
 
 def _store_all_peak(graph) -> int:
     schedule, _ = store_all_schedule(graph)
-    return int(validate(graph, schedule).peak_bytes)
+    return int(require_valid(graph, schedule).peak_bytes)
 
 
 def linear_stack(layers: int, width: int, act: str = "Relu"):

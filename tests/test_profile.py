@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from remat_cli.cli import cli
 from remat_cli.errors import InputError
-from remat_cli.simulate import validate
+from remat_cli.simulate import require_valid
 from remat_cli.strategies.store_all import store_all_schedule
 
 from _onnx_models import load, mlp_model, save
@@ -37,7 +37,7 @@ def test_csv_times_nodes_by_id(mlp, tmp_path):
     fact = timed.meta["profile"]
     assert fact["matched_nodes"] == 2 and fact["matched_by"] == "node id" and list(fact["unmatched_entries"]) == ["not-a-node"]
     schedule, _ = store_all_schedule(timed)
-    metrics = validate(timed, schedule)
+    metrics = require_valid(timed, schedule)
     assert metrics.cost == pytest.approx(plain.base_cost - plain.cost[i] - plain.cost[b] + 1.75)
 
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from remat_cli.errors import InvalidScheduleError
 from remat_cli.graph import Graph, NodeSpec
 from remat_cli.schedule import COMPUTE, FREE, Schedule
-from remat_cli.simulate import simulate, validate
+from remat_cli.simulate import simulate, require_valid
 from tests.conftest import named_steps, raw_dags, reference_simulate, to_schedule
 
 
@@ -121,7 +121,7 @@ def test_corrupted_schedules_rejected_at_first_bad_step(raw, seed, how):
     else:
         assert not result.valid and result.error.step == bad
         with pytest.raises(InvalidScheduleError, match=f"step {bad}"):
-            validate(g, to_schedule(g, steps))
+            require_valid(g, to_schedule(g, steps))
 
 
 def _tiny() -> Graph:
@@ -155,7 +155,7 @@ def test_reasons_name_the_rule_broken():
 def test_overhead_counts_recomputation():
     g = _tiny()
     steps = [(COMPUTE, 0), (COMPUTE, 1), (FREE, 0), (COMPUTE, 0), (COMPUTE, 2)]
-    m = validate(g, Schedule.from_steps(steps))
+    m = require_valid(g, Schedule.from_steps(steps))
     assert m.recomputations == 1 and m.cost == 7 and m.overhead == pytest.approx(1 / 6)
 
 
@@ -171,5 +171,5 @@ def test_million_steps_replay():
     # compute/free node 0 500k times, then the chain once
     chain_ops = np.zeros(n, np.int8)
     sched = Schedule(np.concatenate([ops, chain_ops]), np.concatenate([nodes, np.arange(n, dtype=np.int32)]))
-    m = validate(g, sched)
+    m = require_valid(g, sched)
     assert m.steps == 1_000_000 + n and m.recomputations == 500_000 and m.peak_bytes == n

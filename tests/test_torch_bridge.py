@@ -22,7 +22,7 @@ from hypothesis import strategies as st  # noqa: E402
 from remat_cli.cli import cli  # noqa: E402
 from remat_cli.errors import InputError, NoPlanError  # noqa: E402
 from remat_cli.planner import make_plan  # noqa: E402
-from remat_cli.plan import plan_to_json  # noqa: E402
+from remat_cli.plandoc import plan_to_json  # noqa: E402
 from remat_cli.simulate import simulate  # noqa: E402
 from remat_cli.torch import apply, measure  # noqa: E402
 from remat_cli.torch._apply import Step  # noqa: E402

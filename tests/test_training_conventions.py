@@ -12,7 +12,7 @@ from onnx import helper
 
 from remat_cli import generators
 from remat_cli.graph import Graph, NodeSpec
-from remat_cli.simulate import validate
+from remat_cli.simulate import require_valid
 from remat_cli.strategies.store_all import store_all_schedule
 from remat_cli.training import (
     AUTOGRAD,
@@ -30,7 +30,7 @@ def _edges(graph: Graph) -> set[tuple[str, str]]:
 
 def _store_all_valid(graph: Graph):
     schedule, _ = store_all_schedule(graph)
-    return validate(graph, schedule)
+    return require_valid(graph, schedule)
 
 
 # ---------------------------------------------------------------------------- checkmate

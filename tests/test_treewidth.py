@@ -18,7 +18,7 @@ from remat_cli import generators as G
 from remat_cli.errors import NoPlanError
 from remat_cli.graph import Graph
 from remat_cli.planner import make_plan, store_all_peak
-from remat_cli.simulate import simulate, validate
+from remat_cli.simulate import simulate, require_valid
 from remat_cli.algorithms import decompose as D
 from remat_cli.strategies import get_strategy
 from remat_cli.strategies.treewidth import compute_bound, recursive_schedule
@@ -196,7 +196,7 @@ def test_bare_recursion_bounds(g: Graph) -> None:
     """Unit sizes: valid, only needed nodes, peak ≤ (w+1)(depth+1), computes ≤ (w+2)^depth."""
     for name, sep in _sep_trees(g).items():
         schedule, _ = recursive_schedule(g, sep, None)
-        m = validate(g, schedule, what=name)
+        m = require_valid(g, schedule, what=name)
         assert m.peak_bytes <= (sep.width + 1) * (sep.depth + 1), name
         counts = np.bincount(schedule.compute_nodes, minlength=g.n)
         assert not counts[~g.needed].any(), "computed a node no target needs"
@@ -233,14 +233,14 @@ def _sweep_checks(g: Graph, name: str, ratios) -> None:
             costs.append(None)
             monotone_costs.append(None)
             continue
-        m = validate(g, res.schedule, what=name)
+        m = require_valid(g, res.schedule, what=name)
         assert m.peak_bytes <= budget, f"{name} over budget: {m.peak_bytes} > {budget}"
         assert not any(k.startswith("discarded") for k in res.info), res.info
         if budget >= sa:
             assert m.cost == pytest.approx(m.base_cost)
         costs.append(m.cost)
         try:
-            plain = validate(g, get_strategy(name).run(g, budget, {"memlimit": False}).schedule, what=name)
+            plain = require_valid(g, get_strategy(name).run(g, budget, {"memlimit": False}).schedule, what=name)
         except NoPlanError:
             monotone_costs.append(None)
             continue
@@ -323,7 +323,7 @@ def test_edge_cases(name: str) -> None:
             except NoPlanError:
                 assert budget is not None and budget < store_all_peak(g)
                 continue
-            m = validate(g, res.schedule)
+            m = require_valid(g, res.schedule)
             assert budget is None or m.peak_bytes <= budget
             assert not np.isin(res.schedule.compute_nodes, np.flatnonzero(~g.needed)).any()
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from remat_cli.graph import Graph, NodeSpec
-from remat_cli.plan import metrics_to_json
+from remat_cli.plandoc import metrics_to_json
 from remat_cli.units import fmt_bytes, fmt_bytes_pair, fmt_cost, fmt_pct, fmt_seconds
 from remat_cli.schedule import Schedule
 from remat_cli.simulate import simulate

@@ -25,7 +25,7 @@ from remat_cli.errors import InputError, NoPlanError, RematError
 from remat_cli.executors import Outcome
 from remat_cli.limits import LimitError
 from remat_cli.loaders import LoadOptions, load_graph
-from remat_cli.plan import load_record, plan_to_json
+from remat_cli.plandoc import load_record, plan_to_json
 from remat_cli.planner import make_plan, resolve_budget, store_all_peak
 
 __all__ = ["DEFAULT_STRATEGY", "FileTask", "make_tasks", "loads_per_file", "file_sha256", "row_key", "plan_name", "plan_file", "failure_result"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from remat_cli.errors import InputError
-from remat_cli.plan import Plan
+from remat_cli.plandoc import Plan
 from remat_cli.report.facts import PlanFacts, plan_facts
 from remat_cli.units import fmt_bytes
 

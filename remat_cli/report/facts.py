@@ -15,7 +15,7 @@ import numpy as np
 from remat_cli.bounds import StructuralBound, structural_lower_bound
 from remat_cli.errors import InvalidScheduleError
 from remat_cli.graph import Graph
-from remat_cli.plan import Plan
+from remat_cli.plandoc import Plan
 from remat_cli.schedule import COMPUTE
 from remat_cli.simulate import simulate
 

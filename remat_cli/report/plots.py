@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from remat_cli.errors import InputError
-from remat_cli.plan import Plan
+from remat_cli.plandoc import Plan
 from remat_cli.report.facts import PlanFacts, plan_facts, step_categories
 from remat_cli.sweep import Tradeoff
 from remat_cli.units import fmt_bytes, fmt_pct

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from remat_cli.bounds import StructuralBound
-from remat_cli.plan import Plan, metrics_to_json, plan_to_json
+from remat_cli.plandoc import Plan, metrics_to_json, plan_to_json
 from remat_cli.report.facts import PlanFacts, plan_facts
 from remat_cli.sweep import SweepPoint, Tradeoff
 from remat_cli.units import fmt_bytes, fmt_cost, fmt_count, fmt_pct, fmt_ratio, fmt_seconds, shorten_all

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from remat_cli.errors import InputError
-from remat_cli.plan import Plan
+from remat_cli.plandoc import Plan
 from remat_cli.report.facts import PlanFacts, plan_facts
 
 __all__ = ["trace_events", "write_trace"]

@@ -27,7 +27,7 @@ import torch
 
 from remat_cli.errors import InputError
 from remat_cli.graph import Graph
-from remat_cli.plan import Plan
+from remat_cli.plandoc import Plan
 from remat_cli.schedule import COMPUTE, Schedule
 from remat_cli.simulate import simulate
 from remat_cli.torch._capture import BWD, LOSS, capture_program

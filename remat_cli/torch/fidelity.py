@@ -23,7 +23,7 @@ import torch
 from remat_cli.budget import Budget
 from remat_cli.errors import InputError, NoPlanError
 from remat_cli.graph import Graph
-from remat_cli.plan import Plan
+from remat_cli.plandoc import Plan
 from remat_cli.planner import make_plan, resolve_budget
 from remat_cli.torch._apply import Step, checkpoint_policy
 from remat_cli.torch._capture import capture_program

@@ -1,4 +1,8 @@
-"""Plans (a validated schedule with its metrics) and their file formats (DESIGN §4).
+"""Plan documents: a :class:`Plan` (a schedule the simulator replayed, with its metrics)
+and its files (DESIGN §4): written, read back, and their claims validated.
+
+(:mod:`remat_cli.planner` runs the strategies that make plans; this module only holds
+them and their files.)
 
 ``remat-plan`` v1 JSON and twremat ``c``/``f`` text are written from a :class:`Plan` and
 read back into a :class:`~remat_cli.schedule.Schedule` against a graph, refusing plans
@@ -31,8 +35,8 @@ __all__ = [
     "read_plan",
     "plan_to_twremat",
     "PLAN_FORMAT",
-    "ClaimCheck",
-    "check_claims",
+    "ClaimValidation",
+    "validate_claims",
     "load_record",
 ]
 
@@ -314,7 +318,7 @@ def _plan_from_twremat(text: str, graph: Graph, path: Path) -> Schedule:
 
 
 @dataclass(frozen=True)
-class ClaimCheck:
+class ClaimValidation:
     """What ``validate`` made of the claims a plan file states about itself.
 
     ``checked`` names the claims compared with the replay; ``ignored`` the fields that are
@@ -335,7 +339,7 @@ _CLOSE = ("cost", "base_cost", "overhead", "est_seconds")
 _READ = ("format", "version", "graph", "schedule", "budget_bytes", "budget_ratio", "metrics")
 
 
-def check_claims(doc: Mapping[str, Any], graph: Graph, metrics: Metrics, path: str | Path) -> ClaimCheck:
+def validate_claims(doc: Mapping[str, Any], graph: Graph, metrics: Metrics, path: str | Path) -> ClaimValidation:
     """Compare what a remat-plan document states with the replay of its schedule.
 
     Checked: ``graph.nodes``, ``budget_bytes`` (the replayed peak must fit it),
@@ -393,7 +397,7 @@ def check_claims(doc: Mapping[str, Any], graph: Graph, metrics: Metrics, path: s
     ignored = [f"graph.{k}" for k in head if k not in ("sha256", "nodes")]
     ignored += [k for k in doc if k not in _READ]
     ignored += [f"metrics.{k}" for k in (stated or {}) if k not in _EXACT + _CLOSE + ("valid",)]
-    return ClaimCheck(tuple(checked), tuple(ignored), wrong)
+    return ClaimValidation(tuple(checked), tuple(ignored), wrong)
 
 
 def _int_claim(value: Any, name: str, path: str | Path) -> int:
