@@ -993,7 +993,9 @@ def fidelity_cmd(factory: str, budget: Budget, strategy_list: tuple[str, ...], r
         click.echo(json.dumps(fidelity_to_json(report), indent=1))
     else:
         out = _stdout()
-        render_fidelity(report, out if out.is_terminal else Console(highlight=False, width=100))
+        if not out.is_terminal:
+            out.width = 100  # its table is wider than rich's 80 columns for a pipe
+        render_fidelity(report, out)
 
 
 class FitDimType(DimType):

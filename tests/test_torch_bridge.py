@@ -284,6 +284,10 @@ def test_cli_capture_then_plan_then_fidelity(tmp_path):
         assert abs(r["measured_peak_bytes"] / r["predicted_peak_bytes"] - 1) <= 0.05
         assert r["measured_flops_overhead"] == pytest.approx(r["predicted_overhead"], abs=1e-9)
     assert rows["chain-dp+sac"]["grads_match"] is True
+    # the table, piped: the same plans, one row each (it once failed on a missing import)
+    res = runner.invoke(cli, ["fidelity", f"{factory}:make", "-b", "0.8x", "-s", "chain-dp", "--runs", "1", "--no-sac"])
+    assert res.exit_code == 0, res.output
+    assert "chain-dp" in res.output and "store-all" in res.output and "Traceback" not in res.output
 
 
 def test_cli_bad_factory_is_one_line(tmp_path):
