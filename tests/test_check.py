@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from remat_cli import generators, training
 from remat_cli.batch import NO_PLAN, OK, Row
 from remat_cli.budget import parse_budget
-from remat_cli.check import CheckReport, CheckSpec, junit_tree, merge_load, specs_from_entries, verdict, write_junit
+from remat_cli.check import CheckReport, CheckSpec, junit_tree, merge_load, resolve_check, specs_from_entries, verdict, write_junit
 from remat_cli.cli import cli
 from remat_cli.config import find_config, load_config, parse_dims, parse_overhead
 from remat_cli.errors import InputError
@@ -191,6 +191,30 @@ budget = "{peaks[0] - 1}"
     assert _run(["--budget", str(top)], cwd=sub).exit_code == 0
     # models named on the command line use the file's defaults (its budget here)
     assert _run(["models/m1.json"], cwd=root).exit_code == 0
+
+
+def test_resolve_check_merges_the_command_line_over_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What `remat check` runs, decided without running it: given values win, the file
+    fills the rest, and the file's JUnit report is only for the file's own models."""
+    (tmp_path / "models").mkdir()
+    _graph_file(tmp_path / "models/a.json", seed=1)
+    _graph_file(tmp_path / "models/b.json", seed=2)
+    conf = tmp_path / "remat.toml"
+    conf.write_text('budget = "0.9x"\njobs = 2\ntimeout = 120\njunit = "out/r.xml"\n[[models]]\npath = "models/a.json"\nbudget = "0.5x"\n')
+    run = resolve_check((), config_file=str(conf))
+    assert [(Path(s.path).name, s.budget.text) for s in run.specs] == [("a.json", "0.5x")]
+    assert (run.jobs, run.timeout, run.junit) == (2, 120, str(tmp_path / "out/r.xml"))
+    run = resolve_check((), config_file=str(conf), jobs=1, timeout=5, junit="mine.xml", budget=parse_budget("0.7x"))
+    assert (run.jobs, run.timeout, run.junit) == (1, 5, "mine.xml") and run.specs[0].budget.text == "0.7x"
+    # models named here take the file's defaults, and get no report unless asked
+    named = str(tmp_path / "models")
+    run = resolve_check((named,), config_file=str(conf))
+    assert [Path(s.path).name for s in run.specs] == ["a.json", "b.json"] and {s.budget.text for s in run.specs} == {"0.9x"}
+    assert run.junit is None and run.jobs == 2
+    monkeypatch.chdir(tmp_path / "models")  # no configuration here or above: nothing to check
+    conf.unlink()
+    with pytest.raises(InputError, match="no models given"):
+        resolve_check(())
 
 
 def test_pyproject_tool_remat_and_config_errors(models: tuple[Path, list[int]]) -> None:
