@@ -111,6 +111,38 @@ def test_discover_finds_graphs_by_content_and_skips_the_rest(tmp_path: Path) -> 
 # --------------------------------------------------------------------------- rows and exit codes
 
 
+def test_prepare_batch_decides_the_run_before_any_work(tmp_path: Path) -> None:
+    """`remat batch` as a library call: a request that cannot run is refused when made,
+    and preparing finds the files, loosens --dim for many files, and reads what --resume
+    may reuse (the JSON lines, else the CSV) without planning anything."""
+    from remat_cli.batch import BatchRequest, prepare_batch
+    from remat_cli.errors import InputError
+    from remat_cli.loaders import LoadOptions
+
+    root = make_tree(tmp_path / "models")
+    none = (parse_budget("none"),)
+    with pytest.raises(InputError, match="unknown strategy 'nope'"):
+        BatchRequest(paths=(str(root),), load=LoadOptions(), strategies=("nope",), budgets=none)
+    with pytest.raises(InputError, match="--resume needs --jsonl or --csv"):
+        BatchRequest(paths=(str(root),), load=LoadOptions(), budgets=none, resume=True)
+    load = LoadOptions(dims=(("batch", 8),))
+    job = prepare_batch(BatchRequest(paths=(str(root),), load=load, strategies=("store-all",), budgets=none))
+    assert list(job.files) == discover([root]) and [t.path for t in job.tasks] == list(job.files)
+    assert all(t.load.dims == load.dims and not t.load.strict_dims for t in job.tasks) and job.previous == ()
+    one = prepare_batch(BatchRequest(paths=(str(root / "a/dag0.json"),), load=load, strategies=("store-all",), budgets=none))
+    assert one.tasks[0].load.strict_dims  # one file: a --dim it lacks is an error, as for `plan`
+    (tmp_path / "r.jsonl").write_text("")
+    writer = RowWriter(tmp_path / "r.csv")
+    writer.append([Row(file="x.json", strategy="store-all", budget="none", status=OK, nodes=3)])
+    writer.close()
+    resumed = prepare_batch(BatchRequest(
+        paths=(str(root),), load=load, budgets=none, resume=True, jsonl_path=str(tmp_path / "r.jsonl"), csv_path=str(tmp_path / "r.csv"),
+    ))
+    assert [(r.file, r.nodes) for r in resumed.previous] == [("x.json", 3)]
+    with pytest.raises(InputError, match="no graph files found"):
+        prepare_batch(BatchRequest(paths=(str(root),), load=load, budgets=none, globs=("*.nothing",)))
+
+
 def test_discovery_takes_exactly_what_the_loaders_read(tmp_path: Path) -> None:
     """Discovery asks the loaders' format detection: a file it takes loads, in every
     spelling the loaders accept (comment lines before twremat text, a UTF-8 BOM before
