@@ -35,6 +35,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from remat_cli.costmodel import roofline_seconds
 from remat_cli.errors import InputError
 from remat_cli.graph import Graph
 from remat_cli.training import ForwardFacts
@@ -248,7 +249,7 @@ def _fused(graph: Graph, facts: ForwardFacts, shapes: Any, blocks: list[_Block],
     fl = np.asarray(out["flops"], dtype=np.float64)
     nb = np.asarray(out["nbytes"], dtype=np.float64)
     pk = np.asarray(out["peak"], dtype=np.float64)
-    seconds = np.maximum(fl / pk, nb / facts.bandwidth)
+    seconds = roofline_seconds(fl, nb, pk, facts.bandwidth)
     new_facts = ForwardFacts(
         slots=tuple(out["slots"]),
         float_out=np.asarray(out["float"], dtype=bool),

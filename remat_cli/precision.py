@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from remat_cli.costmodel import DeviceProfile
+from remat_cli.costmodel import DeviceProfile, roofline_seconds
 from remat_cli.errors import InputError
 from remat_cli.graph import Graph
 
@@ -178,7 +178,7 @@ def apply_precision(fwd: Graph, precision: str, device: DeviceProfile) -> Graph:
     flops_a = np.asarray(flops)
     nbytes_a = np.asarray(nbytes)
     peaks_a = np.asarray(peaks)
-    seconds = np.maximum(flops_a / peaks_a, nbytes_a / facts.bandwidth)
+    seconds = roofline_seconds(flops_a, nbytes_a, peaks_a, facts.bandwidth)
     cost = facts.cost(flops_a, nbytes_a, np.ones(len(ids)), seconds) if facts.cost_kind != "given" else flops_a
     from remat_cli.training import ForwardFacts
 

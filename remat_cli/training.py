@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from remat_cli.costmodel import cost_vector, roofline_seconds
 from remat_cli.errors import InputError
 from remat_cli.graph import MAX_VALUE_BYTES, Graph
 
@@ -169,9 +170,9 @@ class ForwardFacts:
             cost_kind="given",
         )
 
-    def cost(self, flops, nbytes, units, seconds):
-        """The cost vector in this graph's unit."""
-        return {"flops": flops, "bytes": nbytes, "unit": units, "roofline": seconds}[self.cost_kind]
+    def cost(self, flops: np.ndarray, nbytes: np.ndarray, units: np.ndarray, seconds: np.ndarray) -> np.ndarray:
+        """The cost vector in this graph's unit (:func:`remat_cli.costmodel.cost_vector`)."""
+        return cost_vector(self.cost_kind, flops, nbytes, units, seconds)
 
 
 # ---------------------------------------------------------------------------- builders
@@ -438,7 +439,7 @@ def autograd_training_graph(fwd: Graph, *, optimizer: str = "sgd", facts: Forwar
 
     flops_a = np.asarray(flops)
     nbytes_a = np.asarray(nbytes)
-    sec_a = np.maximum(flops_a / np.asarray(peaks), nbytes_a / facts.bandwidth)
+    sec_a = roofline_seconds(flops_a, nbytes_a, np.asarray(peaks), facts.bandwidth)
     if given:
         # no op semantics: costs scale the given ones (forward as given, loss = largest output)
         cost = np.asarray(flops_a)

@@ -38,7 +38,16 @@ from collections.abc import Callable
 import numpy as np
 
 from remat_cli.attention import DEFAULT_ATTENTION, fuse_attention
-from remat_cli.costmodel import COST_KINDS, COST_UNITS, DeviceProfile, known_op, load_device, op_flops
+from remat_cli.costmodel import (
+    COST_KINDS,
+    COST_UNITS,
+    DeviceProfile,
+    cost_vector,
+    known_op,
+    load_device,
+    op_flops,
+    roofline_seconds,
+)
 from remat_cli.errors import InputError
 from remat_cli.graph import MAX_TOTAL_BYTES, MAX_VALUE_BYTES, Graph
 from remat_cli.units import fmt_bytes, fmt_cost
@@ -520,9 +529,8 @@ def read_model(
     flops = np.array([nd.flops for nd in nodes], dtype=np.float64)
     nbytes = np.array([nd.nbytes for nd in nodes], dtype=np.float64)
     peaks = np.array([device.peak(nd.dtype) for nd in nodes], dtype=np.float64)
-    seconds = np.maximum(flops / peaks, nbytes / device.bandwidth)
-    units = np.ones(n, dtype=np.float64)
-    cost_vec = {"flops": flops, "bytes": nbytes, "unit": units, "roofline": seconds}[cost]
+    seconds = roofline_seconds(flops, nbytes, peaks, device.bandwidth)
+    cost_vec = cost_vector(cost, flops, nbytes, np.ones(n, dtype=np.float64), seconds)
     src = np.fromiter((u for nd in nodes for u in nd.preds), dtype=np.int64)
     dst = np.fromiter((i for i, nd in enumerate(nodes) for _ in nd.preds), dtype=np.int64)
     facts = ForwardFacts(
