@@ -136,8 +136,10 @@ def saves_for(op: str) -> tuple[Saves, bool]:
 class ForwardFacts:
     """Per forward node, what the autograd convention and the cost model need beyond the Graph.
 
-    A loader that knows op semantics (ONNX) fills it in; for other graphs
-    :meth:`default` assumes every node is a differentiable float op.
+    A loader that knows op semantics (ONNX) fills it in and returns it next to the graph
+    (:class:`remat_cli.loaders.Loaded`); the graph passes (attention, precision) take it
+    and return it rewritten with their graph. For other graphs :meth:`default` assumes
+    every node is a differentiable float op. It never travels in ``Graph.meta``.
     """
 
     # per node, per input slot: the node read; -1 a fixed value or absent; -2 a trainable parameter
@@ -151,6 +153,10 @@ class ForwardFacts:
     peak: np.ndarray  # float64 peak FLOP/s for the op's dtype on the device
     bandwidth: float  # bytes/s
     cost_kind: str  # flops | bytes | unit | roofline
+    # per node, as exported (ONNX; None for other graphs or once --precision has rewritten them):
+    dtypes: tuple[str, ...] | None = None  # the float dtype the op computes in
+    float_bytes: tuple[int, ...] | None = None  # bytes of its float outputs (--precision rescales them)
+    shapes: tuple[tuple[int, ...] | None, ...] | None = None  # its first output's shape (--attention)
 
     @classmethod
     def default(cls, graph: Graph) -> ForwardFacts:
@@ -176,14 +182,17 @@ class ForwardFacts:
 
 
 # ---------------------------------------------------------------------------- builders
-def build_training_graph(graph: Graph, *, convention: str = "checkmate", optimizer: str = "sgd") -> Graph:
-    """Build the training graph of the forward graph ``graph`` under ``convention``."""
+def build_training_graph(
+    graph: Graph, *, convention: str = "checkmate", optimizer: str = "sgd", facts: ForwardFacts | None = None
+) -> Graph:
+    """Build the training graph of the forward graph ``graph`` under ``convention``
+    (``facts``: the loader's per-node facts, which the autograd convention reads)."""
     if optimizer not in OPTIMIZERS:
         raise InputError(f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
     if convention == "checkmate":
         return checkmate_training_graph(graph, optimizer=optimizer)
     if convention == "autograd":
-        return autograd_training_graph(graph, optimizer=optimizer)
+        return autograd_training_graph(graph, optimizer=optimizer, facts=facts)
     raise InputError(f"unknown training-graph convention {convention!r}; choose one of {', '.join(CONVENTIONS)}")
 
 
@@ -298,8 +307,7 @@ def autograd_training_graph(fwd: Graph, *, optimizer: str = "sgd", facts: Forwar
     (mem = Σ their mem). Nodes are ordered forward, loss, backward in reverse; the result
     lists unknown op types in ``meta["info"]``. Linear in nodes + edges.
     """
-    facts = facts or fwd.meta.get("_facts") or ForwardFacts.default(fwd)
-    if not isinstance(facts, ForwardFacts) or len(facts.slots) != fwd.n:
+    if facts is None or len(facts.slots) != fwd.n:
         facts = ForwardFacts.default(fwd)
     keep = fwd.needed_nodes.tolist()
     n = fwd.n

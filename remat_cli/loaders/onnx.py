@@ -22,7 +22,10 @@ What becomes a node, and what does not:
   estimated from the op's inputs, and are listed in ``remat info``.
 
 Costs come from :mod:`remat_cli.costmodel` (FLOPs, bytes, roofline seconds on a device).
-The per-node facts the autograd convention needs travel in ``meta["_facts"]``.
+:func:`read` returns the forward graph with its per-node
+:class:`~remat_cli.training.ForwardFacts` (what the graph passes and the autograd
+convention need); :func:`forward_graph` and :func:`training_graph` are the explicit steps
+that :mod:`remat_cli.loaders` composes into the graph to schedule.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ from remat_cli.graph import MAX_TOTAL_BYTES, MAX_VALUE_BYTES, Graph
 from remat_cli.units import fmt_bytes, fmt_cost
 from remat_cli.training import ForwardFacts, build_training_graph
 
-__all__ = ["load", "read_model", "inference_export_signs", "VIEW_OPS", "CONTROL_FLOW", "dtype_bits"]
+__all__ = ["read", "forward_graph", "training_graph", "read_model", "inference_export_signs", "VIEW_OPS", "CONTROL_FLOW", "dtype_bits"]
 
 VIEW_OPS = frozenset(["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"])
 CONTROL_FLOW = frozenset(["If", "Loop", "Scan"])
@@ -86,12 +89,10 @@ def _nbytes(elem_type: int, dims: tuple[int, ...]) -> int:
     return (n * dtype_bits(elem_type) + 7) // 8
 
 
-# ---------------------------------------------------------------------------- entry point
-def load(path: Path, data: bytes, options: Any) -> Graph:
-    """Read an ONNX file into the graph to schedule: the training graph by default
-    (``options.convention`` or autograd), the forward graph with ``--inference``."""
-    warn = options.extra.get("warn") if isinstance(getattr(options, "extra", None), dict) else None
-    warn = warn if callable(warn) else (lambda _msg: None)
+# ---------------------------------------------------------------------------- entry points
+def read(path: Path, data: bytes, options: Any, warn: Callable[[str], None]) -> tuple[Graph, ForwardFacts, tuple[str, ...]]:
+    """Read an ONNX file: its forward graph, the per-node facts the graph passes and the
+    autograd convention need, and the signs that it was exported in inference mode."""
     if options.cost not in COST_KINDS:
         raise InputError(f"--cost {options.cost!r}: choose one of {', '.join(COST_KINDS)}")
     profile = load_device(options.device)
@@ -99,7 +100,7 @@ def load(path: Path, data: bytes, options: Any) -> Graph:
     limits = getattr(options, "limits", None)
     if limits is not None:
         check_dim_limit(model, path, limits.max_dim)
-    fwd = read_model(
+    fwd, facts = read_model(
         model,
         source=str(path),
         name=path.stem,
@@ -110,38 +111,42 @@ def load(path: Path, data: bytes, options: Any) -> Graph:
         warn=warn,
         strict_dims=getattr(options, "strict_dims", True),
     )
-    # attention first: it rewrites the per-node lists that --precision then reads
-    fwd = fuse_attention(fwd, getattr(options, "attention", DEFAULT_ATTENTION))
+    return fwd, facts, tuple(inference_export_signs(model))
+
+
+def forward_graph(fwd: Graph, facts: ForwardFacts, options: Any) -> tuple[Graph, ForwardFacts | None]:
+    """The forward graph as trained: ``--attention`` first (it rewrites the per-node facts
+    that ``--precision`` then reads), then ``--precision``."""
+    fwd, new_facts = fuse_attention(fwd, facts, getattr(options, "attention", DEFAULT_ATTENTION))
     from remat_cli.precision import apply_precision
 
-    fwd = apply_precision(fwd, getattr(options, "precision", "fp32") or "fp32", profile)
-    training = True if options.training is None else bool(options.training)
-    convention = options.convention or "autograd"
-    optimizer = options.optimizer or "sgd"
+    return apply_precision(fwd, new_facts, getattr(options, "precision", "fp32") or "fp32", load_device(options.device))
 
-    def train() -> Graph:
-        return build_training_graph(fwd, convention=convention, optimizer=optimizer)
 
-    if training:
-        graph = train()
-        signs = inference_export_signs(model)
-        if signs:
-            warn(
-                f"{path}: exported in inference mode ({', '.join(signs)}): the training graph differs from "
-                "real training; re-export with torch.onnx.export(..., "
-                "training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)"
-            )
-            info = dict(graph.meta.get("info") or {})
-            info["export mode"] = "inference (" + ", ".join(signs) + "): re-export in training mode"
-            graph = _with_meta(graph, export_mode="inference", info=info)
-        unknown = graph.meta.get("autograd_unknown_ops") or {}
-        if unknown:
-            warn(
-                f"{path}: {sum(unknown.values())} op(s) not in the autograd table save all their inputs and output: "
-                + ", ".join(f"{_shown(op)} x{c}" for op, c in unknown.items())
-            )
-        return _with_meta(graph, _companion=lambda: ("inference", fwd))
-    return _with_meta(fwd, _companion=lambda: ("training", train()))
+def training_graph(
+    fwd: Graph, facts: ForwardFacts | None, export_signs: tuple[str, ...], options: Any, path: Path,
+    warn: Callable[[str], None],
+) -> Graph:
+    """The training graph of the forward graph (``options.convention``, autograd by
+    default); warns when the export was made in inference mode or uses ops the autograd
+    table does not know."""
+    graph = build_training_graph(fwd, convention=options.convention or "autograd", optimizer=options.optimizer or "sgd", facts=facts)
+    if export_signs:
+        warn(
+            f"{path}: exported in inference mode ({', '.join(export_signs)}): the training graph differs from "
+            "real training; re-export with torch.onnx.export(..., "
+            "training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)"
+        )
+        info = dict(graph.meta.get("info") or {})
+        info["export mode"] = "inference (" + ", ".join(export_signs) + "): re-export in training mode"
+        graph = _with_meta(graph, export_mode="inference", info=info)
+    unknown = graph.meta.get("autograd_unknown_ops") or {}
+    if unknown:
+        warn(
+            f"{path}: {sum(unknown.values())} op(s) not in the autograd table save all their inputs and output: "
+            + ", ".join(f"{_shown(op)} x{c}" for op, c in unknown.items())
+        )
+    return graph
 
 
 def inference_export_signs(model) -> list[str]:
@@ -327,8 +332,9 @@ def read_model(
     device: DeviceProfile | None = None,
     warn: Callable[[str], None] | None = None,
     strict_dims: bool = True,
-) -> Graph:
-    """The forward graph of an ONNX ``ModelProto`` (changed in place: dims are set on it)."""
+) -> tuple[Graph, ForwardFacts]:
+    """The forward graph of an ONNX ``ModelProto`` and its per-node facts (the model is
+    changed in place: dims are set on it)."""
     warn = warn or (lambda _msg: None)
     device = device or load_device("a100")
     _drop_weight_data(model)
@@ -544,6 +550,9 @@ def read_model(
         peak=peaks,
         bandwidth=device.bandwidth,
         cost_kind=cost,
+        dtypes=tuple(nd.dtype for nd in nodes),
+        float_bytes=tuple(float_bytes),
+        shapes=tuple(first_shapes),
     )
     param_bytes = int(sum(trainable.values()))
     param_count = sum(math.prod(initializers[t].dims) for t in trainable)
@@ -588,12 +597,8 @@ def read_model(
         "unknown_ops": dict(sorted(unknown_ops.items())),
         "onnx_ops": dict(sorted(onnx_ops.items())),
         "info": info,
-        "_facts": facts,
-        "_dtypes": [nd.dtype for nd in nodes],
-        "_float_bytes": float_bytes,
-        "_shapes": tuple(first_shapes),
     }
-    return Graph.from_arrays(
+    graph = Graph.from_arrays(
         ids=[nd.id for nd in nodes],
         ops=[nd.op for nd in nodes],
         kinds=["forward"] * n,
@@ -610,6 +615,7 @@ def read_model(
         meta=meta,
         _checked=True,
     )
+    return graph, facts
 
 
 # ---------------------------------------------------------------------------- dims, shapes
