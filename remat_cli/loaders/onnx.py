@@ -172,6 +172,8 @@ class _Node:
     param_bytes: int
     reads_float_input: bool
     stats_bytes: int
+    float_bytes: int  # bytes of its float outputs (--precision rescales them)
+    shape: tuple[int, ...] | None  # its first output's shape (--attention)
 
 
 def read_model(
@@ -187,280 +189,45 @@ def read_model(
     strict_dims: bool = True,
 ) -> tuple[Graph, ForwardFacts]:
     """The forward graph of an ONNX ``ModelProto`` and its per-node facts (the model is
-    changed in place: dims are set on it)."""
+    changed in place: dims are set on it).
+
+    The steps: set and check the dimensions; find the inputs and the trainable
+    parameters; infer every value's shape (:mod:`.onnx_shapes`); read the nodes in
+    topological order, folding views and load-time constants (:class:`_Reader`); find the
+    targets; cost the nodes (:mod:`remat_cli.costmodel`); describe what was read.
+    """
     warn = warn or (lambda _msg: None)
     device = device or load_device("a100")
     drop_weight_data(model)
-    g = model.graph
-    dims = dict(dims or {})
-    dims = set_dims(g, dims, source, strict=strict_dims)  # those the model has
-    check_declared_dims(g, source)
-    initializers = {t.name: t for t in g.initializer}
-    graph_inputs = [i for i in g.input if i.name not in initializers]
-    input_names = {i.name for i in graph_inputs}
-    nodes_pb = list(g.node)
-    order = topological_order(nodes_pb, initializers, input_names, source)
-
-    used: set[str] = set()
-    for nd in nodes_pb:
-        used.update(x for x in nd.input if x)
-        if nd.op_type in CONTROL_FLOW:
-            used.update(outer_names(nd))
-    check_unresolved(graph_inputs, used, source)
-
-    # trainable parameters: float initializers with more than one element (not BN running stats)
-    buffers: set[str] = set()
-    for nd in nodes_pb:
-        if nd.op_type == "BatchNormalization" and len(nd.input) >= 5:
-            buffers.update(nd.input[3:5])
-    trainable: dict[str, int] = {}
-    init_bytes = 0
-    for t in g.initializer:
-        if t.name not in used:
-            continue
-        b = tensor_bytes(t.data_type, tuple(t.dims))
-        init_bytes += b
-        numel = math.prod(t.dims)
-        if t.data_type in FLOAT_TYPES and numel > 1 and t.name not in buffers:
-            trainable[t.name] = b
-    if init_bytes > MAX_TOTAL_BYTES:
-        raise InputError(
-            f"{source}: the initializers hold {init_bytes:.3g} B, above the {MAX_TOTAL_BYTES:.3g} B "
-            "(2**62) remat can count"
-        )
-    shapes, small = infer_shapes(model, nodes_pb, order, set(trainable), source, warn)
-    check_shapes(shapes, nodes_pb, source)
-    input_bytes = 0
-    for i in graph_inputs:
-        if i.name in used or any(o.name == i.name for o in g.output):
-            elem, shp = shapes.get(i.name, (1, None))
-            input_bytes += tensor_bytes(elem, shp) if shp is not None else 0
-    float_inputs = {i.name for i in graph_inputs if shapes.get(i.name, (0, None))[0] in FLOAT_TYPES}
-    differentiate_inputs = not trainable  # no parameters: gradients w.r.t. the float inputs
-
-    producer: dict[str, int] = {}  # value -> scheduled node (views resolve to their producer)
-    root: dict[str, str] = {}  # view of a fixed value -> that value
-    static: set[str] = {t for t in initializers if t not in trainable}  # values known at load time
-    nodes: list[_Node] = []
-    float_bytes: list[int] = []  # per node: bytes of its float outputs (precision.py rescales them)
-    used_ids: set[str] = set()
-    const_bytes = 0
-    folded_views = 0
-    folded_static = 0
-    estimated: list[str] = []
-    first_shapes: list[tuple[int, ...] | None] = []  # per node: its first output's shape
-    inexact = 0  # ops whose FLOPs are an estimate (a shape or a formula missing)
-    unknown_ops: Counter[str] = Counter()
-    control: Counter[str] = Counter()
-    onnx_ops: Counter[str] = Counter()
-
-    def value_bytes(x: str) -> int | None:
-        """Bytes of a value: from its shape, else its producer's (possibly estimated) size."""
-        elem, shp = shapes.get(x, (1, None))
-        if shp is not None:
-            return tensor_bytes(elem or 1, shp)
-        return nodes[producer[x]].mem if x in producer else None
-
-    for k in order:
-        nd = nodes_pb[k]
-        op = utf8(nd.op_type)
-        default = nd.domain in DEFAULT_DOMAINS
-        label = op if default else f"{utf8(nd.domain)}.{op}"
-        onnx_ops[label] += 1
-        ins = list(nd.input)
-        outs = [o for o in nd.output if o]
-        if not outs:
-            continue
-        if default and op == "Constant":
-            for o in outs:
-                elem, shp = shapes.get(o, (1, None))
-                const_bytes += tensor_bytes(elem, shp) if shp is not None else 0
-                static.add(o)
-            continue
-        if default and op in VIEW_OPS and not keep_views and ins and ins[0]:
-            src = ins[0]
-            if src in producer:
-                for o in outs:
-                    producer[o] = producer[src]
-            else:  # a view of a fixed value (an input, a parameter, a constant) is that value
-                for o in outs:
-                    root[o] = root.get(src, src)
-                if src in static:
-                    static.update(outs)
-            folded_views += 1
-            continue
-        if default and op == "Transpose" and not keep_views and ins and ins[0] and root.get(ins[0], ins[0]) in trainable:
-            # a transposed weight: matmul kernels read the parameter transposed, no copy is kept
-            for o in outs:
-                root[o] = root.get(ins[0], ins[0])
-            folded_views += 1
-            continue
-        if default and op not in CONTROL_FLOW and op not in RANDOM_OPS and foldable(outs, shapes, small):
-            for o in outs:
-                elem, shp = shapes[o]
-                const_bytes += tensor_bytes(elem, shp)
-            static.update(outs)
-            folded_static += 1
-            continue
-        attrs = attributes(nd) if (op in NEEDS_ATTRS or not default) else {}
-        in_shapes = [shapes.get(x, (0, None))[1] if x else None for x in ins]
-        out_shapes = [shapes.get(o, (0, None))[1] for o in outs]
-        out_elems = [shapes.get(o, (0, None))[0] for o in outs]
-        if any(e == 0 for e in out_elems):  # type unknown (e.g. a custom op): as its inputs
-            in_elems = [shapes[x][0] for x in ins if x in shapes and shapes[x][0]]
-            guess = next((e for e in in_elems if e in FLOAT_TYPES), in_elems[0] if in_elems else 1)
-            out_elems = [e or guess for e in out_elems]
-        # sizes of the outputs (estimated from the inputs where shapes are unknown)
-        out_bytes = []
-        for o, shp, elem in zip(outs, out_shapes, out_elems):
-            if shp is not None:
-                out_bytes.append(tensor_bytes(elem, shp))
-            else:
-                guess = _estimate(op, [b for b in (value_bytes(x) for x in ins if x) if b is not None])
-                if default and op == "Split":  # its outputs partition its input: n parts, not n copies
-                    guess = -(-guess // len(outs))
-                out_bytes.append(guess)
-                estimated.append(o)
-        slots = [producer.get(x, -2 if root.get(x, x) in trainable else -1) if x else -1 for x in ins]
-        implicit: list[int] = []
-        if op in CONTROL_FLOW:
-            control[op] += 1
-            outer = outer_names(nd)
-            implicit = [producer[x] for x in outer if x in producer]
-            flops, exact = _control_flops(nd, shapes, small)
-            slots = slots + implicit
-        elif default and op in VIEW_OPS:  # kept views: no arithmetic, no copy
-            flops, exact = 0.0, True
-        elif default and known_op(op):
-            flops, exact = op_flops(op, attrs, in_shapes, out_shapes)
-        else:
-            flops, exact = op_flops("", {}, in_shapes, out_shapes)
-            unknown_ops[label] += 1
-        if not exact:
-            inexact += 1
-        in_bytes = sum(value_bytes(x) or 0 for x in dict.fromkeys(x for x in ins if x))
-        nbytes = 0.0 if (default and op in VIEW_OPS) else float(in_bytes + sum(out_bytes))
-        float_out = any(e in FLOAT_TYPES for e in out_elems)
-        dtype = next((FLOAT_TYPES[e] for e in out_elems if e in FLOAT_TYPES), None)
-        if dtype is None:
-            dtype = next((FLOAT_TYPES[shapes[x][0]] for x in ins if x in shapes and shapes[x][0] in FLOAT_TYPES), "float32")
-        roots = [root.get(x, x) for x in ins if x]
-        pbytes = sum(trainable.get(x, 0) for x in dict.fromkeys(roots))
-        reads_input = differentiate_inputs and any(x in float_inputs for x in roots)
-        node_id = _unique_id(utf8(nd.name) or f"{op}_{k}", used_ids, k)
-        preds = list(dict.fromkeys(s for s in slots if s >= 0))
-        idx = len(nodes)
-        nodes.append(
-            _Node(
-                id=node_id,
-                op=label,
-                slots=slots,
-                preds=preds,
-                mem=int(sum(out_bytes)),
-                flops=float(flops),
-                nbytes=nbytes,
-                dtype=dtype,
-                float_out=float_out,
-                param_bytes=pbytes,
-                reads_float_input=reads_input,
-                stats_bytes=_stats_bytes(op, attrs, in_shapes) if default else 0,
-            )
-        )
-        float_bytes.append(sum(b for b, e in zip(out_bytes, out_elems) if e in FLOAT_TYPES))  # --precision
-        first_shapes.append(tuple(out_shapes[0]) if out_shapes and out_shapes[0] is not None else None)
-        for o in outs:
-            producer[o] = idx
-
-    if not nodes:
-        raise InputError(f"{source}: the ONNX graph has no operations to schedule (only constants, views and inputs)")
-    defined = set(producer) | static | input_names
-    for o in g.output:
-        if o.name not in defined and not any(o.name in nd.output for nd in nodes_pb):
-            raise InputError(f"{source}: graph output {o.name!r} is produced by no node, input or initializer")
-    targets = sorted({producer[o.name] for o in g.output if o.name in producer})
-    if not targets:
-        raise InputError(
-            f"{source}: the graph's outputs depend on no operation (they are inputs or constants); nothing to schedule"
-        )
-
-    # ---- arrays
-    n = len(nodes)
-    flops = np.array([nd.flops for nd in nodes], dtype=np.float64)
-    nbytes = np.array([nd.nbytes for nd in nodes], dtype=np.float64)
-    peaks = np.array([device.peak(nd.dtype) for nd in nodes], dtype=np.float64)
-    seconds = roofline_seconds(flops, nbytes, peaks, device.bandwidth)
-    cost_vec = cost_vector(cost, flops, nbytes, np.ones(n, dtype=np.float64), seconds)
-    src = np.fromiter((u for nd in nodes for u in nd.preds), dtype=np.int64)
-    dst = np.fromiter((i for i, nd in enumerate(nodes) for _ in nd.preds), dtype=np.int64)
-    facts = ForwardFacts(
-        slots=tuple(tuple(nd.slots) for nd in nodes),
-        float_out=np.array([nd.float_out for nd in nodes], dtype=bool),
-        grad_source=np.array([nd.param_bytes > 0 or nd.reads_float_input for nd in nodes], dtype=bool),
-        param_bytes=np.array([nd.param_bytes for nd in nodes], dtype=np.int64),
-        stats_bytes=np.array([nd.stats_bytes for nd in nodes], dtype=np.int64),
-        flops=flops,
-        nbytes=nbytes,
-        peak=peaks,
-        bandwidth=device.bandwidth,
-        cost_kind=cost,
-        dtypes=tuple(nd.dtype for nd in nodes),
-        float_bytes=tuple(float_bytes),
-        shapes=tuple(first_shapes),
-    )
-    param_bytes = int(sum(trainable.values()))
-    param_count = sum(math.prod(initializers[t].dims) for t in trainable)
-    fixed = input_bytes + init_bytes + const_bytes
-
-    # ---- what `remat info` reports, and warnings
-    if unknown_ops:
-        warn(
-            f"{source}: {sum(unknown_ops.values())} op(s) without a cost model get a default cost (1 FLOP per output element): "
-            + ", ".join(f"{_shown(op)} x{c}" for op, c in sorted(unknown_ops.items()))
-        )
-    if estimated:
-        warn(f"{source}: {len(estimated)} value(s) have no inferred shape; their sizes are estimated from their op's inputs (see remat info)")
-    opset = next((o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), None)
-    top_ops = ", ".join(f"{op} {c}" for op, c in onnx_ops.most_common(8))
-    info: dict[str, Any] = {
-        "model": f"ONNX opset {opset}, {model.producer_name or 'unknown producer'} {model.producer_version}".strip(),
-        "ONNX ops": f"{sum(onnx_ops.values())} ({top_ops}{', …' if len(onnx_ops) > 8 else ''})",
-        "dimensions": ", ".join(f"{k}={v}" for k, v in dims.items()) or "all static",
-        "parameters": f"{param_count:,} ({fmt_bytes(param_bytes)})",
-        "fixed memory parts": f"inputs {fmt_bytes(input_bytes)}, parameters {fmt_bytes(param_bytes)}, constants and buffers {fmt_bytes(fixed - input_bytes - param_bytes)}",
-        "forward FLOPs": fmt_cost(float(flops.sum()), "flops") + (f" ({inexact} ops estimated)" if inexact else ""),
-        "device": device.describe(),
-        "cost": f"{cost} ({COST_UNITS[cost]})",
-        "folded": f"{folded_views} views into their producers, {folded_static} shape computations into constants"
-        + (" (--keep-views: views kept)" if keep_views else ""),
-        "estimated sizes": "none" if not estimated else f"{len(estimated)}: " + _names(estimated),
-        "unknown ops": "none" if not unknown_ops else ", ".join(f"{op} x{c}" for op, c in sorted(unknown_ops.items())) + " (default cost)",
+    dims = set_dims(model.graph, dict(dims or {}), source, strict=strict_dims)  # those the model has
+    check_declared_dims(model.graph, source)
+    top = _TopLevel.of(model.graph, source)
+    shapes, small = infer_shapes(model, top.nodes_pb, top.order, set(top.trainable), source, warn)
+    check_shapes(shapes, top.nodes_pb, source)
+    reader = _Reader(top, shapes, small, keep_views)
+    for k in top.order:
+        reader.read(k)
+    targets = _targets(model.graph, top, reader, source)
+    graph_inputs = top.input_bytes(model.graph, shapes)
+    fixed_parts = {
+        "inputs": graph_inputs,
+        "parameters": int(sum(top.trainable.values())),
+        "constants and buffers": top.init_bytes + reader.const_bytes - int(sum(top.trainable.values())),
     }
-    if control:
-        info["control flow"] = ", ".join(f"{op} x{c}" for op, c in sorted(control.items())) + " (opaque; cost = sum of subgraphs)"
-    meta = {
-        "source_format": "onnx",
-        "parameter_bytes": param_bytes,
-        "fixed_parts": {"inputs": input_bytes, "parameters": param_bytes, "constants and buffers": fixed - input_bytes - param_bytes},
-        "parameter_count": param_count,
-        "input_bytes": input_bytes,
-        "forward_flops": float(flops.sum()),
-        "dims": dict(dims),
-        "device": device.name,
-        "estimated_values": list(estimated),
-        "unknown_ops": dict(sorted(unknown_ops.items())),
-        "onnx_ops": dict(sorted(onnx_ops.items())),
-        "info": info,
-    }
+    facts = _forward_facts(reader.nodes, device, cost)
+    seconds = roofline_seconds(facts.flops, facts.nbytes, facts.peak, facts.bandwidth)
+    n = len(reader.nodes)
+    meta = _describe(model, top, reader, dims, fixed_parts, facts, device, cost, keep_views, source, warn)
     graph = Graph.from_arrays(
-        ids=[nd.id for nd in nodes],
-        ops=[nd.op for nd in nodes],
+        ids=[nd.id for nd in reader.nodes],
+        ops=[nd.op for nd in reader.nodes],
         kinds=["forward"] * n,
-        mem=[nd.mem for nd in nodes],  # Python ints: Graph checks them before int64
-        cost=cost_vec,
-        src=src,
-        dst=dst,
+        mem=[nd.mem for nd in reader.nodes],  # Python ints: Graph checks them before int64
+        cost=cost_vector(cost, facts.flops, facts.nbytes, np.ones(n, dtype=np.float64), seconds),
+        src=np.fromiter((u for nd in reader.nodes for u in nd.preds), dtype=np.int64),
+        dst=np.fromiter((i for i, nd in enumerate(reader.nodes) for _ in nd.preds), dtype=np.int64),
         targets=targets,
-        fixed_mem=fixed,
+        fixed_mem=sum(fixed_parts.values()),
         cost_unit=COST_UNITS[cost],
         seconds=seconds,
         name=name,
@@ -469,6 +236,310 @@ def read_model(
         _checked=True,
     )
     return graph, facts
+
+
+@dataclass
+class _TopLevel:
+    """The model's top-level graph as the reader needs it: nodes in order, inputs, and
+    the trainable parameters (float initializers with more than one element that are not
+    BatchNormalization running statistics)."""
+
+    nodes_pb: list[Any]
+    order: list[int]
+    initializers: dict[str, Any]
+    graph_inputs: list[Any]
+    input_names: set[str]
+    used: set[str]
+    trainable: dict[str, int]  # name -> bytes
+    init_bytes: int  # bytes of every initializer a node reads
+
+    @classmethod
+    def of(cls, g: Any, source: str) -> _TopLevel:
+        initializers = {t.name: t for t in g.initializer}
+        graph_inputs = [i for i in g.input if i.name not in initializers]
+        input_names = {i.name for i in graph_inputs}
+        nodes_pb = list(g.node)
+        order = topological_order(nodes_pb, initializers, input_names, source)
+        used: set[str] = set()
+        for nd in nodes_pb:
+            used.update(x for x in nd.input if x)
+            if nd.op_type in CONTROL_FLOW:
+                used.update(outer_names(nd))
+        check_unresolved(graph_inputs, used, source)
+        buffers: set[str] = set()
+        for nd in nodes_pb:
+            if nd.op_type == "BatchNormalization" and len(nd.input) >= 5:
+                buffers.update(nd.input[3:5])
+        trainable: dict[str, int] = {}
+        init_bytes = 0
+        for t in g.initializer:
+            if t.name not in used:
+                continue
+            b = tensor_bytes(t.data_type, tuple(t.dims))
+            init_bytes += b
+            if t.data_type in FLOAT_TYPES and math.prod(t.dims) > 1 and t.name not in buffers:
+                trainable[t.name] = b
+        if init_bytes > MAX_TOTAL_BYTES:
+            raise InputError(
+                f"{source}: the initializers hold {init_bytes:.3g} B, above the {MAX_TOTAL_BYTES:.3g} B "
+                "(2**62) remat can count"
+            )
+        return cls(nodes_pb, order, initializers, graph_inputs, input_names, used, trainable, init_bytes)
+
+    def input_bytes(self, g: Any, shapes: dict[str, Any]) -> int:
+        """Bytes of the model inputs that are read or returned."""
+        total = 0
+        for i in self.graph_inputs:
+            if i.name in self.used or any(o.name == i.name for o in g.output):
+                elem, shp = shapes.get(i.name, (1, None))
+                total += tensor_bytes(elem, shp) if shp is not None else 0
+        return total
+
+
+class _Reader:
+    """Reads the top-level nodes in topological order into :class:`_Node` s.
+
+    Constants, views (zero-copy: folded into their producer, or into the fixed value
+    they view) and small results computable at load time (folded into constants) become
+    no node; every other op becomes one node, with its sizes, FLOPs and parameter reads.
+    """
+
+    def __init__(self, top: _TopLevel, shapes: dict[str, Any], small: dict[str, np.ndarray], keep_views: bool) -> None:
+        self.top = top
+        self.shapes = shapes
+        self.small = small
+        self.keep_views = keep_views
+        self.float_inputs = {i.name for i in top.graph_inputs if shapes.get(i.name, (0, None))[0] in FLOAT_TYPES}
+        self.differentiate_inputs = not top.trainable  # no parameters: gradients w.r.t. the float inputs
+        self.producer: dict[str, int] = {}  # value -> scheduled node (views resolve to their producer)
+        self.root: dict[str, str] = {}  # view of a fixed value -> that value
+        self.static: set[str] = {t for t in top.initializers if t not in top.trainable}  # values known at load time
+        self.nodes: list[_Node] = []
+        self.used_ids: set[str] = set()
+        self.const_bytes = 0
+        self.folded_views = 0
+        self.folded_static = 0
+        self.estimated: list[str] = []
+        self.inexact = 0  # ops whose FLOPs are an estimate (a shape or a formula missing)
+        self.unknown_ops: Counter[str] = Counter()
+        self.control: Counter[str] = Counter()
+        self.onnx_ops: Counter[str] = Counter()
+
+    def read(self, k: int) -> None:
+        """Read node ``k`` of the file: fold it away, or add it as a node."""
+        nd = self.top.nodes_pb[k]
+        op = utf8(nd.op_type)
+        default = nd.domain in DEFAULT_DOMAINS
+        label = op if default else f"{utf8(nd.domain)}.{op}"
+        self.onnx_ops[label] += 1
+        ins = list(nd.input)
+        outs = [o for o in nd.output if o]
+        if not outs:
+            return
+        if default and op == "Constant":
+            self._constant(outs)
+        elif default and not self.keep_views and self._fold_view(op, ins, outs):
+            self.folded_views += 1
+        elif default and op not in CONTROL_FLOW and op not in RANDOM_OPS and foldable(outs, self.shapes, self.small):
+            self._fold_static(outs)
+        else:
+            self._op_node(k, nd, op, label, default, ins, outs)
+
+    def value_bytes(self, x: str) -> int | None:
+        """Bytes of a value: from its shape, else its producer's (possibly estimated) size."""
+        elem, shp = self.shapes.get(x, (1, None))
+        if shp is not None:
+            return tensor_bytes(elem or 1, shp)
+        return self.nodes[self.producer[x]].mem if x in self.producer else None
+
+    def _constant(self, outs: list[str]) -> None:
+        for o in outs:
+            elem, shp = self.shapes.get(o, (1, None))
+            self.const_bytes += tensor_bytes(elem, shp) if shp is not None else 0
+            self.static.add(o)
+
+    def _fold_view(self, op: str, ins: list[str], outs: list[str]) -> bool:
+        """Fold a zero-copy view into what it views; False when ``op`` is not one here.
+
+        A view of a node's value is that node; a view of a fixed value (an input, a
+        parameter, a constant) is that value; the ``Transpose`` of a parameter is the
+        parameter (matmul kernels read it transposed, no copy is kept)."""
+        if not ins or not ins[0]:
+            return False
+        src = ins[0]
+        if op in VIEW_OPS:
+            if src in self.producer:
+                for o in outs:
+                    self.producer[o] = self.producer[src]
+            else:
+                for o in outs:
+                    self.root[o] = self.root.get(src, src)
+                if src in self.static:
+                    self.static.update(outs)
+            return True
+        if op == "Transpose" and self.root.get(src, src) in self.top.trainable:
+            for o in outs:
+                self.root[o] = self.root.get(src, src)
+            return True
+        return False
+
+    def _fold_static(self, outs: list[str]) -> None:
+        for o in outs:
+            elem, shp = self.shapes[o]
+            self.const_bytes += tensor_bytes(elem, shp)
+        self.static.update(outs)
+        self.folded_static += 1
+
+    def _op_node(self, k: int, nd: Any, op: str, label: str, default: bool, ins: list[str], outs: list[str]) -> None:
+        """Add the op as a node: output sizes (estimated where no shape is known), FLOPs,
+        bytes moved, dtype, and which parameters and inputs it reads."""
+        shapes = self.shapes
+        attrs = attributes(nd) if (op in NEEDS_ATTRS or not default) else {}
+        in_shapes = [shapes.get(x, (0, None))[1] if x else None for x in ins]
+        out_shapes = [shapes.get(o, (0, None))[1] for o in outs]
+        out_elems = [shapes.get(o, (0, None))[0] for o in outs]
+        if any(e == 0 for e in out_elems):  # type unknown (e.g. a custom op): as its inputs
+            in_elems = [shapes[x][0] for x in ins if x in shapes and shapes[x][0]]
+            guess = next((e for e in in_elems if e in FLOAT_TYPES), in_elems[0] if in_elems else 1)
+            out_elems = [e or guess for e in out_elems]
+        out_bytes = []
+        for o, shp, elem in zip(outs, out_shapes, out_elems):
+            if shp is not None:
+                out_bytes.append(tensor_bytes(elem, shp))
+            else:
+                guess = _estimate(op, [b for b in (self.value_bytes(x) for x in ins if x) if b is not None])
+                if default and op == "Split":  # its outputs partition its input: n parts, not n copies
+                    guess = -(-guess // len(outs))
+                out_bytes.append(guess)
+                self.estimated.append(o)
+        trainable, root = self.top.trainable, self.root
+        slots = [self.producer.get(x, -2 if root.get(x, x) in trainable else -1) if x else -1 for x in ins]
+        if op in CONTROL_FLOW:
+            self.control[op] += 1
+            slots = slots + [self.producer[x] for x in outer_names(nd) if x in self.producer]
+            flops, exact = _control_flops(nd, shapes, self.small)
+        elif default and op in VIEW_OPS:  # kept views: no arithmetic, no copy
+            flops, exact = 0.0, True
+        elif default and known_op(op):
+            flops, exact = op_flops(op, attrs, in_shapes, out_shapes)
+        else:
+            flops, exact = op_flops("", {}, in_shapes, out_shapes)
+            self.unknown_ops[label] += 1
+        if not exact:
+            self.inexact += 1
+        in_bytes = sum(self.value_bytes(x) or 0 for x in dict.fromkeys(x for x in ins if x))
+        dtype = next((FLOAT_TYPES[e] for e in out_elems if e in FLOAT_TYPES), None)
+        if dtype is None:
+            dtype = next((FLOAT_TYPES[shapes[x][0]] for x in ins if x in shapes and shapes[x][0] in FLOAT_TYPES), "float32")
+        roots = [root.get(x, x) for x in ins if x]
+        idx = len(self.nodes)
+        self.nodes.append(
+            _Node(
+                id=_unique_id(utf8(nd.name) or f"{op}_{k}", self.used_ids, k),
+                op=label,
+                slots=slots,
+                preds=list(dict.fromkeys(s for s in slots if s >= 0)),
+                mem=int(sum(out_bytes)),
+                flops=float(flops),
+                nbytes=0.0 if (default and op in VIEW_OPS) else float(in_bytes + sum(out_bytes)),
+                dtype=dtype,
+                float_out=any(e in FLOAT_TYPES for e in out_elems),
+                param_bytes=sum(trainable.get(x, 0) for x in dict.fromkeys(roots)),
+                reads_float_input=self.differentiate_inputs and any(x in self.float_inputs for x in roots),
+                stats_bytes=_stats_bytes(op, attrs, in_shapes) if default else 0,
+                float_bytes=sum(b for b, e in zip(out_bytes, out_elems) if e in FLOAT_TYPES),
+                shape=tuple(out_shapes[0]) if out_shapes and out_shapes[0] is not None else None,
+            )
+        )
+        for o in outs:
+            self.producer[o] = idx
+
+
+def _targets(g: Any, top: _TopLevel, reader: _Reader, source: str) -> list[int]:
+    """The nodes producing the graph's outputs; refuses a graph with nothing to schedule."""
+    if not reader.nodes:
+        raise InputError(f"{source}: the ONNX graph has no operations to schedule (only constants, views and inputs)")
+    defined = set(reader.producer) | reader.static | top.input_names
+    for o in g.output:
+        if o.name not in defined and not any(o.name in nd.output for nd in top.nodes_pb):
+            raise InputError(f"{source}: graph output {o.name!r} is produced by no node, input or initializer")
+    targets = sorted({reader.producer[o.name] for o in g.output if o.name in reader.producer})
+    if not targets:
+        raise InputError(
+            f"{source}: the graph's outputs depend on no operation (they are inputs or constants); nothing to schedule"
+        )
+    return targets
+
+
+def _forward_facts(nodes: list[_Node], device: DeviceProfile, cost: str) -> ForwardFacts:
+    """Per node: what the training graph, the graph passes and the cost model need."""
+    return ForwardFacts(
+        slots=tuple(tuple(nd.slots) for nd in nodes),
+        float_out=np.array([nd.float_out for nd in nodes], dtype=bool),
+        grad_source=np.array([nd.param_bytes > 0 or nd.reads_float_input for nd in nodes], dtype=bool),
+        param_bytes=np.array([nd.param_bytes for nd in nodes], dtype=np.int64),
+        stats_bytes=np.array([nd.stats_bytes for nd in nodes], dtype=np.int64),
+        flops=np.array([nd.flops for nd in nodes], dtype=np.float64),
+        nbytes=np.array([nd.nbytes for nd in nodes], dtype=np.float64),
+        peak=np.array([device.peak(nd.dtype) for nd in nodes], dtype=np.float64),
+        bandwidth=device.bandwidth,
+        cost_kind=cost,
+        dtypes=tuple(nd.dtype for nd in nodes),
+        float_bytes=tuple(nd.float_bytes for nd in nodes),
+        shapes=tuple(nd.shape for nd in nodes),
+    )
+
+
+def _describe(
+    model: Any, top: _TopLevel, reader: _Reader, dims: dict[str, int], fixed_parts: dict[str, int],
+    facts: ForwardFacts, device: DeviceProfile, cost: str, keep_views: bool, source: str, warn: Callable[[str], None],
+) -> dict[str, Any]:
+    """The forward graph's meta (plain data, with the lines ``remat info`` shows), and the
+    warnings about unknown ops and estimated sizes."""
+    unknown_ops, estimated, onnx_ops = reader.unknown_ops, reader.estimated, reader.onnx_ops
+    if unknown_ops:
+        warn(
+            f"{source}: {sum(unknown_ops.values())} op(s) without a cost model get a default cost (1 FLOP per output element): "
+            + ", ".join(f"{_shown(op)} x{c}" for op, c in sorted(unknown_ops.items()))
+        )
+    if estimated:
+        warn(f"{source}: {len(estimated)} value(s) have no inferred shape; their sizes are estimated from their op's inputs (see remat info)")
+    input_bytes, param_bytes = fixed_parts["inputs"], fixed_parts["parameters"]
+    param_count = sum(math.prod(top.initializers[t].dims) for t in top.trainable)
+    forward_flops = float(facts.flops.sum())
+    opset = next((o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), None)
+    top_ops = ", ".join(f"{op} {c}" for op, c in onnx_ops.most_common(8))
+    info: dict[str, Any] = {
+        "model": f"ONNX opset {opset}, {model.producer_name or 'unknown producer'} {model.producer_version}".strip(),
+        "ONNX ops": f"{sum(onnx_ops.values())} ({top_ops}{', …' if len(onnx_ops) > 8 else ''})",
+        "dimensions": ", ".join(f"{k}={v}" for k, v in dims.items()) or "all static",
+        "parameters": f"{param_count:,} ({fmt_bytes(param_bytes)})",
+        "fixed memory parts": f"inputs {fmt_bytes(input_bytes)}, parameters {fmt_bytes(param_bytes)}, "
+        f"constants and buffers {fmt_bytes(fixed_parts['constants and buffers'])}",
+        "forward FLOPs": fmt_cost(forward_flops, "flops") + (f" ({reader.inexact} ops estimated)" if reader.inexact else ""),
+        "device": device.describe(),
+        "cost": f"{cost} ({COST_UNITS[cost]})",
+        "folded": f"{reader.folded_views} views into their producers, {reader.folded_static} shape computations into constants"
+        + (" (--keep-views: views kept)" if keep_views else ""),
+        "estimated sizes": "none" if not estimated else f"{len(estimated)}: " + _names(estimated),
+        "unknown ops": "none" if not unknown_ops else ", ".join(f"{op} x{c}" for op, c in sorted(unknown_ops.items())) + " (default cost)",
+    }
+    if reader.control:
+        info["control flow"] = ", ".join(f"{op} x{c}" for op, c in sorted(reader.control.items())) + " (opaque; cost = sum of subgraphs)"
+    return {
+        "source_format": "onnx",
+        "parameter_bytes": param_bytes,
+        "fixed_parts": dict(fixed_parts),
+        "parameter_count": param_count,
+        "input_bytes": input_bytes,
+        "forward_flops": forward_flops,
+        "dims": dict(dims),
+        "device": device.name,
+        "estimated_values": list(estimated),
+        "unknown_ops": dict(sorted(unknown_ops.items())),
+        "onnx_ops": dict(sorted(onnx_ops.items())),
+        "info": info,
+    }
 
 
 def _estimate(op: str, input_sizes: list[int]) -> int:
