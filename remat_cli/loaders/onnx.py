@@ -26,6 +26,12 @@ Costs come from :mod:`remat_cli.costmodel` (FLOPs, bytes, roofline seconds on a 
 :class:`~remat_cli.training.ForwardFacts` (what the graph passes and the autograd
 convention need); :func:`forward_graph` and :func:`training_graph` are the explicit steps
 that :mod:`remat_cli.loaders` composes into the graph to schedule.
+
+What lives where: :mod:`.onnx_file` parses the protobuf, refuses unsafe or malformed
+files and orders the nodes; :mod:`.onnx_shapes` sets ``--dim`` values, infers shapes and
+evaluates small load-time tensors; this module reads the nodes (:func:`read_model`:
+dims, inputs and parameters, shapes, one node per op with views and constants folded,
+targets, facts and costs, what ``remat info`` says).
 """
 
 from __future__ import annotations
