@@ -123,3 +123,17 @@ def test_attention_facts_are_plain_data_in_meta(name):
     g = load_graph(SAMPLES / name, LoadOptions(dims=(("batch", 1), ("sequence", 8))))
     facts = g.meta["attention"]
     assert facts["mode"] == "fused" and facts["blocks"] == 12 and _plain(facts)
+
+
+def test_batch_workers_pass_loader_warnings_to_the_task_callback(tmp_path):
+    from remat_cli.batch import make_tasks, plan_file
+    from remat_cli.budget import parse_budget
+
+    path = save(_unknown_op_model(), tmp_path)
+    seen: list[str] = []
+    quiet = make_tasks([str(path)], strategies=["store-all"], budgets=[parse_budget("1x")], load=LoadOptions())
+    (task,) = make_tasks([str(path)], strategies=["store-all"], budgets=[parse_budget("1x")], load=LoadOptions(), warn=seen.append)
+    assert task.keys == quiet[0].keys  # callbacks are not options: the resume key ignores them
+    result = plan_file(task)
+    assert [r.status for r in result.rows] == ["ok"]
+    assert any("without a cost model" in w for w in seen) and any("autograd table" in w for w in seen)
