@@ -10,12 +10,13 @@ tile. FlashAttention-2 (Dao, 2023, "FlashAttention-2: Faster Attention with Bett
 Parallelism and Work Partitioning", backward pass) does 5 matrix products in the backward pass
 against 2 in the forward, so the backward costs about 2.5× the forward.
 
-:func:`fuse_attention` is a transform from a forward graph to a new forward graph
+:func:`fuse_attention` is a transform from a forward graph and its loader facts
+(:class:`~remat_cli.training.ForwardFacts`) to a new forward graph and facts
 (torch.fx-style: the input is not changed): in ``fused`` mode each recognised block
 becomes one node of op ``Attention`` (the training table's fused-kernel entry: it saves
 its inputs and its output, backward 2.5× forward), whose value is the output plus the
 logsumexp; in ``unfused`` mode the graph is returned as it is. Both modes count the blocks
-and return them as :class:`AttentionFacts`. ``Attention`` ops already in the model (ONNX
+and state them as :class:`AttentionFacts`, written as plain data in ``meta["attention"]``. ``Attention`` ops already in the model (ONNX
 opset 23, ``com.microsoft``) are counted and left as they are (the training table models
 opset 23's op as a fused kernel; contrib ops are unknown ops there).
 
@@ -35,6 +36,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from remat_cli.costmodel import roofline_seconds
 from remat_cli.errors import InputError
 from remat_cli.graph import Graph
 from remat_cli.training import ForwardFacts
@@ -60,6 +62,18 @@ class AttentionFacts:
     blocks: int
     native_ops: int
     probability_bytes: int
+
+    @classmethod
+    def from_meta(cls, value: Any) -> AttentionFacts | None:
+        """The facts :func:`fuse_attention` wrote in ``meta["attention"]`` (a dict), or None
+        when ``value`` is not such a dict (a graph file may state anything there)."""
+        if not isinstance(value, dict) or set(value) != {f.name for f in dataclasses.fields(cls)}:
+            return None
+        if not isinstance(value["mode"], str) or not all(
+            isinstance(value[k], int) and not isinstance(value[k], bool) for k in ("blocks", "native_ops", "probability_bytes")
+        ):
+            return None
+        return cls(**value)
 
     def describe(self) -> str:
         """One line for ``remat info`` and ``remat plan``."""
@@ -160,26 +174,28 @@ def _score_operand(op: str, sl: tuple[int, ...], ops: list[str], private: Callab
     return None
 
 
-def fuse_attention(graph: Graph, mode: str = DEFAULT_ATTENTION) -> Graph:
-    """The forward graph with attention modelled per ``mode`` (module docstring), with
-    :class:`AttentionFacts` in ``meta["attention"]`` and a line in ``meta["info"]``.
+def fuse_attention(
+    graph: Graph, facts: ForwardFacts | None, mode: str = DEFAULT_ATTENTION
+) -> tuple[Graph, ForwardFacts | None]:
+    """The forward graph and its facts with attention modelled per ``mode`` (module
+    docstring), with :class:`AttentionFacts` as a dict in ``meta["attention"]`` and a line
+    in ``meta["info"]``.
 
-    Needs the ONNX loader's facts (``meta["_facts"]``, ``meta["_shapes"]``); a graph
-    without them is returned unchanged.
+    Needs the ONNX loader's facts with their shapes; a graph without them is returned
+    unchanged.
     """
     if mode not in ATTENTION_MODES:
         raise InputError(f"--attention {mode!r}: choose one of {', '.join(ATTENTION_MODES)}")
-    facts = graph.meta.get("_facts")
-    shapes = graph.meta.get("_shapes")
-    if not isinstance(facts, ForwardFacts) or shapes is None or len(facts.slots) != graph.n:
-        return graph
+    shapes = facts.shapes if facts is not None else None
+    if facts is None or shapes is None or len(facts.slots) != graph.n:
+        return graph, facts
     blocks = find_attention_blocks(graph, facts)
     native = sum(1 for op in graph.ops if op in NATIVE_OPS)
     mem = graph.mem.tolist()
     prob_bytes = sum(mem[b.softmax] for b in blocks)
     afacts = AttentionFacts(mode=mode, blocks=len(blocks), native_ops=native, probability_bytes=int(prob_bytes))
     if mode == "unfused" or not blocks:
-        return _with_attention(graph, afacts)
+        return _with_attention(graph, afacts), facts
     return _fused(graph, facts, shapes, blocks, afacts)
 
 
@@ -189,11 +205,13 @@ def _with_attention(graph: Graph, afacts: AttentionFacts) -> Graph:
     info = dict(meta.get("info") or {})
     info["attention"] = afacts.describe()
     meta["info"] = info
-    meta["attention"] = afacts
+    meta["attention"] = dataclasses.asdict(afacts)
     return dataclasses.replace(graph, meta=meta)
 
 
-def _fused(graph: Graph, facts: ForwardFacts, shapes: Any, blocks: list[_Block], afacts: AttentionFacts) -> Graph:
+def _fused(
+    graph: Graph, facts: ForwardFacts, shapes: Any, blocks: list[_Block], afacts: AttentionFacts
+) -> tuple[Graph, ForwardFacts]:
     """Rebuild the forward graph with each block's nodes replaced by one fused node placed
     where the block's output MatMul was (its inputs all come earlier: indices are topological)."""
     n = graph.n
@@ -248,7 +266,11 @@ def _fused(graph: Graph, facts: ForwardFacts, shapes: Any, blocks: list[_Block],
     fl = np.asarray(out["flops"], dtype=np.float64)
     nb = np.asarray(out["nbytes"], dtype=np.float64)
     pk = np.asarray(out["peak"], dtype=np.float64)
-    seconds = np.maximum(fl / pk, nb / facts.bandwidth)
+    seconds = roofline_seconds(fl, nb, pk, facts.bandwidth)
+    # a fused node runs in its output MatMul's dtype and only its output follows --precision
+    # (the logsumexp statistic stays fp32)
+    dtypes = None if facts.dtypes is None else tuple(facts.dtypes[v] for v in keep)
+    fb = facts.float_bytes
     new_facts = ForwardFacts(
         slots=tuple(out["slots"]),
         float_out=np.asarray(out["float"], dtype=bool),
@@ -260,19 +282,12 @@ def _fused(graph: Graph, facts: ForwardFacts, shapes: Any, blocks: list[_Block],
         peak=pk,
         bandwidth=facts.bandwidth,
         cost_kind=facts.cost_kind,
+        dtypes=dtypes,
+        float_bytes=None if fb is None else tuple(f_mem[v] if v in last else fb[v] for v in keep),
+        shapes=tuple(out["shape"]),
     )
     cost = new_facts.cost(fl, nb, np.ones(len(keep)), seconds)
     meta = dict(graph.meta)
-    meta["_facts"] = new_facts
-    meta["_shapes"] = tuple(out["shape"])
-    # per-node lists that --precision reads (remat_cli.precision), kept aligned with the new
-    # nodes: a fused node runs in its output MatMul's dtype and only its output follows the
-    # precision (the logsumexp statistic stays fp32)
-    if "_dtypes" in meta:
-        meta["_dtypes"] = [graph.meta["_dtypes"][v] for v in keep]
-    if meta.get("_float_bytes") is not None:
-        fb = graph.meta["_float_bytes"]
-        meta["_float_bytes"] = [f_mem[v] if v in last else fb[v] for v in keep]
     meta["forward_flops"] = float(fl.sum())
     fused = Graph.from_arrays(
         ids=out["ids"],
@@ -291,7 +306,7 @@ def _fused(graph: Graph, facts: ForwardFacts, shapes: Any, blocks: list[_Block],
         source=graph.meta.get("source", graph.name) if isinstance(graph.meta.get("source"), str) else graph.name,
         meta=meta,
     )
-    return _with_attention(fused, afacts)
+    return _with_attention(fused, afacts), new_facts
 
 
 def _lse_bytes(softmax_shape: Any, softmax_bytes: int) -> int:

@@ -251,8 +251,11 @@ def run_check(
     on_start: Callable[[FileTask], None] | None = None,
     on_done: Callable[[FileTask, FileResult], None] | None = None,
     stop: threading.Event | None = None,
+    warn: Callable[[str], None] | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> CheckReport:
-    """Plan every model (in parallel on ``executor``) and judge each one."""
+    """Plan every model (in parallel on ``executor``) and judge each one; ``warn`` /
+    ``note`` receive the loader's messages."""
     tasks: list[FileTask] = []
     for spec in specs:
         tasks += make_tasks(
@@ -262,6 +265,8 @@ def run_check(
             load=spec.load,
             max_nodes=spec.max_nodes,
             names=[spec.name],
+            warn=warn,
+            note=note,
         )
     result = run_batch(tasks, executor=executor, on_start=on_start, on_done=on_done, stop=stop, work=check_file)
     by_path: dict[tuple[str, str], Row] = {(r.file, r.key): r for r in result.rows}
@@ -284,7 +289,7 @@ def check_file(task: FileTask) -> FileResult:
     if not any(r.status == NO_PLAN for r in result.rows):
         return result
     try:
-        graph = load_graph(task.path, task.load)
+        graph = load_graph(task.path, task.load, warn=task.warn, note=task.note)
         reference = store_all_peak(graph)
     except Exception:  # loaded once already; a second failure keeps the first rows
         return result

@@ -330,7 +330,6 @@ def _load_options(**kwargs: Any) -> LoadOptions:
         profile=kwargs.get("profile"),
         attention=kwargs.get("attention") or "fused",
         limits=_limits(**kwargs),
-        extra={"warn": _warn, "note": _note},
     )
 
 
@@ -410,13 +409,15 @@ def cli() -> None:
 @FORMAT_OPTION
 def info(graph_file: str, fmt: str, decompose: bool, **graph_kw: Any) -> None:
     """Describe a graph: size, lower bound, store-all peak, where the memory is."""
-    from remat_cli.loaders import load_graph
+    from remat_cli.loaders import build_graph, other_variant, read_file
     from remat_cli.report.tables import render_info, summary_to_json
     from remat_cli.summary import summarize
 
-    graph = load_graph(graph_file, _load_options(**graph_kw))
+    options = _load_options(**graph_kw)
+    loaded = read_file(graph_file, options, warn=_warn)
+    graph = build_graph(loaded, options, warn=_warn, note=_note).graph
     with _progress_after(f"describing {graph.n:,} nodes" + (" (decompositions)" if decompose else "")):
-        summary = summarize(graph, decompose=decompose)
+        summary = summarize(graph, decompose=decompose, companion=other_variant(loaded, options))
     if fmt == "json":
         click.echo(json.dumps(summary_to_json(summary), indent=1, allow_nan=False))
     else:
@@ -475,7 +476,7 @@ def plan(
         check_plot_path(timeline, "--timeline")
         require_matplotlib("--timeline")
     options = _load_options(**graph_kw)
-    graph = load_graph(graph_file, options)
+    graph = load_graph(graph_file, options, warn=_warn, note=_note)
     with _progress_after(f"planning {graph.n:,} nodes with {strategy}") as progress:
         result = make_plan(
             graph, strategy, budget, {"time_limit": time_limit, "progress": progress}, find_smallest=True, graph_file=graph_file
@@ -500,7 +501,9 @@ def plan(
 
         write_dot(result, dot, facts)
         written.append(f"graph written to {dot} (render: dot -Tsvg {dot})")
-    attention = graph.meta.get("attention")
+    from remat_cli.attention import AttentionFacts
+
+    attention = AttentionFacts.from_meta(graph.meta.get("attention"))
     if fmt == "json":
         report = plan_report_json(result, facts)
         if attention is not None:
@@ -556,7 +559,7 @@ def tradeoff(graph_file: str, strategy_list: str | None, points: int, budget_lis
         require_matplotlib("--plot")
     chosen = resolve_strategies(strategy_list)
     budgets = parse_budget_list(budget_list) if budget_list is not None else None
-    graph = load_graph(graph_file, _load_options(**graph_kw))
+    graph = load_graph(graph_file, _load_options(**graph_kw), warn=_warn, note=_note)
     result = _with_progress(lambda progress: sweep(graph, chosen, budgets, points=points, progress=progress))
     if fmt == "json":
         click.echo(json.dumps(tradeoff_to_json(result), indent=1))
@@ -629,7 +632,7 @@ def validate(graph_file: str, plan_file: str, budget: Budget, fmt: str, **graph_
     from remat_cli.plandoc import validate_claims
 
     options = _load_options(**graph_kw)
-    graph = load_graph(graph_file, options)
+    graph = load_graph(graph_file, options, warn=_warn, note=_note)
     schedule, header = read_plan(plan_file, graph, load_record(options, graph), _limits(**graph_kw).max_file_bytes)
     result = simulate(graph, schedule)
     if result.error is not None:
@@ -679,7 +682,7 @@ def convert(input_file: str, output_file: str, to: str | None, **graph_kw: Any) 
     """Convert any graph file remat reads into remat JSON (or twremat text)."""
     from remat_cli.loaders import load_graph, remat_json, twremat
 
-    graph = load_graph(input_file, _load_options(**graph_kw))
+    graph = load_graph(input_file, _load_options(**graph_kw), warn=_warn, note=_note)
     if to is None:
         to = "twremat" if Path(output_file).suffix == ".txt" else "remat-json"
     text = twremat.dumps(graph) if to == "twremat" else remat_json.dumps(graph)
@@ -809,6 +812,8 @@ def batch(
         out_dir=out_dir,
         resume=resume,
         fail_fast=fail_fast,
+        warn=_warn,
+        note=_note,
     )
     run_on = make_executor(executor, scheduler, jobs, timeout, memory_limit=_memory_guard(graph_kw))
     job = batch_mod.prepare_batch(request)
@@ -898,7 +903,9 @@ def check(
     )
     run_on = make_executor(executor, scheduler, run.jobs, run.timeout, memory_limit=_memory_guard(graph_kw))
     with batch_mod.interrupt_flag() as stop, BatchProgress(_stderr(), len(run.specs), "checking") as progress:
-        report = check_mod.run_check(run.specs, executor=run_on, on_start=progress.start, on_done=progress.done, stop=stop)
+        report = check_mod.run_check(
+            run.specs, executor=run_on, on_start=progress.start, on_done=progress.done, stop=stop, warn=_warn, note=_note
+        )
     if run.junit:
         check_mod.write_junit(report, run.junit)
     if fmt == "json":
@@ -1072,7 +1079,7 @@ def fit(model: str, budget: Budget, max_overhead: str | None, strategy: str, max
         base = _load_options(dims=fixed, **graph_kw)
 
         def load(v: int) -> Any:
-            graph = load_graph(model, replace(base, dims=fixed + ((dim, v),)))
+            graph = load_graph(model, replace(base, dims=fixed + ((dim, v),)), warn=_warn, note=_note)
             if dim not in (graph.meta.get("dims") or {}):
                 raise InputError(f"{model}: the model has no dimension {dim!r} to search (remat fit needs an ONNX model with it)")
             return graph

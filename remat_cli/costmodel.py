@@ -35,6 +35,7 @@ __all__ = [
     "load_device",
     "op_flops",
     "roofline_seconds",
+    "cost_vector",
     "known_op",
 ]
 
@@ -145,8 +146,20 @@ def _positive(value: Any, what: str) -> float:
 
 
 def roofline_seconds(flops: np.ndarray, nbytes: np.ndarray, peaks: np.ndarray, bandwidth: float) -> np.ndarray:
-    """Per op: ``max(flops / peak, bytes / bandwidth)`` seconds (vectorised)."""
+    """Per op: ``max(flops / peak, bytes / bandwidth)`` seconds (vectorised).
+
+    The one roofline formula: the ONNX loader, the training graph and the graph passes
+    (precision, attention) all compute their seconds with it."""
     return np.maximum(np.asarray(flops, np.float64) / np.asarray(peaks, np.float64), np.asarray(nbytes, np.float64) / bandwidth)
+
+
+def cost_vector(kind: str, flops: np.ndarray, nbytes: np.ndarray, units: np.ndarray, seconds: np.ndarray) -> np.ndarray:
+    """The per-node cost a graph states for ``--cost kind`` (one of :data:`COST_KINDS`):
+    FLOPs, bytes moved, one unit per node, or roofline seconds."""
+    table = {"flops": flops, "bytes": nbytes, "unit": units, "roofline": seconds}
+    if kind not in table:
+        raise InputError(f"--cost {kind!r}: choose one of {', '.join(COST_KINDS)}")
+    return table[kind]
 
 
 # ---------------------------------------------------------------------------- FLOPs

@@ -111,8 +111,14 @@ def load_record(options: Any, graph: Graph) -> dict[str, Any]:
         "world_size": int(getattr(options, "world_size", 1)),
         "shard": getattr(options, "shard", "none"),
         "profile": getattr(options, "profile", None),
-        "attention": getattr(graph.meta.get("attention"), "mode", None),  # ONNX only: fused | unfused
+        "attention": _attention_mode(graph.meta.get("attention")),  # ONNX only: fused | unfused
     }
+
+
+def _attention_mode(facts: Any) -> str | None:
+    """The mode in ``meta["attention"]`` (the dict :mod:`remat_cli.attention` writes), if any."""
+    mode = facts.get("mode") if isinstance(facts, Mapping) else None
+    return mode if isinstance(mode, str) else None
 
 
 def _flag(key: str, value: Any) -> str:

@@ -2,7 +2,8 @@
 
 ``--precision`` picks how the model is trained; :func:`apply_precision` turns the forward
 graph an ONNX export gives (its values in their exported dtypes, fp32 for a normal
-export) into the forward graph of that setting, before the training graph is built:
+export) and the loader's per-node :class:`~remat_cli.training.ForwardFacts` into the
+forward graph and facts of that setting, before the training graph is built:
 
 * ``fp32`` (default): as exported; nothing changes.
 * ``bf16`` / ``fp16``: pure half precision (``model.to(torch.bfloat16)``): every float
@@ -35,9 +36,10 @@ from typing import Any
 
 import numpy as np
 
-from remat_cli.costmodel import DeviceProfile
+from remat_cli.costmodel import DeviceProfile, roofline_seconds
 from remat_cli.errors import InputError
 from remat_cli.graph import Graph
+from remat_cli.training import ForwardFacts
 
 __all__ = ["PRECISIONS", "AMP_HALF", "AMP_FP32", "apply_precision", "run_dtypes", "BITS"]
 
@@ -60,10 +62,9 @@ AMP_FP32 = frozenset(
 )
 
 
-def run_dtypes(fwd: Graph, precision: str) -> list[str | None]:
+def run_dtypes(fwd: Graph, facts: ForwardFacts | None, precision: str) -> list[str | None]:
     """Per forward node: the float dtype it runs in under ``precision`` (None: not float)."""
-    facts = fwd.meta.get("_facts")
-    dtypes = fwd.meta.get("_dtypes")
+    dtypes = facts.dtypes if facts is not None else None
     if facts is None or dtypes is None:
         raise InputError(f"{fwd.name}: --precision needs an ONNX model (other graphs state sizes in bytes)")
     floats = facts.float_out.tolist()
@@ -87,12 +88,16 @@ def run_dtypes(fwd: Graph, precision: str) -> list[str | None]:
     return out
 
 
-def apply_precision(fwd: Graph, precision: str, device: DeviceProfile) -> Graph:
-    """The forward graph ``fwd`` (from the ONNX loader) as trained under ``precision``.
+def apply_precision(
+    fwd: Graph, facts: ForwardFacts | None, precision: str, device: DeviceProfile
+) -> tuple[Graph, ForwardFacts | None]:
+    """The forward graph ``fwd`` and its ``facts`` (from the ONNX loader) as trained under
+    ``precision``.
 
     Float values take the size of the dtype their op runs in; under ``amp`` a ``Cast``
     node is added for each autocast op input of another dtype; parameter bytes, fixed
-    memory and its parts follow the setting; costs are recomputed on ``device``.
+    memory and its parts follow the setting; costs are recomputed on ``device``. The new
+    facts no longer state exported dtypes, float bytes or shapes (they are spent here).
     """
     if precision not in PRECISIONS:
         raise InputError(f"--precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
@@ -102,14 +107,13 @@ def apply_precision(fwd: Graph, precision: str, device: DeviceProfile) -> Graph:
     info["precision"] = _describe(precision)
     meta["info"] = info
     if precision == "fp32":
-        facts = meta.get("_facts")
         if facts is not None:
             meta["max_op_parameter_bytes"] = int(facts.param_bytes.max(initial=0))
-        return dataclasses.replace(fwd, meta=meta)
-    facts = fwd.meta["_facts"]
-    dtypes: list[str] = list(fwd.meta["_dtypes"])
-    float_bytes: list[int] = list(fwd.meta.get("_float_bytes") or fwd.mem.tolist())
-    run = run_dtypes(fwd, precision)
+        return dataclasses.replace(fwd, meta=meta), facts
+    run = run_dtypes(fwd, facts, precision)
+    assert facts is not None and facts.dtypes is not None  # run_dtypes refuses a graph without them
+    dtypes: list[str] = list(facts.dtypes)
+    float_bytes: list[int] = list(facts.float_bytes or fwd.mem.tolist())
     old = fwd.mem.tolist()
     slots = facts.slots
 
@@ -178,10 +182,8 @@ def apply_precision(fwd: Graph, precision: str, device: DeviceProfile) -> Graph:
     flops_a = np.asarray(flops)
     nbytes_a = np.asarray(nbytes)
     peaks_a = np.asarray(peaks)
-    seconds = np.maximum(flops_a / peaks_a, nbytes_a / facts.bandwidth)
+    seconds = roofline_seconds(flops_a, nbytes_a, peaks_a, facts.bandwidth)
     cost = facts.cost(flops_a, nbytes_a, np.ones(len(ids)), seconds) if facts.cost_kind != "given" else flops_a
-    from remat_cli.training import ForwardFacts
-
     new_facts = ForwardFacts(
         slots=tuple(new_slots),
         float_out=np.asarray(float_out, dtype=bool),
@@ -212,9 +214,6 @@ def apply_precision(fwd: Graph, precision: str, device: DeviceProfile) -> Graph:
         fixed += copies
         parts["half weight copies (amp)"] = copies
     meta["fixed_parts"] = parts
-    meta["_facts"] = new_facts
-    meta.pop("_dtypes", None)
-    meta.pop("_float_bytes", None)
     meta["max_op_parameter_bytes"] = int(max(param_b, default=0))
     half_ops = sum(1 for d in run if d is not None and BITS[d] == 16)
     info["precision"] = _describe(precision) + f"; {half_ops} of {sum(1 for d in run if d)} float ops in half precision"
@@ -225,7 +224,7 @@ def apply_precision(fwd: Graph, precision: str, device: DeviceProfile) -> Graph:
     meta["info"] = info
     meta["precision_casts"] = n_casts
     targets = [new_of[t] for t in fwd.targets.tolist()]
-    return Graph.from_arrays(
+    graph = Graph.from_arrays(
         ids=ids,
         ops=ops,
         kinds=["forward"] * len(ids),
@@ -242,6 +241,7 @@ def apply_precision(fwd: Graph, precision: str, device: DeviceProfile) -> Graph:
         meta=meta,
         _checked=True,
     )
+    return graph, new_facts
 
 
 def _describe(precision: str) -> str:

@@ -51,11 +51,15 @@ class GraphSummary:
     structural_bound: StructuralBound | None = None  # proven over all schedules (bounds.py)
 
 
-def summarize(graph: Graph, *, top: int = 10, decompose: bool = False) -> GraphSummary:
+def summarize(
+    graph: Graph, *, top: int = 10, decompose: bool = False, companion: tuple[str, Graph] | None = None
+) -> GraphSummary:
     """Summarize ``graph``; runs store-all through the simulator for its peak.
 
     With ``decompose``, also the treewidth and pathwidth upper bounds of the moral
     skeleton (what the treewidth/pathwidth strategies use) and how long each took.
+    ``companion``: the other graph of the pair (``("inference", g)`` or ``("training", g)``,
+    :func:`remat_cli.loaders.other_variant`), whose store-all peak is shown too.
     """
     store = store_all_plan(graph)
     needed = graph.needed
@@ -96,15 +100,16 @@ def summarize(graph: Graph, *, top: int = 10, decompose: bool = False) -> GraphS
         store_all_order=store.order,
         by_op=tuple(shares),
         largest=tuple((graph.ids[v], graph.ops[v], int(graph.mem[v])) for v in order.tolist()),
-        extra=_extra(graph, decompose),
+        extra=_extra(graph, decompose, companion),
         structural_bound=structural_lower_bound(graph),
     )
 
 
-def _extra(graph: Graph, decompose: bool) -> dict[str, Any]:
+def _extra(graph: Graph, decompose: bool, companion: tuple[str, Graph] | None) -> dict[str, Any]:
     """Loader facts, the other variant's store-all peak, and decomposition widths."""
     extra: dict[str, Any] = dict(graph.meta.get("info", {})) if isinstance(graph.meta.get("info"), dict) else {}
-    extra.update(_companion(graph))
+    if companion is not None:
+        extra.update(_companion(*companion))
     if decompose:
         from remat_cli.algorithms.decompose import decomposition_widths
 
@@ -116,14 +121,10 @@ def _extra(graph: Graph, decompose: bool) -> dict[str, Any]:
     return extra
 
 
-def _companion(graph: Graph) -> dict[str, Any]:
-    """Store-all peak and LB of the graph's other variant (training <-> inference), when the
-    loader offers one (ONNX models), so ``remat info`` shows both."""
-    make = graph.meta.get("_companion")
-    if not callable(make):
-        return {}
+def _companion(label: str, other: Graph) -> dict[str, Any]:
+    """Store-all peak and LB of the graph's other variant (training <-> inference), so
+    ``remat info`` shows both."""
     from remat_cli.units import fmt_bytes
 
-    label, other = make()
     peak = store_all_plan(other).metrics.peak_bytes
     return {f"store-all peak ({label})": f"{fmt_bytes(peak)} (lower bound {fmt_bytes(other.lb)}, fixed {fmt_bytes(other.fixed_mem)})"}

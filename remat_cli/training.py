@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from remat_cli.costmodel import cost_vector, roofline_seconds
 from remat_cli.errors import InputError
 from remat_cli.graph import MAX_VALUE_BYTES, Graph
 
@@ -135,8 +136,10 @@ def saves_for(op: str) -> tuple[Saves, bool]:
 class ForwardFacts:
     """Per forward node, what the autograd convention and the cost model need beyond the Graph.
 
-    A loader that knows op semantics (ONNX) fills it in; for other graphs
-    :meth:`default` assumes every node is a differentiable float op.
+    A loader that knows op semantics (ONNX) fills it in and returns it next to the graph
+    (:class:`remat_cli.loaders.Loaded`); the graph passes (attention, precision) take it
+    and return it rewritten with their graph. For other graphs :meth:`default` assumes
+    every node is a differentiable float op. It never travels in ``Graph.meta``.
     """
 
     # per node, per input slot: the node read; -1 a fixed value or absent; -2 a trainable parameter
@@ -150,6 +153,10 @@ class ForwardFacts:
     peak: np.ndarray  # float64 peak FLOP/s for the op's dtype on the device
     bandwidth: float  # bytes/s
     cost_kind: str  # flops | bytes | unit | roofline
+    # per node, as exported (ONNX; None for other graphs or once --precision has rewritten them):
+    dtypes: tuple[str, ...] | None = None  # the float dtype the op computes in
+    float_bytes: tuple[int, ...] | None = None  # bytes of its float outputs (--precision rescales them)
+    shapes: tuple[tuple[int, ...] | None, ...] | None = None  # its first output's shape (--attention)
 
     @classmethod
     def default(cls, graph: Graph) -> ForwardFacts:
@@ -169,20 +176,23 @@ class ForwardFacts:
             cost_kind="given",
         )
 
-    def cost(self, flops, nbytes, units, seconds):
-        """The cost vector in this graph's unit."""
-        return {"flops": flops, "bytes": nbytes, "unit": units, "roofline": seconds}[self.cost_kind]
+    def cost(self, flops: np.ndarray, nbytes: np.ndarray, units: np.ndarray, seconds: np.ndarray) -> np.ndarray:
+        """The cost vector in this graph's unit (:func:`remat_cli.costmodel.cost_vector`)."""
+        return cost_vector(self.cost_kind, flops, nbytes, units, seconds)
 
 
 # ---------------------------------------------------------------------------- builders
-def build_training_graph(graph: Graph, *, convention: str = "checkmate", optimizer: str = "sgd") -> Graph:
-    """Build the training graph of the forward graph ``graph`` under ``convention``."""
+def build_training_graph(
+    graph: Graph, *, convention: str = "checkmate", optimizer: str = "sgd", facts: ForwardFacts | None = None
+) -> Graph:
+    """Build the training graph of the forward graph ``graph`` under ``convention``
+    (``facts``: the loader's per-node facts, which the autograd convention reads)."""
     if optimizer not in OPTIMIZERS:
         raise InputError(f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
     if convention == "checkmate":
         return checkmate_training_graph(graph, optimizer=optimizer)
     if convention == "autograd":
-        return autograd_training_graph(graph, optimizer=optimizer)
+        return autograd_training_graph(graph, optimizer=optimizer, facts=facts)
     raise InputError(f"unknown training-graph convention {convention!r}; choose one of {', '.join(CONVENTIONS)}")
 
 
@@ -297,8 +307,7 @@ def autograd_training_graph(fwd: Graph, *, optimizer: str = "sgd", facts: Forwar
     (mem = Σ their mem). Nodes are ordered forward, loss, backward in reverse; the result
     lists unknown op types in ``meta["info"]``. Linear in nodes + edges.
     """
-    facts = facts or fwd.meta.get("_facts") or ForwardFacts.default(fwd)
-    if not isinstance(facts, ForwardFacts) or len(facts.slots) != fwd.n:
+    if facts is None or len(facts.slots) != fwd.n:
         facts = ForwardFacts.default(fwd)
     keep = fwd.needed_nodes.tolist()
     n = fwd.n
@@ -438,7 +447,7 @@ def autograd_training_graph(fwd: Graph, *, optimizer: str = "sgd", facts: Forwar
 
     flops_a = np.asarray(flops)
     nbytes_a = np.asarray(nbytes)
-    sec_a = np.maximum(flops_a / np.asarray(peaks), nbytes_a / facts.bandwidth)
+    sec_a = roofline_seconds(flops_a, nbytes_a, np.asarray(peaks), facts.bandwidth)
     if given:
         # no op semantics: costs scale the given ones (forward as given, loss = largest output)
         cost = np.asarray(flops_a)

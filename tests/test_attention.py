@@ -95,7 +95,7 @@ def test_fused_keeps_no_seq_by_seq_tensor_for_backward(tmp_path, b, s):
     unfused = load(path, dims=dims, attention="unfused")
     assert probs not in _saved_sizes(fused)
     assert probs in _saved_sizes(unfused)  # the Softmax output, read by its backward and by bwd(P@V)
-    assert fused.meta["attention"].blocks == unfused.meta["attention"].blocks == 2
+    assert fused.meta["attention"]["blocks"] == unfused.meta["attention"]["blocks"] == 2
     # the fused node's value: the output [b,h,s,d] plus the fp32 logsumexp [b,h,s]
     att = [v for v in range(fused.n) if fused.ops[v] == "Attention" and fused.kinds[v] == "forward"]
     assert len(att) == 2
@@ -126,8 +126,8 @@ def test_every_block_is_recognised_and_fused_saves_memory_beyond_head_dim(tmp_pa
     dims = {"batch": b, "seq": s}
     fused = load(path, dims=dims, attention="fused")
     unfused = load(path, dims=dims, attention="unfused")
-    assert fused.meta["attention"].blocks == layers
-    assert unfused.meta["attention"].probability_bytes == layers * b * HEADS * s * s * 4
+    assert fused.meta["attention"]["blocks"] == layers
+    assert unfused.meta["attention"]["probability_bytes"] == layers * b * HEADS * s * s * 4
     assert sum(op == "Softmax" for op in fused.ops) == 0
     assert sum(op == "Softmax" for op in unfused.ops) == layers
     kept_f, kept_u = _saved_bytes(fused), _saved_bytes(unfused)
@@ -145,13 +145,13 @@ def test_a_classifier_softmax_is_not_attention(tmp_path):
     ]
     m = model(nodes, [tensor("x", [2, 8])], [tensor("out", [2, 4])], [init("W", (8, 8)), init("W2", (8, 4))])
     g = load(save(m, tmp_path), attention="fused")
-    assert g.meta["attention"].blocks == 0 and "Softmax" in g.ops
+    assert g.meta["attention"]["blocks"] == 0 and "Softmax" in g.ops
 
 
 @pytest.mark.parametrize("name", ["gpt2", "bert", "vit_b16"])
 def test_samples_recognise_twelve_blocks(name):
     g = load(f"sample_graphs/{name}.onnx", dims={"batch": 2, "sequence": 128}, strict_dims=False, attention="fused")
-    assert g.meta["attention"].blocks == 12
+    assert g.meta["attention"]["blocks"] == 12
     assert "Softmax" not in g.ops
 
 

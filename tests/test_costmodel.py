@@ -10,7 +10,7 @@ from onnx import helper
 
 from _onnx_models import init, load, model, save, tensor
 
-from remat_cli.costmodel import PROFILES, load_device, op_flops, roofline_seconds
+from remat_cli.costmodel import COST_KINDS, COST_UNITS, PROFILES, cost_vector, load_device, op_flops, roofline_seconds
 from remat_cli.errors import InputError
 
 
@@ -74,6 +74,15 @@ def test_roofline_is_the_max_of_compute_and_memory_time():
     peaks = np.array([a100.peak("float32")] * 2)
     assert roofline_seconds(flops, nbytes, peaks, a100.bandwidth).tolist() == pytest.approx([1.0, 1.0])
     assert a100.peak("float16") == 312e12 and a100.peak("int8") == a100.peak("default")
+
+
+def test_one_cost_table_names_every_cost_kind():
+    parts = {kind: np.array([float(i + 1)]) for i, kind in enumerate(("flops", "bytes", "unit", "roofline"))}
+    for kind in COST_KINDS:
+        assert cost_vector(kind, parts["flops"], parts["bytes"], parts["unit"], parts["roofline"]) is parts[kind]
+        assert kind in COST_UNITS
+    with pytest.raises(InputError, match="--cost 'watts'"):
+        cost_vector("watts", *parts.values())
 
 
 def test_device_profiles_builtin_and_from_json(tmp_path):

@@ -36,7 +36,7 @@ def _bn_model(training_mode: bool, dropout: str = "none"):
 
 def _warnings(path: Path, **kw) -> list[str]:
     seen: list[str] = []
-    load_graph(path, LoadOptions(dims=(("batch", 2),), extra={"warn": seen.append}, **kw))
+    load_graph(path, LoadOptions(dims=(("batch", 2),), **kw), warn=seen.append)
     return seen
 
 

@@ -12,7 +12,7 @@ from onnx import helper
 from _onnx_models import init, load, mlp_model, model, preds, save, tensor
 
 from remat_cli.errors import InputError
-from remat_cli.loaders import LoadOptions, load_graph
+from remat_cli.loaders import LoadOptions, build_graph, load_graph, other_variant, read_file
 from remat_cli.simulate import require_valid
 from remat_cli.strategies.store_all import store_all_schedule
 
@@ -170,7 +170,7 @@ def test_unknown_ops_are_warned_once(tmp_path):
     m = model(nodes, [tensor("x", [2, 4])], [tensor("out", [2, 4])], [init("W", (4, 4))], value_info=[tensor("b", [2, 4]), tensor("c", [2, 4])])
     m.opset_import.append(helper.make_opsetid("acme", 1))
     seen: list[str] = []
-    g = load_graph(save(m, tmp_path), LoadOptions(training=False, extra={"warn": seen.append}))
+    g = load_graph(save(m, tmp_path), LoadOptions(training=False), warn=seen.append)
     cost_warnings = [w for w in seen if "without a cost model" in w]
     assert len(cost_warnings) == 1 and "acme.Frob x2" in cost_warnings[0]
     assert g.meta["unknown_ops"] == {"acme.Frob": 2}
@@ -221,8 +221,11 @@ def test_samples_load_exactly(name):
     path = ROOT / entry["file"]
     assert path.stat().st_size < 2 * 1024 * 1024
     dims = {k: (2 if k == "batch" else 64) for k in entry["example_dims"]}
-    train = load(path, dims=dims)
-    fwd = train.meta["_companion"]()[1]
+    options = LoadOptions(dims=tuple(dims.items()))
+    loaded = read_file(path, options)
+    train = build_graph(loaded, options).graph
+    label, fwd = other_variant(loaded, options)
+    assert label == "inference" and fwd.kinds.count("backward") == 0
     assert fwd.meta["estimated_values"] == [] and fwd.meta["unknown_ops"] == {}
     assert train.meta["autograd_unknown_ops"] == {}
     assert fwd.meta["parameter_count"] == entry["parameters"]  # torch's own count at export
@@ -346,7 +349,7 @@ def test_estimated_split_outputs_partition_their_input(tmp_path):
     ]
     m = model(nodes, [tensor("x", [2, 6])], [tensor("out", [2, 6])])
     m.opset_import.append(helper.make_opsetid("acme", 1))
-    g = load_graph(save(m, tmp_path), LoadOptions(training=False, extra={"warn": lambda _m: None}))
+    g = load_graph(save(m, tmp_path), LoadOptions(training=False))
     assert "p" in g.meta["estimated_values"]
     assert g.mem[g.index["f"]] == 2 * 6 * 4
     assert g.mem[g.index["split"]] == 3 * -(-(2 * 6 * 4) // 3) == 2 * 6 * 4

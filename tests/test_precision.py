@@ -123,7 +123,7 @@ def test_amp_with_fused_attention_halves_its_output_not_its_statistic(tmp_path):
     g32 = load(path, dims={"batch": 2})
     amp = load(path, dims={"batch": 2}, precision="amp")
     fused = [v for v in range(g32.n) if g32.ops[v] == "Attention"]
-    assert len(fused) == 1 and g32.meta["attention"].blocks == 1
+    assert len(fused) == 1 and g32.meta["attention"]["blocks"] == 1
     node = g32.ids[fused[0]]
     unfused = load(path, dims={"batch": 2}, attention="unfused")
     out = int(unfused.mem[unfused.index["pv"]])

@@ -50,6 +50,8 @@ class BatchRequest:
     out_dir: str | None = None
     resume: bool = False
     fail_fast: bool = False
+    warn: Callable[[str], None] | None = None  # the loader's warnings and notes (module-level functions)
+    note: Callable[[str], None] | None = None
 
     def __post_init__(self) -> None:
         from remat_cli.strategies import get_strategy
@@ -122,7 +124,8 @@ def prepare_batch(request: BatchRequest) -> BatchJob:
     load = replace(request.load, strict_dims=len(files) == 1)
     loads = loads_per_file(files, load, request.dims_by_file)
     tasks = make_tasks(
-        files, strategies=request.strategies, budgets=request.budgets, load=loads, max_nodes=request.max_nodes, out_dir=request.out_dir
+        files, strategies=request.strategies, budgets=request.budgets, load=loads, max_nodes=request.max_nodes, out_dir=request.out_dir,
+        warn=request.warn, note=request.note,
     )
     previous: list[Row] = []
     if request.resume:

@@ -14,7 +14,7 @@ import math
 import os
 import re
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,9 @@ class FileTask:
     plan_options: tuple[tuple[str, Any], ...] = ()
     plan_stem: str | None = None  # where plans go under --out-dir (None: no plans)
     name: str = ""  # how reports call this file (check: the model's name)
+    # where the loader's warnings and notes go (module-level functions: workers import them)
+    warn: Callable[[str], None] | None = None
+    note: Callable[[str], None] | None = None
 
     @property
     def pairs(self) -> list[tuple[str, Budget]]:
@@ -78,7 +81,7 @@ def file_sha256(path: str | Path) -> str:
 
 
 def _options_fingerprint(load: LoadOptions, max_nodes: int | None, plan_options: Mapping[str, Any]) -> str:
-    load_doc = {k: v for k, v in asdict(load).items() if k != "extra"}  # extra: hooks, not options
+    load_doc = asdict(load)
     doc = {"load": load_doc, "max_nodes": max_nodes, "plan_options": dict(plan_options)}
     return json.dumps(doc, sort_keys=True, default=str)
 
@@ -102,8 +105,11 @@ def make_tasks(
     plan_options: Mapping[str, Any] | None = None,
     out_dir: str | Path | None = None,
     names: Sequence[str] | None = None,
+    warn: Callable[[str], None] | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> list[FileTask]:
-    """One :class:`FileTask` per file; ``load`` may be one options object per file."""
+    """One :class:`FileTask` per file; ``load`` may be one options object per file;
+    ``warn`` / ``note`` receive the loader's messages (in the worker)."""
     loads = [load] * len(files) if isinstance(load, LoadOptions) else list(load)
     options = dict(plan_options or {})
     stems = _plan_stems(files) if out_dir is not None else [None] * len(files)
@@ -123,6 +129,8 @@ def make_tasks(
                 plan_options=tuple(sorted(options.items())),
                 plan_stem=stems[i],
                 name=names[i] if names else path,
+                warn=warn,
+                note=note,
             )
         )
     return tasks
@@ -184,7 +192,7 @@ def plan_file(task: FileTask) -> FileResult:
             problem = f"cannot list this directory: {exc.strerror or exc}"
         return all_rows(BAD_INPUT, f"{task.path}: {problem}; its files were not planned")
     try:
-        graph = load_graph(task.path, task.load)
+        graph = load_graph(task.path, task.load, warn=task.warn, note=task.note)
     except LimitError as exc:
         return all_rows(TOO_LARGE, exc.message)
     except RematError as exc:
