@@ -1,0 +1,211 @@
+"""min-memory: the lowest peak first, whatever the recomputation costs.
+
+Every other strategy starts from store-all and recomputes only what the budget forces;
+near the lower bound they run out of room before they run out of ideas. This one starts
+from the other end: **targets** (for a training graph, the backward nodes) are computed
+once each, in a topological order, and kept until the last target that reads them; every
+other value (the forward activations) is recomputed on demand, recursively from whatever
+is resident, and freed again as soon as the compute that wanted it is done.
+
+The recursion is Sethi–Ullman's (*The generation of optimal code for arithmetic
+expressions*, JACM 1970) on the graph unfolded into a tree: to compute v, compute its
+missing inputs one at a time, the one with the largest (peak to compute it − its size)
+first, holding each until v is computed. On a tree this order is the one of least peak;
+on a DAG the unfolding recomputes shared ancestors, which is the price of the memory.
+
+Two variants are built and replayed by the simulator; the cheapest that fits the budget
+is returned (the lowest peak when there is no budget):
+
+* ``tree``: every recomputed value is freed right after its consumer (least memory);
+* ``memo``: recomputed values are kept until the current target is computed, so a value
+  shared by several inputs of one target is computed once for it (less compute).
+
+Each is tried in two orders of the targets (the file's and store-all's), so at most four
+schedules. Cost: the schedule's length, at most ``MAX_COMPUTES_PER_NODE`` computes per node
+(a chain of L layers costs O(L²), a graph of reconvergent branches may cost more: past the
+cap a variant is dropped). No optimality is claimed: it is a memory-first heuristic, and
+``auto`` uses it only when no other strategy fits the budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from remat_cli.errors import NoPlanError
+from remat_cli.graph import Graph
+from remat_cli.schedule import COMPUTE, Schedule, ScheduleBuilder
+from remat_cli.simulate import Metrics, simulate
+from remat_cli.strategies.base import Strategy, StrategyResult
+from remat_cli.units import fmt_bytes
+
+__all__ = ["STRATEGY", "min_memory_schedule", "min_memory_variants", "tree_numbers"]
+
+#: A variant that would compute more than this many times the graph's nodes is dropped.
+MAX_COMPUTES_PER_NODE = 400
+#: ... and any variant past this many computes (a few seconds of work).
+MAX_COMPUTES = 2_000_000
+
+
+def tree_numbers(graph: Graph) -> list[int]:
+    """Per node, the Sethi–Ullman number of the unfolded tree: the peak (activation bytes)
+    of computing it from nothing when every input is computed missing-input by missing-input
+    in the order of :func:`min_memory_schedule`. O(n + edges · log)."""
+    mem = graph.mem.tolist()
+    ws = graph.workspace.tolist()
+    preds = graph.pred_lists
+    su = [0] * graph.n
+    for v in graph.topo.tolist():
+        ins = sorted(set(preds[v]), key=lambda u: su[u] - mem[u], reverse=True)
+        held = 0
+        peak = 0
+        for u in ins:
+            peak = max(peak, held + su[u])
+            held += mem[u]
+        su[v] = max(peak, held + mem[v] + ws[v])
+    return su
+
+
+def min_memory_schedule(graph: Graph, targets: list[int], memo: bool, max_computes: int) -> Schedule | None:
+    """Compute ``targets`` in this order as the module docstring says (``memo``: the memo
+    variant); None when that takes more than ``max_computes`` computes."""
+    mem = graph.mem.tolist()
+    preds = [sorted(set(p)) for p in graph.pred_lists]
+    su = tree_numbers(graph)
+    n = graph.n
+    is_target = bytearray(n)
+    uses = [0] * n  # reads of each value by targets not yet computed
+    for t in targets:
+        is_target[t] = 1
+        for u in preds[t]:
+            uses[u] += 1
+    resident = bytearray(n)
+    fresh = bytearray(n)  # recomputed for the current target
+    pins = [0] * n  # frames whose compute waits for this value
+    made: list[int] = []
+    b = ScheduleBuilder()
+    computes = 0
+
+    def release(u: int) -> None:
+        """Free ``u`` unless a target still to come reads it (targets are kept)."""
+        if resident[u] and not pins[u] and not (is_target[u] and uses[u] > 0):
+            resident[u] = 0
+            fresh[u] = 0
+            b.free(u)
+
+    cnt = [0] * n  # dag: consumers of a recomputed value still to be computed for this target
+    for t in targets:
+        if resident[t]:
+            continue
+        if memo:
+            todo = [t]
+            seen = {t}
+            while todo:
+                v = todo.pop()
+                for u in preds[v]:
+                    if not resident[u]:
+                        cnt[u] += 1
+                        if u not in seen:
+                            seen.add(u)
+                            todo.append(u)
+        # frames: [node, its inputs (resident first, then largest tree number first), next]
+        stack: list[list[Any]] = [[t, None, 0]]
+        while stack:
+            frame = stack[-1]
+            v = frame[0]
+            if frame[1] is None:
+                frame[1] = sorted(preds[v], key=lambda u: (not resident[u], mem[u] - su[u]))
+            ins = frame[1]
+            if frame[2] < len(ins):
+                u = ins[frame[2]]
+                if not resident[u]:
+                    stack.append([u, None, 0])
+                    continue
+                pins[u] += 1
+                frame[2] += 1
+                continue
+            stack.pop()
+            b.compute(v)
+            computes += 1
+            if computes > max_computes:
+                return None
+            resident[v] = 1
+            if v != t:
+                fresh[v] = 1
+                made.append(v)
+            for u in ins:
+                pins[u] -= 1
+                if fresh[u]:
+                    if memo:
+                        cnt[u] -= 1
+                        if cnt[u] > 0:
+                            continue
+                    release(u)
+        for u in preds[t]:
+            uses[u] -= 1
+        for u in made:
+            release(u)
+        made.clear()
+        for u in preds[t]:
+            release(u)
+        release(t)
+    return b.build()
+
+
+def min_memory_variants(graph: Graph) -> list[tuple[str, Schedule, Metrics]]:
+    """The variants of the module docstring that stay within the compute cap, each with
+    its simulated metrics. They do not depend on the budget, so they are made once per
+    graph and cached on it (as ``store_all_plan`` is): a budget search replays none."""
+    cached = graph.__dict__.get(_CACHE_KEY)
+    if isinstance(cached, list):
+        return cached
+    from remat_cli.strategies.store_all import store_all_plan
+
+    needed = int(graph.needed.sum())
+    topo = {v: i for i, v in enumerate(graph.topo.tolist())}
+    file_order = sorted(graph.targets.tolist(), key=topo.__getitem__)
+    first: dict[int, int] = {}  # each node's first compute in the store-all plan
+    sa = store_all_plan(graph).schedule
+    for op, v in zip(sa.ops.tolist(), sa.nodes.tolist()):
+        if op == COMPUTE:
+            first.setdefault(v, len(first))
+    sa_order = sorted(file_order, key=lambda t: first.get(t, len(first)))
+    cap = min(MAX_COMPUTES_PER_NODE * max(needed, 1), MAX_COMPUTES)
+    out: list[tuple[str, Schedule, Metrics]] = []
+    orders = [("file order", file_order)] + ([("store-all order", sa_order)] if sa_order != file_order else [])
+    for order_name, order in orders:
+        for memo in (True, False):
+            schedule = min_memory_schedule(graph, order, memo, cap)
+            m = None if schedule is None else simulate(graph, schedule).metrics
+            if schedule is not None and m is not None:
+                out.append((f"{'dag' if memo else 'tree'}, targets in {order_name}", schedule, m))
+    graph.__dict__[_CACHE_KEY] = out
+    return out
+
+
+_CACHE_KEY = "_min_memory_variants"
+
+
+def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> StrategyResult:
+    variants = min_memory_variants(graph)
+    fits = [v for v in variants if budget is None or v[2].peak_bytes <= budget]
+    if not fits:
+        floor = min((v[2].peak_bytes for v in variants), default=None)
+        raise NoPlanError(
+            f"min-memory: no variant fits budget {fmt_bytes(budget or 0)} ({budget} B)"
+            + (f"; its lowest peak is {fmt_bytes(floor)} ({floor} B)" if floor is not None else ""),
+            min_budget=floor,
+        )
+    key = (lambda v: (v[2].cost, v[2].peak_bytes)) if budget is not None else (lambda v: (v[2].peak_bytes, v[2].cost))
+    name, schedule, _ = min(fits, key=key)
+    return StrategyResult(schedule, {"variant": name})
+
+
+STRATEGY = Strategy(
+    name="min-memory",
+    summary="Lowest peak first: targets computed once and kept, everything else recomputed on demand.",
+    run=_run,
+    uses_budget=True,
+    fast=True,
+    reference="Sethi and Ullman, JACM 1970 (evaluation order of least memory on trees)",
+)
