@@ -16,15 +16,20 @@ on a DAG the unfolding recomputes shared ancestors, which is the price of the me
 Two variants are built and replayed by the simulator; the cheapest that fits the budget
 is returned (the lowest peak when there is no budget):
 
-* ``tree``: every recomputed value is freed right after its consumer (least memory);
-* ``memo``: recomputed values are kept until the current target is computed, so a value
-  shared by several inputs of one target is computed once for it (less compute).
+* ``tree``: a recomputed value is freed right after its consumer, unless a pending
+  compute of the recursion still lists it as a missing input (so a value read twice by
+  one operation, as a normalization reads its input and its statistics, is made once);
+* ``dag``: each value a target needs is recomputed once for that target and freed after
+  its last reader there (a store-all schedule of the target's missing ancestors).
 
-Each is tried in two orders of the targets (the file's and store-all's), so at most four
-schedules. Cost: the schedule's length, at most ``MAX_COMPUTES_PER_NODE`` computes per node
-(a chain of L layers costs O(L²), a graph of reconvergent branches may cost more: past the
-cap a variant is dropped). No optimality is claimed: it is a memory-first heuristic, and
-``auto`` uses it only when no other strategy fits the budget.
+Each is tried in two orders of the targets (the topological one and store-all's), so at
+most four schedules. They do not depend on the budget and are cached per graph. Cost: the
+schedule's length, at most ``MAX_COMPUTES_PER_NODE`` computes per needed node and
+``MAX_COMPUTES`` in all (a chain of L layers costs O(L²); ``tree`` on reconvergent branches
+may cost exponentially more: past the cap a variant is dropped). No optimality is claimed:
+it is a memory-first heuristic, and ``auto`` runs it only when no other strategy fits the
+budget. Measured (``scripts/bench_smallest.py``): its lowest peak is the lower bound
+itself on the U-Net and diamond samples, resnet18 and mobilenet_v2.
 """
 
 from __future__ import annotations
@@ -82,13 +87,14 @@ def min_memory_schedule(graph: Graph, targets: list[int], memo: bool, max_comput
     resident = bytearray(n)
     fresh = bytearray(n)  # recomputed for the current target
     pins = [0] * n  # frames whose compute waits for this value
+    wanted = [0] * n  # frames on the stack that will still ask for this value
     made: list[int] = []
     b = ScheduleBuilder()
     computes = 0
 
     def release(u: int) -> None:
         """Free ``u`` unless a target still to come reads it (targets are kept)."""
-        if resident[u] and not pins[u] and not (is_target[u] and uses[u] > 0):
+        if resident[u] and not pins[u] and not wanted[u] and not (is_target[u] and uses[u] > 0):
             resident[u] = 0
             fresh[u] = 0
             b.free(u)
@@ -115,6 +121,8 @@ def min_memory_schedule(graph: Graph, targets: list[int], memo: bool, max_comput
             v = frame[0]
             if frame[1] is None:
                 frame[1] = sorted(preds[v], key=lambda u: (not resident[u], mem[u] - su[u]))
+                for u in frame[1]:
+                    wanted[u] += 1
             ins = frame[1]
             if frame[2] < len(ins):
                 u = ins[frame[2]]
@@ -122,6 +130,7 @@ def min_memory_schedule(graph: Graph, targets: list[int], memo: bool, max_comput
                     stack.append([u, None, 0])
                     continue
                 pins[u] += 1
+                wanted[u] -= 1
                 frame[2] += 1
                 continue
             stack.pop()
