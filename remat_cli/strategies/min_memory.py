@@ -50,6 +50,9 @@ __all__ = ["STRATEGY", "min_memory_schedule", "min_memory_variants", "tree_numbe
 MAX_COMPUTES_PER_NODE = 400
 #: ... and any variant past this many computes (a few seconds of work).
 MAX_COMPUTES = 2_000_000
+#: Rounds of "recompute one more target instead of keeping it", and candidates per round.
+MAX_ROUNDS = 12
+TRIES = 8
 
 
 def tree_numbers(graph: Graph) -> list[int]:
@@ -71,9 +74,12 @@ def tree_numbers(graph: Graph) -> list[int]:
     return su
 
 
-def min_memory_schedule(graph: Graph, targets: list[int], memo: bool, max_computes: int) -> Schedule | None:
-    """Compute ``targets`` in this order as the module docstring says (``memo``: the memo
-    variant); None when that takes more than ``max_computes`` computes."""
+def min_memory_schedule(
+    graph: Graph, targets: list[int], memo: bool, max_computes: int, drop: frozenset[int] = frozenset()
+) -> Schedule | None:
+    """Compute ``targets`` in this order as the module docstring says (``memo``: the dag
+    variant); targets in ``drop`` are not kept but recomputed on demand like the other
+    values. None when that takes more than ``max_computes`` computes."""
     mem = graph.mem.tolist()
     preds = [sorted(set(p)) for p in graph.pred_lists]
     su = tree_numbers(graph)
@@ -94,7 +100,7 @@ def min_memory_schedule(graph: Graph, targets: list[int], memo: bool, max_comput
 
     def release(u: int) -> None:
         """Free ``u`` unless a target still to come reads it (targets are kept)."""
-        if resident[u] and not pins[u] and not wanted[u] and not (is_target[u] and uses[u] > 0):
+        if resident[u] and not pins[u] and not wanted[u] and not (is_target[u] and uses[u] > 0 and u not in drop):
             resident[u] = 0
             fresh[u] = 0
             b.free(u)
@@ -182,17 +188,63 @@ def min_memory_variants(graph: Graph) -> list[tuple[str, Schedule, Metrics]]:
     cap = min(MAX_COMPUTES_PER_NODE * max(needed, 1), MAX_COMPUTES)
     out: list[tuple[str, Schedule, Metrics]] = []
     orders = [("file order", file_order)] + ([("store-all order", sa_order)] if sa_order != file_order else [])
+    spent = 0
     for order_name, order in orders:
         for memo in (True, False):
             schedule = min_memory_schedule(graph, order, memo, cap)
             m = None if schedule is None else simulate(graph, schedule).metrics
-            if schedule is not None and m is not None:
-                out.append((f"{'dag' if memo else 'tree'}, targets in {order_name}", schedule, m))
+            if schedule is None or m is None:
+                continue
+            spent += len(schedule)
+            name = f"{'dag' if memo else 'tree'}, targets in {order_name}"
+            drop: frozenset[int] = frozenset()
+            for _ in range(MAX_ROUNDS):  # recompute a kept target resident at the peak instead
+                if m.peak_bytes <= graph.lb or spent > MAX_COMPUTES:
+                    break
+                better = None
+                for u in _held_at_peak(graph, schedule, drop)[:TRIES]:
+                    trial = min_memory_schedule(graph, order, memo, cap, drop | {u})
+                    tm = None if trial is None else simulate(graph, trial).metrics
+                    spent += 0 if trial is None else len(trial)
+                    if trial is not None and tm is not None and tm.peak_bytes < m.peak_bytes:
+                        better = (u, trial, tm)
+                        break
+                if better is None:
+                    break
+                drop, schedule, m = drop | {better[0]}, better[1], better[2]
+            if drop:
+                name += f", {len(drop)} target{'s' if len(drop) > 1 else ''} recomputed"
+            out.append((name, schedule, m))
     graph.__dict__[_CACHE_KEY] = out
     return out
 
 
 _CACHE_KEY = "_min_memory_variants"
+
+
+def _held_at_peak(graph: Graph, schedule: Schedule, drop: frozenset[int]) -> list[int]:
+    """The targets resident at the schedule's (first) peak step that the step does not
+    read, largest first: the values whose recomputation may lower that peak."""
+    mem = graph.mem.tolist()
+    ws = graph.workspace.tolist()
+    resident: set[int] = set()
+    cur = 0
+    peak = -1
+    held: list[int] = []
+    for op, v in zip(schedule.ops.tolist(), schedule.nodes.tolist()):
+        if op == COMPUTE:
+            here = cur + mem[v] + ws[v]
+            if here > peak:
+                peak = here
+                reads = set(graph.pred_lists[v])
+                held = [u for u in resident if u not in reads]
+            resident.add(v)
+            cur += mem[v]
+        else:
+            resident.discard(v)
+            cur -= mem[v]
+    targets = set(graph.targets.tolist())
+    return sorted((u for u in held if u in targets and u not in drop and mem[u] > 0), key=lambda u: (-mem[u], u))
 
 
 def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> StrategyResult:
