@@ -23,7 +23,8 @@ is returned (the lowest peak when there is no budget):
   its last reader there (a store-all schedule of the target's missing ancestors).
 
 Each is tried in two orders of the targets (the topological one and store-all's), so at
-most four schedules. They do not depend on the budget and are cached per graph. Cost: the
+most four schedules, and the store-all plan is a fifth (the cheapest where it fits, as
+every budget-driven strategy must cost the base cost at the store-all peak). They do not depend on the budget and are cached per graph. Cost: the
 schedule's length, at most ``MAX_COMPUTES_PER_NODE`` computes per needed node and
 ``MAX_COMPUTES`` in all (a chain of L layers costs O(L²); ``tree`` on reconvergent branches
 may cost exponentially more: past the cap a variant is dropped). No optimality is claimed:
@@ -186,7 +187,8 @@ def min_memory_variants(graph: Graph) -> list[tuple[str, Schedule, Metrics]]:
             first.setdefault(v, len(first))
     sa_order = sorted(file_order, key=lambda t: first.get(t, len(first)))
     cap = min(MAX_COMPUTES_PER_NODE * max(needed, 1), MAX_COMPUTES)
-    out: list[tuple[str, Schedule, Metrics]] = []
+    store_all = store_all_plan(graph)
+    out: list[tuple[str, Schedule, Metrics]] = [("store-all (nothing recomputed)", store_all.schedule, store_all.metrics)]
     orders = [("file order", file_order)] + ([("store-all order", sa_order)] if sa_order != file_order else [])
     spent = 0
     for order_name, order in orders:
