@@ -22,6 +22,13 @@ is returned (the lowest peak when there is no budget):
 * ``dag``: each value a target needs is recomputed once for that target and freed after
   its last reader there (a store-all schedule of the target's missing ancestors).
 
+Keeping every target until its last reader can hold large gradients for a long time (a
+U-Net's skip gradients wait for the whole deeper backward pass). So each schedule that
+peaks above the lower bound is improved in rounds: among the kept targets resident at
+its peak step but not read there, the largest whose recomputation on demand (instead of
+keeping it) lowers the peak is recomputed from then on; at most ``MAX_ROUNDS`` rounds of
+``TRIES`` candidates, within a compute budget.
+
 Each is tried in two orders of the targets (the topological one and store-all's), so at
 most four schedules, and the store-all plan is a fifth (the cheapest where it fits, as
 every budget-driven strategy must cost the base cost at the store-all peak). They do not depend on the budget and are cached per graph. Cost: the
@@ -54,6 +61,10 @@ MAX_COMPUTES = 2_000_000
 #: Rounds of "recompute one more target instead of keeping it", and candidates per round.
 MAX_ROUNDS = 12
 TRIES = 8
+#: ... while the schedules made so far hold fewer computes than this many per needed node
+#: (or ``ROUNDS_COMPUTES`` in all, whichever is more).
+ROUNDS_COMPUTES_PER_NODE = 200
+ROUNDS_COMPUTES = 200_000
 
 
 def tree_numbers(graph: Graph) -> list[int]:
@@ -201,7 +212,7 @@ def min_memory_variants(graph: Graph) -> list[tuple[str, Schedule, Metrics]]:
             name = f"{'dag' if memo else 'tree'}, targets in {order_name}"
             drop: frozenset[int] = frozenset()
             for _ in range(MAX_ROUNDS):  # recompute a kept target resident at the peak instead
-                if m.peak_bytes <= graph.lb or spent > MAX_COMPUTES:
+                if m.peak_bytes <= graph.lb or spent > min(MAX_COMPUTES, max(ROUNDS_COMPUTES, ROUNDS_COMPUTES_PER_NODE * needed)):
                     break
                 better = None
                 for u in _held_at_peak(graph, schedule, drop)[:TRIES]:
