@@ -10,11 +10,12 @@ is resident, and freed again as soon as the compute that wanted it is done.
 The recursion is Sethi–Ullman's (*The generation of optimal code for arithmetic
 expressions*, JACM 1970) on the graph unfolded into a tree: to compute v, compute its
 missing inputs one at a time, the one with the largest (peak to compute it − its size)
-first, holding each until v is computed. On a tree this order is the one of least peak;
-on a DAG the unfolding recomputes shared ancestors, which is the price of the memory.
+first, holding each until v is computed. Among the orders that finish one input before
+starting the next, this is the one of least peak on a tree; on a DAG the unfolding
+recomputes shared ancestors, which is the price of the memory.
 
-Two variants are built and replayed by the simulator; the cheapest that fits the budget
-is returned (the lowest peak when there is no budget):
+Two variants of the recursion, each in two orders of the targets (the topological one
+and the store-all plan's):
 
 * ``tree``: a recomputed value is freed right after its consumer, unless a pending
   compute of the recursion still lists it as a missing input (so a value read twice by
@@ -29,15 +30,20 @@ its peak step but not read there, the largest whose recomputation on demand (ins
 keeping it) lowers the peak is recomputed from then on; at most ``MAX_ROUNDS`` rounds of
 ``TRIES`` candidates, within a compute budget.
 
-Each is tried in two orders of the targets (the topological one and store-all's), so at
-most four schedules, and the store-all plan is a fifth (the cheapest where it fits, as
-every budget-driven strategy must cost the base cost at the store-all peak). They do not depend on the budget and are cached per graph. Cost: the
-schedule's length, at most ``MAX_COMPUTES_PER_NODE`` computes per needed node and
-``MAX_COMPUTES`` in all (a chain of L layers costs O(L²); ``tree`` on reconvergent branches
-may cost exponentially more: past the cap a variant is dropped). No optimality is claimed:
-it is a memory-first heuristic, and ``auto`` runs it only when no other strategy fits the
-budget. Measured (``scripts/bench_smallest.py``): its lowest peak is the lower bound
-itself on the U-Net and diamond samples, resnet18 and mobilenet_v2.
+These (at most four) schedules and the store-all plan (so that at the store-all peak the
+plan costs the base cost, as every budget-driven strategy's must) are replayed by the
+simulator; the cheapest that fits the budget is returned, the lowest peak when there is
+no budget. They do not depend on the budget and are cached per graph. Cost: the
+schedules' length, at most ``MAX_COMPUTES_PER_NODE`` computes per needed node and
+``MAX_COMPUTES`` in all (a chain of L layers costs O(L²); ``tree`` on reconvergent
+branches may cost exponentially more: past the cap a variant is dropped).
+
+No optimality is claimed: it is a memory-first heuristic, and ``auto`` runs it only when
+no other strategy fits the budget. Where its peak equals the largest-operation bound
+``graph.lb``, that peak is the least of all valid schedules. Measured
+(``scripts/bench_smallest.py``, batch 8): so on the U-Net and diamond samples, resnet18
+and mobilenet_v2; 1.083x LB on unet.onnx, 1.485x on random_dag (whose lower bounds are
+not known to be tight).
 """
 
 from __future__ import annotations
