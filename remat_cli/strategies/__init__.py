@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from remat_cli.errors import InputError
-from remat_cli.strategies import auto, chain_dp, chen, exact, greedy, pathwidth, store_all, treewidth
+from remat_cli.strategies import auto, chain_dp, chen, exact, greedy, min_memory, pathwidth, store_all, treewidth
 from remat_cli.strategies.base import Strategy, StrategyResult
 
 __all__ = ["Strategy", "StrategyResult", "STRATEGIES", "get_strategy", "fast_strategies"]
@@ -19,6 +19,7 @@ STRATEGIES: dict[str, Strategy] = {
         chain_dp.STRATEGY,
         greedy.GREEDY,
         greedy.DTR,
+        min_memory.STRATEGY,
         exact.STRATEGY,
         auto.STRATEGY,
     )

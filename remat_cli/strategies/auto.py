@@ -41,6 +41,8 @@ _PARALLEL = "chain-dp"
 #: The order candidates run in: the cheap ones first, so that a deadline finds good plans
 #: already made. Ties between equal plans still go to the registry's order.
 _RUN_FIRST = ("store-all", "greedy", "dtr", "chen-sqrt", "chen-greedy", "chain-dp", "treewidth", "pathwidth")
+#: Run only when no plan of the others fits: their plans are cheaper wherever they fit.
+_LAST_RESORT = ("min-memory",)
 
 
 def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> StrategyResult:
@@ -90,6 +92,9 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
             strat = candidates[rank]
             if _cannot_win(strat.name, best, base, graph.lb, budget):
                 tried[strat.name] = "skipped (it cannot beat the store-all plan, which fits)"
+                continue
+            if strat.name in _LAST_RESORT and best is not None:
+                tried[strat.name] = "skipped (a cheaper plan fits)"
                 continue
             if deadline is not None and time.perf_counter() > deadline and best is not None:
                 tried[strat.name] = "skipped (time limit)"

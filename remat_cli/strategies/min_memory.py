@@ -1,0 +1,291 @@
+"""min-memory: the lowest peak first, whatever the recomputation costs.
+
+Every other strategy starts from store-all and recomputes only what the budget forces;
+near the lower bound they run out of room before they run out of ideas. This one starts
+from the other end: **targets** (for a training graph, the backward nodes) are computed
+once each, in a topological order, and kept until the last target that reads them; every
+other value (the forward activations) is recomputed on demand, recursively from whatever
+is resident, and freed again as soon as the compute that wanted it is done.
+
+The recursion is Sethi–Ullman's (*The generation of optimal code for arithmetic
+expressions*, JACM 1970) on the graph unfolded into a tree: to compute v, compute its
+missing inputs one at a time, the one with the largest (peak to compute it − its size)
+first, holding each until v is computed. Among the orders that finish one input before
+starting the next, this is the one of least peak on a tree; on a DAG the unfolding
+recomputes shared ancestors, which is the price of the memory.
+
+Two variants of the recursion, each in two orders of the targets (the topological one
+and the store-all plan's):
+
+* ``tree``: a recomputed value is freed right after its consumer, unless a pending
+  compute of the recursion still lists it as a missing input (so a value read twice by
+  one operation, as a normalization reads its input and its statistics, is made once);
+* ``dag``: each value a target needs is recomputed once for that target and freed after
+  its last reader there (a store-all schedule of the target's missing ancestors).
+
+Keeping every target until its last reader can hold large gradients for a long time (a
+U-Net's skip gradients wait for the whole deeper backward pass). So each schedule that
+peaks above the lower bound is improved in rounds: among the kept targets resident at
+its peak step but not read there, the largest whose recomputation on demand (instead of
+keeping it) lowers the peak is recomputed from then on; at most ``MAX_ROUNDS`` rounds of
+``TRIES`` candidates, within a compute budget.
+
+These (at most four) schedules and the store-all plan (so that at the store-all peak the
+plan costs the base cost, as every budget-driven strategy's must) are replayed by the
+simulator; the cheapest that fits the budget is returned, the lowest peak when there is
+no budget. They do not depend on the budget and are cached per graph. Cost: the
+schedules' length, at most ``MAX_COMPUTES_PER_NODE`` computes per needed node and
+``MAX_COMPUTES`` in all (a chain of L layers costs O(L²); ``tree`` on reconvergent
+branches may cost exponentially more: past the cap a variant is dropped).
+
+No optimality is claimed: it is a memory-first heuristic, and ``auto`` runs it only when
+no other strategy fits the budget. Where its peak equals the largest-operation bound
+``graph.lb``, that peak is the least of all valid schedules. Measured
+(``scripts/bench_smallest.py``, batch 8): so on the U-Net and diamond samples, resnet18
+and mobilenet_v2; 1.083x LB on unet.onnx, 1.485x on random_dag (whose lower bounds are
+not known to be tight).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from remat_cli.errors import NoPlanError
+from remat_cli.graph import Graph
+from remat_cli.schedule import COMPUTE, Schedule, ScheduleBuilder
+from remat_cli.simulate import Metrics, simulate
+from remat_cli.strategies.base import Strategy, StrategyResult
+from remat_cli.units import fmt_bytes
+
+__all__ = ["STRATEGY", "min_memory_schedule", "min_memory_variants", "tree_numbers"]
+
+#: A variant that would compute more than this many times the graph's nodes is dropped.
+MAX_COMPUTES_PER_NODE = 400
+#: ... and any variant past this many computes (a few seconds of work).
+MAX_COMPUTES = 2_000_000
+#: Rounds of "recompute one more target instead of keeping it", and candidates per round.
+MAX_ROUNDS = 12
+TRIES = 8
+#: ... while the schedules made so far hold fewer computes than this many per needed node
+#: (or ``ROUNDS_COMPUTES`` in all, whichever is more).
+ROUNDS_COMPUTES_PER_NODE = 200
+ROUNDS_COMPUTES = 200_000
+
+
+def tree_numbers(graph: Graph) -> list[int]:
+    """Per node, the Sethi–Ullman number of the unfolded tree: the peak (activation bytes)
+    of computing it from nothing when every input is computed missing-input by missing-input
+    in the order of :func:`min_memory_schedule`. O(n + edges · log)."""
+    mem = graph.mem.tolist()
+    ws = graph.workspace.tolist()
+    preds = graph.pred_lists
+    su = [0] * graph.n
+    for v in graph.topo.tolist():
+        ins = sorted(set(preds[v]), key=lambda u: su[u] - mem[u], reverse=True)
+        held = 0
+        peak = 0
+        for u in ins:
+            peak = max(peak, held + su[u])
+            held += mem[u]
+        su[v] = max(peak, held + mem[v] + ws[v])
+    return su
+
+
+def min_memory_schedule(
+    graph: Graph, targets: list[int], memo: bool, max_computes: int, drop: frozenset[int] = frozenset()
+) -> Schedule | None:
+    """Compute ``targets`` in this order as the module docstring says (``memo``: the dag
+    variant); targets in ``drop`` are not kept but recomputed on demand like the other
+    values. None when that takes more than ``max_computes`` computes."""
+    mem = graph.mem.tolist()
+    preds = [sorted(set(p)) for p in graph.pred_lists]
+    su = tree_numbers(graph)
+    n = graph.n
+    is_target = bytearray(n)
+    uses = [0] * n  # reads of each value by targets not yet computed
+    for t in targets:
+        is_target[t] = 1
+        for u in preds[t]:
+            uses[u] += 1
+    resident = bytearray(n)
+    fresh = bytearray(n)  # recomputed for the current target
+    pins = [0] * n  # frames whose compute waits for this value
+    wanted = [0] * n  # frames on the stack that will still ask for this value
+    made: list[int] = []
+    b = ScheduleBuilder()
+    computes = 0
+
+    def release(u: int) -> None:
+        """Free ``u`` unless a target still to come reads it (targets are kept)."""
+        if resident[u] and not pins[u] and not wanted[u] and not (is_target[u] and uses[u] > 0 and u not in drop):
+            resident[u] = 0
+            fresh[u] = 0
+            b.free(u)
+
+    cnt = [0] * n  # dag: consumers of a recomputed value still to be computed for this target
+    for t in targets:
+        if resident[t]:
+            continue
+        if memo:
+            todo = [t]
+            seen = {t}
+            while todo:
+                v = todo.pop()
+                for u in preds[v]:
+                    if not resident[u]:
+                        cnt[u] += 1
+                        if u not in seen:
+                            seen.add(u)
+                            todo.append(u)
+        # frames: [node, its inputs (resident first, then largest tree number first), next]
+        stack: list[list[Any]] = [[t, None, 0]]
+        while stack:
+            frame = stack[-1]
+            v = frame[0]
+            if frame[1] is None:
+                frame[1] = sorted(preds[v], key=lambda u: (not resident[u], mem[u] - su[u]))
+                for u in frame[1]:
+                    wanted[u] += 1
+            ins = frame[1]
+            if frame[2] < len(ins):
+                u = ins[frame[2]]
+                if not resident[u]:
+                    stack.append([u, None, 0])
+                    continue
+                pins[u] += 1
+                wanted[u] -= 1
+                frame[2] += 1
+                continue
+            stack.pop()
+            b.compute(v)
+            computes += 1
+            if computes > max_computes:
+                return None
+            resident[v] = 1
+            if v != t:
+                fresh[v] = 1
+                made.append(v)
+            for u in ins:
+                pins[u] -= 1
+                if fresh[u]:
+                    if memo:
+                        cnt[u] -= 1
+                        if cnt[u] > 0:
+                            continue
+                    release(u)
+        for u in preds[t]:
+            uses[u] -= 1
+        for u in made:
+            release(u)
+        made.clear()
+        for u in preds[t]:
+            release(u)
+        release(t)
+    return b.build()
+
+
+def min_memory_variants(graph: Graph) -> list[tuple[str, Schedule, Metrics]]:
+    """The variants of the module docstring that stay within the compute cap, each with
+    its simulated metrics. They do not depend on the budget, so they are made once per
+    graph and cached on it (as ``store_all_plan`` is): a budget search replays none."""
+    cached = graph.__dict__.get(_CACHE_KEY)
+    if isinstance(cached, list):
+        return cached
+    from remat_cli.strategies.store_all import store_all_plan
+
+    needed = int(graph.needed.sum())
+    topo = {v: i for i, v in enumerate(graph.topo.tolist())}
+    file_order = sorted(graph.targets.tolist(), key=topo.__getitem__)
+    first: dict[int, int] = {}  # each node's first compute in the store-all plan
+    sa = store_all_plan(graph).schedule
+    for op, v in zip(sa.ops.tolist(), sa.nodes.tolist()):
+        if op == COMPUTE:
+            first.setdefault(v, len(first))
+    sa_order = sorted(file_order, key=lambda t: first.get(t, len(first)))
+    cap = min(MAX_COMPUTES_PER_NODE * max(needed, 1), MAX_COMPUTES)
+    store_all = store_all_plan(graph)
+    out: list[tuple[str, Schedule, Metrics]] = [("store-all (nothing recomputed)", store_all.schedule, store_all.metrics)]
+    orders = [("file order", file_order)] + ([("store-all order", sa_order)] if sa_order != file_order else [])
+    spent = 0
+    for order_name, order in orders:
+        for memo in (True, False):
+            schedule = min_memory_schedule(graph, order, memo, cap)
+            m = None if schedule is None else simulate(graph, schedule).metrics
+            if schedule is None or m is None:
+                continue
+            spent += len(schedule)
+            name = f"{'dag' if memo else 'tree'}, targets in {order_name}"
+            drop: frozenset[int] = frozenset()
+            for _ in range(MAX_ROUNDS):  # recompute a kept target resident at the peak instead
+                if m.peak_bytes <= graph.lb or spent > min(MAX_COMPUTES, max(ROUNDS_COMPUTES, ROUNDS_COMPUTES_PER_NODE * needed)):
+                    break
+                better = None
+                for u in _held_at_peak(graph, schedule, drop)[:TRIES]:
+                    trial = min_memory_schedule(graph, order, memo, cap, drop | {u})
+                    tm = None if trial is None else simulate(graph, trial).metrics
+                    spent += 0 if trial is None else len(trial)
+                    if trial is not None and tm is not None and tm.peak_bytes < m.peak_bytes:
+                        better = (u, trial, tm)
+                        break
+                if better is None:
+                    break
+                drop, schedule, m = drop | {better[0]}, better[1], better[2]
+            if drop:
+                name += f", {len(drop)} target{'s' if len(drop) > 1 else ''} recomputed"
+            out.append((name, schedule, m))
+    graph.__dict__[_CACHE_KEY] = out
+    return out
+
+
+_CACHE_KEY = "_min_memory_variants"
+
+
+def _held_at_peak(graph: Graph, schedule: Schedule, drop: frozenset[int]) -> list[int]:
+    """The targets resident at the schedule's (first) peak step that the step does not
+    read, largest first: the values whose recomputation may lower that peak."""
+    mem = graph.mem.tolist()
+    ws = graph.workspace.tolist()
+    resident: set[int] = set()
+    cur = 0
+    peak = -1
+    held: list[int] = []
+    for op, v in zip(schedule.ops.tolist(), schedule.nodes.tolist()):
+        if op == COMPUTE:
+            here = cur + mem[v] + ws[v]
+            if here > peak:
+                peak = here
+                reads = set(graph.pred_lists[v])
+                held = [u for u in resident if u not in reads]
+            resident.add(v)
+            cur += mem[v]
+        else:
+            resident.discard(v)
+            cur -= mem[v]
+    targets = set(graph.targets.tolist())
+    return sorted((u for u in held if u in targets and u not in drop and mem[u] > 0), key=lambda u: (-mem[u], u))
+
+
+def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> StrategyResult:
+    variants = min_memory_variants(graph)
+    fits = [v for v in variants if budget is None or v[2].peak_bytes <= budget]
+    if not fits:
+        floor = min((v[2].peak_bytes for v in variants), default=None)
+        raise NoPlanError(
+            f"min-memory: no variant fits budget {fmt_bytes(budget or 0)} ({budget} B)"
+            + (f"; its lowest peak is {fmt_bytes(floor)} ({floor} B)" if floor is not None else ""),
+            min_budget=floor,
+        )
+    key = (lambda v: (v[2].cost, v[2].peak_bytes)) if budget is not None else (lambda v: (v[2].peak_bytes, v[2].cost))
+    name, schedule, _ = min(fits, key=key)
+    return StrategyResult(schedule, {"variant": name})
+
+
+STRATEGY = Strategy(
+    name="min-memory",
+    summary="Lowest peak first: targets computed once and kept, everything else recomputed on demand.",
+    run=_run,
+    uses_budget=True,
+    fast=True,
+    reference="Sethi and Ullman, JACM 1970 (evaluation order of least memory on trees)",
+)
