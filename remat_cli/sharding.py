@@ -16,6 +16,9 @@ With P parameter bytes, G gradient bytes and O optimizer-state bytes, per device
 ``parameters`` 3 (P_os+g+p), FSDP          ⌈P/N⌉ + ⌈G/N⌉ + ⌈O/N⌉ + p_max + g_max
 =============  ==========================  =========================================
 
+``⌈O/N⌉`` is rounded up per state copy (momentum, Adam's two moments): each copy is
+sharded like the parameters it belongs to, so it is ``k·⌈P/N⌉`` for ``k`` copies.
+
 ``p_max`` is the largest single op's parameters, gathered in full while that op runs
 (we take one op as the unit gathered at a time; FSDP's wrapping unit is often a whole
 layer, and its prefetch of the next unit is not counted); ``g_max`` is that op's full
@@ -78,6 +81,10 @@ def shard_fixed_memory(parts: dict[str, int], world_size: int, shard: str, max_o
             or (stage >= 3 and key in ("parameters", _AMP_COPIES))
         )
         after[key] = _ceil_div(value, world_size) if divide else int(value)
+        params = int(parts.get("parameters", 0))
+        if divide and key.startswith("optimizer state") and params and value % params == 0:
+            # each state copy is sharded like the parameters it belongs to: ⌈P/N⌉ per copy
+            after[key] = (int(value) // params) * _ceil_div(params, world_size)
     if stage >= 2 and "gradients" in parts:
         g_max = min(int(max_op_params), int(parts["gradients"]))
         after["gathered gradients (one op)"] = g_max
