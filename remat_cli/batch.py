@@ -22,7 +22,6 @@ import fnmatch
 import hashlib
 import io
 import json
-import math
 import os
 import re
 import signal
@@ -38,7 +37,7 @@ from remat_cli.errors import InputError, NoPlanError, RematError
 from remat_cli.executors import LocalExecutor, Outcome
 from remat_cli.limits import LimitError
 from remat_cli.loaders import LoadOptions, load_graph
-from remat_cli.plan import load_record, plan_to_json
+from remat_cli.plan import finite_or_none as _finite, load_record, plan_to_json
 from remat_cli.planner import make_plan, resolve_budget, store_all_peak
 
 __all__ = [
@@ -506,10 +505,6 @@ def _ratio(budget_bytes: int | None, reference: int) -> float | None:
     if budget_bytes is None or reference <= 0:
         return None
     return round(budget_bytes / reference, 6)
-
-
-def _finite(x: float | None) -> float | None:
-    return None if x is None or not math.isfinite(x) else x
 
 
 def _failure_result(task: FileTask, outcome: Outcome) -> FileResult:
