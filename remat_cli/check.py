@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import threading
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -190,8 +190,10 @@ def run_check(
     on_start: Callable[[FileTask], None] | None = None,
     on_done: Callable[[FileTask, FileResult], None] | None = None,
     stop: threading.Event | None = None,
+    plan_options: Mapping[str, Any] | None = None,
 ) -> CheckReport:
-    """Plan every model (in parallel on ``executor``) and judge each one."""
+    """Plan every model (in parallel on ``executor``) and judge each one; ``plan_options``
+    as :func:`~remat_cli.planner.make_plan` takes them (``{"time_limit": 10}``)."""
     tasks: list[FileTask] = []
     for spec in specs:
         tasks += make_tasks(
@@ -201,6 +203,7 @@ def run_check(
             load=spec.load,
             max_nodes=spec.max_nodes,
             names=[spec.name],
+            plan_options=plan_options,
         )
     result = run_batch(tasks, executor=executor, on_start=on_start, on_done=on_done, stop=stop, work=check_file)
     by_path: dict[tuple[str, str], Row] = {(r.file, r.key): r for r in result.rows}
