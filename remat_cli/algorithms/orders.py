@@ -7,7 +7,8 @@ One function, shared by ``store-all`` (over all needed nodes) and the ``treewidt
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Collection, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Collection, MutableSequence, Sequence
 
 __all__ = ["memory_greedy_order"]
 
@@ -29,12 +30,18 @@ def memory_greedy_order(
     O(E log V) over the sub-graph with a lazily updated heap (a node's key only drops, when
     one of its inputs is left with it as the one reader).
     """
-    remaining: dict[int, int] = {}  # per input: readers in ``need`` not yet placed
-    missing: dict[int, int] = {}  # per node: inputs in ``need`` not yet placed
+    # per-node counters: plain lists when ``need`` is much of the graph (store-all), dicts
+    # that read 0 when missing on small sub-problems (the recursion's), same code either way
+    n = len(preds)
+    dense = 4 * len(need) >= n
+    remaining: MutableSequence[int] | dict[int, int] = [0] * n if dense else defaultdict(int)  # readers in need not placed
+    missing: MutableSequence[int] | dict[int, int] = [0] * n if dense else defaultdict(int)  # inputs in need not placed
+    placed: MutableSequence[int] | dict[int, int] = bytearray(n) if dense else defaultdict(int)
+    current: MutableSequence[int] | dict[int, int] = [0] * n if dense else {}
     for v in need:
         c = 0
         for u in preds[v]:
-            remaining[u] = remaining.get(u, 0) + 1
+            remaining[u] += 1
             if u in need:
                 c += 1
         missing[v] = c
@@ -46,7 +53,6 @@ def memory_greedy_order(
                 d -= mem[u]
         return d
 
-    current: dict[int, int] = {}
     heap: list[tuple[int, int, int]] = []  # (delta, rank, v)
     for v in need:
         if missing[v] == 0:
@@ -54,18 +60,17 @@ def memory_greedy_order(
             heap.append((current[v], rank[v], v))
     heapq.heapify(heap)
     order: list[int] = []
-    placed: set[int] = set()
     while heap:
         d, _, v = heapq.heappop(heap)
-        if v in placed or d != current[v]:
+        if placed[v] or d != current[v]:
             continue
-        placed.add(v)
+        placed[v] = 1
         order.append(v)
         for u in preds[v]:
             remaining[u] -= 1
             if remaining[u] == 1:  # its one reader left now frees it
                 for w in succs[u]:
-                    if w in need and w not in placed and missing[w] == 0:
+                    if w in need and not placed[w] and missing[w] == 0:
                         current[w] = delta(w)
                         heapq.heappush(heap, (current[w], rank[w], w))
         for w in succs[v]:
