@@ -12,7 +12,7 @@ import os
 import re
 import threading
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -253,9 +253,11 @@ def run_check(
     stop: threading.Event | None = None,
     warn: Callable[[str], None] | None = None,
     note: Callable[[str], None] | None = None,
+    plan_options: Mapping[str, Any] | None = None,
 ) -> CheckReport:
     """Plan every model (in parallel on ``executor``) and judge each one; ``warn`` /
-    ``note`` receive the loader's messages."""
+    ``note`` receive the loader's messages; ``plan_options`` as
+    :func:`~remat_cli.planner.make_plan` takes them (``{"time_limit": 10}``)."""
     tasks: list[FileTask] = []
     for spec in specs:
         tasks += make_tasks(
@@ -267,6 +269,7 @@ def run_check(
             names=[spec.name],
             warn=warn,
             note=note,
+            plan_options=plan_options,
         )
     result = run_batch(tasks, executor=executor, on_start=on_start, on_done=on_done, stop=stop, work=check_file)
     by_path: dict[tuple[str, str], Row] = {(r.file, r.key): r for r in result.rows}

@@ -282,6 +282,26 @@ def node_limit_option(func: Callable[..., Any]) -> Callable[..., Any]:
     return _MAX_NODES_OPTION(func)
 
 
+def time_limit_option(default: float | None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--time-limit``, the same on every command that plans (plan, tradeoff, batch, check):
+    seconds per plan, passed through the planner as ``RunContext.time_limit``."""
+    return click.option(
+        "--time-limit",
+        type=click.FloatRange(min=0.1),
+        default=default,
+        show_default=default is not None,
+        metavar="SECONDS",
+        help="Time limit in seconds per plan: the exact solver's (60 unless given), and auto/treewidth/pathwidth "
+        "return the best plan found by then" + ("." if default is not None else " (default: none)."),
+    )
+
+
+def _time_limit(time_limit: float | None) -> dict[str, float] | None:
+    """batch's and check's plan options: only a given --time-limit (results made without one
+    keep their resume fingerprint)."""
+    return None if time_limit is None else {"time_limit": time_limit}
+
+
 def _loader_nodes(max_nodes: int | None) -> int:
     """batch/check apply a smaller --max-nodes themselves (a too-large row with the graph's facts)."""
     return max(max_nodes or 0, _D.max_nodes)
@@ -432,7 +452,7 @@ def info(graph_file: str, fmt: str, decompose: bool, **graph_kw: Any) -> None:
 @click.option("--timeline", type=click.Path(dir_okay=False), metavar="OUT.png|svg", help="Plot memory over the schedule (needs remat-cli[plot]).")
 @click.option("--trace", type=click.Path(dir_okay=False), metavar="OUT.json", help="Write a Chrome trace (Perfetto, chrome://tracing): memory counter + one slice per compute.")
 @click.option("--dot", type=click.Path(dir_okay=False), metavar="OUT.dot", help="Write the graph as Graphviz DOT, kept / recomputed / target nodes styled.")
-@click.option("--time-limit", type=click.FloatRange(min=0.1), default=60.0, show_default=True, metavar="SECONDS", help="Time limit in seconds: the exact solver's, and auto/treewidth/pathwidth return the best plan found by then.")
+@time_limit_option(60.0)
 @click.option("-v", "--verbose", is_flag=True, help="Also the strategy's internals (decomposition bounds, solver details) and full node names.")
 @graph_options
 @node_limit_option
@@ -469,6 +489,7 @@ def plan(
     from remat_cli.planner import make_plan
     from remat_cli.report.facts import plan_facts
     from remat_cli.report.tables import plan_report_json, render_plan
+    from remat_cli.strategies import RunContext
 
     if timeline:
         from remat_cli.report.plots import check_plot_path, require_matplotlib
@@ -478,9 +499,8 @@ def plan(
     options = _load_options(**graph_kw)
     graph = load_graph(graph_file, options, warn=_warn, note=_note)
     with _progress_after(f"planning {graph.n:,} nodes with {strategy}") as progress:
-        result = make_plan(
-            graph, strategy, budget, {"time_limit": time_limit, "progress": progress}, find_smallest=True, graph_file=graph_file
-        )
+        context = RunContext(time_limit=time_limit, progress=progress)
+        result = make_plan(graph, strategy, budget, context=context, find_smallest=True, graph_file=graph_file)
     facts = plan_facts(result)
     written: list[str] = []
     if output:
@@ -527,10 +547,13 @@ def plan(
 @click.option("-n", "--points", type=click.IntRange(min=1), default=8, show_default=True, help="Number of budgets, evenly spaced from the lower bound to the store-all peak.")
 @click.option("--budgets", "budget_list", metavar="B1,B2,…", default=None, help="Explicit budgets instead of --points: 0.9x,0.7x,8GiB,…")
 @click.option("--plot", type=click.Path(dir_okay=False), metavar="OUT.png|svg", help="Plot overhead (and est. step time) against peak memory (needs remat-cli[plot]).")
+@time_limit_option(None)
 @graph_options
 @node_limit_option
 @format_option(ROW_FORMATS, help="table for people; csv or json for machines.")
-def tradeoff(graph_file: str, strategy_list: str | None, points: int, budget_list: str | None, plot: str | None, fmt: str, **graph_kw: Any) -> None:
+def tradeoff(
+    graph_file: str, strategy_list: str | None, points: int, budget_list: str | None, plot: str | None, fmt: str, time_limit: float | None, **graph_kw: Any
+) -> None:
     """Sweep budgets from the lower bound to the store-all peak and compare strategies.
 
     For every budget and strategy: the extra compute (overhead), estimated step time when
@@ -550,6 +573,7 @@ def tradeoff(graph_file: str, strategy_list: str | None, points: int, budget_lis
     from remat_cli.loaders import load_graph
     from remat_cli.budget import parse_budget_list
     from remat_cli.report.tradeoff import tradeoff_to_csv, tradeoff_to_json
+    from remat_cli.strategies import RunContext
     from remat_cli.sweep import resolve_strategies, sweep
 
     if plot:
@@ -560,7 +584,8 @@ def tradeoff(graph_file: str, strategy_list: str | None, points: int, budget_lis
     chosen = resolve_strategies(strategy_list)
     budgets = parse_budget_list(budget_list) if budget_list is not None else None
     graph = load_graph(graph_file, _load_options(**graph_kw), warn=_warn, note=_note)
-    result = _with_progress(lambda progress: sweep(graph, chosen, budgets, points=points, progress=progress))
+    context = RunContext(time_limit=time_limit)
+    result = _with_progress(lambda progress: sweep(graph, chosen, budgets, points=points, context=context, progress=progress))
     if fmt == "json":
         click.echo(json.dumps(tradeoff_to_json(result), indent=1))
     elif fmt == "csv":
@@ -744,6 +769,7 @@ def executor_options(func: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("-b", "--budget", type=BudgetType(), default="none", show_default=True, help="Memory budget for every file: 12GiB, 800MB, 0.5x, 50% or none.")
 @click.option("--budgets", "budget_list", metavar="LIST", help="A budget sweep instead of --budget: comma-separated, e.g. 1x,0.8x,0.6x,0.5x.")
 @click.option("--glob", "globs", multiple=True, metavar="PATTERN", help="Only files whose path below PATH (or name) matches, e.g. '*.onnx' (repeatable).")
+@time_limit_option(None)
 @executor_options
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write one CSV row per file, strategy and budget.")
 @click.option("--jsonl", "jsonl_path", type=click.Path(dir_okay=False), help="Write one JSON record per line per file, strategy and budget.")
@@ -773,6 +799,7 @@ def batch(
     config_file: str | None,
     fmt: str,
     verbose: bool,
+    time_limit: float | None,
     **graph_kw: Any,
 ) -> None:
     """Plan every graph file under PATH... (directories are searched recursively).
@@ -814,6 +841,7 @@ def batch(
         fail_fast=fail_fast,
         warn=_warn,
         note=_note,
+        plan_options=_time_limit(time_limit),
     )
     run_on = make_executor(executor, scheduler, jobs, timeout, memory_limit=_memory_guard(graph_kw))
     job = batch_mod.prepare_batch(request)
@@ -851,6 +879,7 @@ def _config_dims(config_file: str | None) -> dict[str, tuple[tuple[str, int], ..
 @click.option("-s", "--strategy", default=None, metavar="NAME", help=f"Strategy to plan with (default: the configuration's, else {DEFAULT_STRATEGY}).")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Configuration file (default: the nearest remat.toml or pyproject.toml with [tool.remat]).")
 @click.option("--junit", type=click.Path(dir_okay=False), help="Write a JUnit XML report (one test case per model) for CI dashboards.")
+@time_limit_option(None)
 @executor_options
 @graph_options
 @format_option(("text", "json"), default="text", help="text: one line per model saying why it passes or fails (not a table: CI logs are read line by line); json for machines.")
@@ -867,6 +896,7 @@ def check(
     timeout: float | None,
     max_nodes: int | None,
     fmt: str,
+    time_limit: float | None,
     **graph_kw: Any,
 ) -> None:
     """Check that every MODEL has a plan within the budget (and overhead limit): for CI.
@@ -904,7 +934,8 @@ def check(
     run_on = make_executor(executor, scheduler, run.jobs, run.timeout, memory_limit=_memory_guard(graph_kw))
     with batch_mod.interrupt_flag() as stop, BatchProgress(_stderr(), len(run.specs), "checking") as progress:
         report = check_mod.run_check(
-            run.specs, executor=run_on, on_start=progress.start, on_done=progress.done, stop=stop, warn=_warn, note=_note
+            run.specs, executor=run_on, on_start=progress.start, on_done=progress.done, stop=stop, warn=_warn, note=_note,
+            plan_options=_time_limit(time_limit),
         )
     if run.junit:
         check_mod.write_junit(report, run.junit)

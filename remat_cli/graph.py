@@ -298,6 +298,13 @@ class Graph:
         return self.pred_idx.copy(), dst
 
     @cached_property
+    def topo_rank(self) -> np.ndarray:
+        """Per node: its position in :attr:`topo` (ties between ready nodes go to the lower)."""
+        rank = np.empty(self.n, dtype=np.int64)
+        rank[self.topo] = np.arange(self.n)
+        return rank
+
+    @cached_property
     def needed_nodes(self) -> np.ndarray:
         """Indices of needed nodes in topological order."""
         return self.topo[self.needed[self.topo]]

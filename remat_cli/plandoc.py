@@ -38,6 +38,7 @@ __all__ = [
     "ClaimValidation",
     "validate_claims",
     "load_record",
+    "finite_or_none",
 ]
 
 PLAN_FORMAT = "remat-plan"
@@ -69,7 +70,8 @@ class Plan:
         return self.budget_bytes is None or self.metrics.peak_bytes <= self.budget_bytes
 
 
-def _finite(x: float | None) -> float | None:
+def finite_or_none(x: float | None) -> float | None:
+    """``x``, or None where JSON has no number for it (NaN, infinities)."""
     return None if x is None or not math.isfinite(x) else x
 
 
@@ -81,7 +83,7 @@ def metrics_to_json(m: Metrics, solve_seconds: float | None = None) -> dict[str,
         "lower_bound_bytes": m.lower_bound_bytes,
         "cost": m.cost,
         "base_cost": m.base_cost,
-        "overhead": _finite(m.overhead),
+        "overhead": finite_or_none(m.overhead),
         "recomputations": m.recomputations,
         "computes": m.computes,
         "steps": m.steps,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import shlex
 import time
-from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from remat_cli.budget import Budget
@@ -18,7 +18,7 @@ from remat_cli.graph import Graph
 from remat_cli.plandoc import Plan
 from remat_cli.units import fmt_bytes
 from remat_cli.simulate import simulate
-from remat_cli.strategies import Strategy, get_strategy
+from remat_cli.strategies import RunContext, Strategy, get_strategy
 from remat_cli.strategies.store_all import store_all_plan
 
 __all__ = ["make_plan", "store_all_peak", "resolve_budget", "check_lower_bound", "ratio_at_least", "activation_at_least"]
@@ -56,8 +56,9 @@ def make_plan(
     graph: Graph,
     strategy: str | Strategy,
     budget: Budget | int | None = None,
-    options: Mapping[str, Any] | None = None,
+    options: Any = None,
     *,
+    context: RunContext | None = None,
     reference_peak: int | None = None,
     find_smallest: bool = False,
     graph_file: str = "GRAPH",
@@ -69,32 +70,34 @@ def make_plan(
     the strategy cannot meet it. With ``find_smallest``, that error names the smallest
     budget :func:`remat_cli.sweep.smallest_budget` found a plan for (its ``min_budget``;
     ``None`` when none was found), as ratios too, and what to run next (on ``graph_file``).
-    ``options["time_limit"]`` (seconds) becomes a deadline that anytime strategies (auto,
-    treewidth, pathwidth) honour by returning the best plan found by then;
-    ``options["progress"](done, total, label)`` hears how it goes.
+
+    ``options``: the strategy's options (its dataclass, or a mapping of their names; an
+    unknown name is bad usage naming the strategy). ``context``: the run-wide
+    :class:`RunContext`; its ``time_limit`` (seconds) becomes a deadline that anytime
+    strategies (auto, treewidth, pathwidth) honour by returning the best plan found by
+    then, and its ``progress(done, total, label)`` hears how it goes. A mapping of options
+    may also hold the context's fields by name (``{"time_limit": 10}``).
     """
     strat = strategy if isinstance(strategy, Strategy) else get_strategy(strategy)
+    opts, ctx = strat.split(options, context)
     if reference_peak is None:
         reference_peak = store_all_peak(graph)
     budget_bytes = resolve_budget(graph, budget, reference_peak)
     try:
-        return _make_plan(graph, strat, budget_bytes, options, reference_peak)
+        return _make_plan(graph, strat, budget_bytes, opts, ctx, reference_peak)
     except NoPlanError as exc:
         if not find_smallest or budget_bytes is None:
             raise
-        raise _with_smallest(graph, strat, exc, budget_bytes, options, reference_peak, graph_file) from None
+        raise _with_smallest(graph, strat, exc, budget_bytes, opts, ctx, reference_peak, graph_file) from None
 
 
-def _make_plan(
-    graph: Graph, strat: Strategy, budget_bytes: int | None, options: Mapping[str, Any] | None, reference_peak: int
-) -> Plan:
+def _make_plan(graph: Graph, strat: Strategy, budget_bytes: int | None, opts: Any, ctx: RunContext, reference_peak: int) -> Plan:
     strategy = strat.name
     check_lower_bound(graph, budget_bytes)
     started = time.perf_counter()
-    opts = dict(options or {})
-    if opts.get("time_limit") is not None and "deadline" not in opts:  # anytime strategies
-        opts["deadline"] = started + float(opts["time_limit"])
-    result = strat.run(graph, budget_bytes, opts)
+    if ctx.time_limit is not None and ctx.deadline is None:  # anytime strategies
+        ctx = replace(ctx, deadline=started + float(ctx.time_limit))
+    result = strat.solve(graph, budget_bytes, opts, ctx)
     solve_seconds = time.perf_counter() - started
     sim = simulate(graph, result.schedule)
     if sim.error is not None:
@@ -162,7 +165,8 @@ def _with_smallest(
     strat: Strategy,
     exc: NoPlanError,
     budget_bytes: int,
-    options: Mapping[str, Any] | None,
+    options: Any,
+    context: RunContext,
     reference_peak: int,
     graph_file: str,
 ) -> NoPlanError:
@@ -186,8 +190,8 @@ def _with_smallest(
     if not searchable(strat):  # a slow strategy: its own words, not searched
         return NoPlanError(head + (f"; {exc.message}" if budget_bytes >= graph.lb else "") + hint, min_budget=None)
     # bounded: the user is waiting for an error message (each probe is a whole plan)
-    limit = min(SEARCH_SECONDS, float((options or {}).get("time_limit") or SEARCH_SECONDS))
-    found = smallest_budget(graph, strat, options, reference_peak=reference_peak, deadline=time.perf_counter() + limit)
+    limit = min(SEARCH_SECONDS, float(context.time_limit or SEARCH_SECONDS))
+    found = smallest_budget(graph, strat, options, context=context, reference_peak=reference_peak, deadline=time.perf_counter() + limit)
     if found.budget_bytes is None:
         tail = f"; {strat.name} found no plan even at the store-all peak"
     elif found.exact:

@@ -43,7 +43,7 @@ from __future__ import annotations
 import time
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
@@ -54,7 +54,7 @@ from remat_cli.budget import Budget
 from remat_cli.errors import InputError, NoPlanError, RematError
 from remat_cli.graph import Graph
 from remat_cli.plandoc import Plan
-from remat_cli.strategies import Strategy, fast_strategies, get_strategy
+from remat_cli.strategies import RunContext, Strategy, fast_strategies, get_strategy
 from remat_cli.units import fmt_bytes
 
 __all__ = [
@@ -126,13 +126,15 @@ def searchable(strategy: str | Strategy) -> bool:
 def smallest_budget(
     graph: Graph,
     strategy: str | Strategy,
-    options: Mapping[str, Any] | None = None,
+    options: Any = None,
     *,
+    context: RunContext | None = None,
     reference_peak: int | None = None,
     deadline: float | None = None,
 ) -> SmallestBudget:
     """Search the smallest budget ``strategy`` meets on ``graph`` (see the module doc).
 
+    ``options`` and ``context`` as :func:`~remat_cli.planner.make_plan` takes them.
     ``deadline`` (a ``time.perf_counter()`` value) bounds the search: each probe gets
     the time left as its ``time_limit``, and past it the bisection stops with what it has
     (``complete`` False: the budget found fits, a smaller one may too).
@@ -147,6 +149,7 @@ def smallest_budget(
     from remat_cli.planner import make_plan, store_all_peak
 
     strat = strategy if isinstance(strategy, Strategy) else get_strategy(strategy)
+    options, context = strat.split(options, context)
     ref = store_all_peak(graph) if reference_peak is None else reference_peak
     tol = search_tolerance(ref)
     lb = graph.lb
@@ -160,12 +163,12 @@ def smallest_budget(
         if budget is not None and budget in tried:
             return tried[budget]
         probes += 1
-        opts = options
+        ctx = context
         if deadline is not None:
             left = max(0.1, deadline - time.perf_counter())
-            opts = {**(options or {}), "time_limit": min(left, float((options or {}).get("time_limit") or left))}
+            ctx = replace(context, time_limit=min(left, float(context.time_limit or left)))
         try:
-            plan = make_plan(graph, strat, budget, opts, reference_peak=ref)
+            plan = make_plan(graph, strat, budget, options, context=ctx, reference_peak=ref)
         except NoPlanError as exc:
             if exc.min_budget is not None:
                 hints.append(exc.min_budget)
@@ -353,7 +356,7 @@ def sweep(
     budgets: Sequence[Budget | int] | None = None,
     *,
     points: int = 8,
-    options: Mapping[str, Any] | None = None,
+    context: RunContext | None = None,
     progress: ProgressFn | None = None,
     search: bool = True,
 ) -> Tradeoff:
@@ -363,7 +366,8 @@ def sweep(
     evenly spaced from LB to the store-all peak. A strategy that ignores budgets runs once
     and is checked against each budget. With ``search``, each fast strategy's smallest
     budget is searched (:func:`remat_cli.sweep.smallest_budget`). ``progress(done, total,
-    label)`` is called before each run (``label`` names it) and once at the end. Cost:
+    label)`` is called before each run (``label`` names it) and once at the end. Every
+    plan gets ``context`` (its ``time_limit`` per plan) and its strategy's default options. Cost:
     one plan per (budget-aware strategy, budget), plus about a dozen per searched strategy.
     """
     if not strategies:
@@ -388,7 +392,7 @@ def sweep(
         if not strat.uses_budget:
             if progress:
                 progress(done, total, strat.name)
-            point = _run(graph, strat, None, ref, options)
+            point = _run(graph, strat, None, ref, context)
             done += 1
             for b in budget_bytes:
                 cells[(b, strat.name)] = _against(point, b, ref, graph.lb)
@@ -396,14 +400,14 @@ def sweep(
         for b in budget_bytes:
             if progress:
                 progress(done, total, f"{strat.name} @ {fmt_bytes(b)}")
-            cells[(b, strat.name)] = _run(graph, strat, b, ref, options)
+            cells[(b, strat.name)] = _run(graph, strat, b, ref, context)
             done += 1
     found: dict[str, SmallestBudget | None] = {}
     for strat in searched:
         if progress:
             progress(done, total, f"{strat.name}: smallest budget")
         try:
-            found[strat.name] = smallest_budget(graph, strat, options, reference_peak=ref)
+            found[strat.name] = smallest_budget(graph, strat, context=context, reference_peak=ref)
         except RematError:  # the strategy refuses this graph: its cells say why
             found[strat.name] = None
         done += 1
@@ -502,7 +506,7 @@ def budget_ratio(b: int, ref: int) -> float:
     return b / ref if ref > 0 else math.inf
 
 
-def _run(graph: Graph, strat: Strategy, budget: int | None, ref: int, options: Mapping[str, Any] | None) -> SweepPoint:
+def _run(graph: Graph, strat: Strategy, budget: int | None, ref: int, context: RunContext | None) -> SweepPoint:
     """One plan; ``budget=None`` for strategies that ignore budgets."""
     b = ref if budget is None else budget
     ratio = budget_ratio(b, ref)
@@ -511,7 +515,7 @@ def _run(graph: Graph, strat: Strategy, budget: int | None, ref: int, options: M
     from remat_cli.planner import make_plan
 
     try:
-        plan = make_plan(graph, strat, budget, options, reference_peak=ref)
+        plan = make_plan(graph, strat, budget, context=context, reference_peak=ref)
     except NoPlanError as exc:
         return SweepPoint(strat.name, b, ratio, NO_FIT, message=exc.message, min_budget_hint=exc.min_budget)
     except RematError as exc:

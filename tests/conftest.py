@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import random
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,7 +154,7 @@ def drop_schedule(graph: Graph, order: list[int], dropped: set[int]) -> Schedule
     return b.build()
 
 
-def _every_kth_run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> StrategyResult:
+def _every_kth_run(graph: Graph, budget: int | None, options: Any, context: Any) -> StrategyResult:
     """Keep every k-th forward value, recompute the rest; the cheapest k that fits."""
     order = memory_greedy_order(graph)
     forward = [v for v in order if graph.kinds[v] in ("forward", "")]
@@ -178,7 +177,7 @@ def _every_kth_run(graph: Graph, budget: int | None, options: Mapping[str, Any])
 EVERY_KTH = Strategy(
     name="every-kth",
     summary="test only: keep every k-th forward value, recompute the rest on demand",
-    run=_every_kth_run,
+    solve=_every_kth_run,
     uses_budget=True,
 )
 

@@ -178,7 +178,7 @@ def test_strategy_errors_are_reported_not_raised():
     from remat_cli.errors import InputError as IE
     from remat_cli.strategies import Strategy
 
-    def refuse(graph, budget, options):
+    def refuse(graph, budget, options, context):
         raise IE("refuses this graph")
 
     boom = Strategy("refuser", "test", refuse, uses_budget=True)

@@ -26,7 +26,7 @@ import heapq
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from functools import cached_property
@@ -188,9 +188,8 @@ def skeleton(graph: Graph, *, moral: bool = True) -> tuple[np.ndarray, list[set[
 
 
 # ---------------------------------------------------------------------- tree decompositions
-def shared(options: Mapping[str, Any], graph: Graph, key: str, make: Callable[[], T]) -> T:
-    """``make()`` memoised in ``options["shared"]`` (when the caller gave one) for ``graph``."""
-    memo = options.get("shared")
+def shared(memo: dict[Any, Any] | None, graph: Graph, key: str, make: Callable[[], T]) -> T:
+    """``make()`` memoised in ``memo`` (when the caller gave one) for ``graph``."""
     if not isinstance(memo, dict):
         return make()
     hit = memo.get(key)
@@ -201,27 +200,28 @@ def shared(options: Mapping[str, Any], graph: Graph, key: str, make: Callable[[]
     return value
 
 
-def shared_tree_decomposition(graph: Graph, options: Mapping[str, Any], methods: Sequence[str]) -> TreeDecomposition:
-    """:func:`tree_decomposition` of the moral skeleton, memoised in ``options["shared"]``
-    so that the strategies ``auto`` runs decompose each graph once per heuristic."""
-    skel = shared(options, graph, "skeleton", lambda: skeleton(graph))
+def shared_tree_decomposition(graph: Graph, memo: dict[Any, Any] | None, methods: Sequence[str]) -> TreeDecomposition:
+    """:func:`tree_decomposition` of the moral skeleton, memoised in ``memo`` (a run's
+    ``RunContext.shared``) so that the strategies ``auto`` runs decompose each graph once
+    per heuristic."""
+    skel = shared(memo, graph, "skeleton", lambda: skeleton(graph))
     best: TreeDecomposition | None = None
     for method in methods:  # as tree_decomposition does, one heuristic at a time
         if best is not None and best.core:
             break
-        td = shared(options, graph, "td " + method, lambda m=method: tree_decomposition(graph, methods=(m,), skel=skel))
+        td = shared(memo, graph, "td " + method, lambda m=method: tree_decomposition(graph, methods=(m,), skel=skel))
         if best is None or td.width < best.width:
             best = td
     assert best is not None
     return best
 
 
-def shared_path_decomposition(graph: Graph, options: Mapping[str, Any]) -> PathDecomposition:
+def shared_path_decomposition(graph: Graph, memo: dict[Any, Any] | None) -> PathDecomposition:
     """:func:`path_decomposition` (guided by a min-degree tree decomposition), memoised
     like :func:`shared_tree_decomposition`."""
-    td = shared_tree_decomposition(graph, options, ("min-degree",))
-    skel = shared(options, graph, "skeleton", lambda: skeleton(graph))
-    return shared(options, graph, "pd", lambda: path_decomposition(graph, td=td, skel=skel))
+    td = shared_tree_decomposition(graph, memo, ("min-degree",))
+    skel = shared(memo, graph, "skeleton", lambda: skeleton(graph))
+    return shared(memo, graph, "pd", lambda: path_decomposition(graph, td=td, skel=skel))
 
 
 def tree_decomposition(
@@ -451,9 +451,7 @@ def _finish_separator_tree(
                 o = owner[v]
                 if o < 0 or depth[o] > dx:
                     owner[v] = x
-    rank = np.empty(graph.n, dtype=np.int64)
-    rank[graph.topo] = np.arange(graph.n)
-    rank_l = rank.tolist()
+    rank_l = graph.topo_rank.tolist()
     owned_lists: list[list[int]] = [[] for _ in range(m)]
     for v, o in enumerate(owner):
         if o >= 0:

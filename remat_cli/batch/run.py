@@ -52,6 +52,7 @@ class BatchRequest:
     fail_fast: bool = False
     warn: Callable[[str], None] | None = None  # the loader's warnings and notes (module-level functions)
     note: Callable[[str], None] | None = None
+    plan_options: Mapping[str, Any] | None = None  # as make_plan takes them ({"time_limit": 10})
 
     def __post_init__(self) -> None:
         from remat_cli.strategies import get_strategy
@@ -125,7 +126,7 @@ def prepare_batch(request: BatchRequest) -> BatchJob:
     loads = loads_per_file(files, load, request.dims_by_file)
     tasks = make_tasks(
         files, strategies=request.strategies, budgets=request.budgets, load=loads, max_nodes=request.max_nodes, out_dir=request.out_dir,
-        warn=request.warn, note=request.note,
+        warn=request.warn, note=request.note, plan_options=request.plan_options,
     )
     previous: list[Row] = []
     if request.resume:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import re
 import stat
@@ -25,7 +24,7 @@ from remat_cli.errors import InputError, NoPlanError, RematError
 from remat_cli.executors import Outcome
 from remat_cli.limits import LimitError
 from remat_cli.loaders import LoadOptions, load_graph
-from remat_cli.plandoc import load_record, plan_to_json
+from remat_cli.plandoc import finite_or_none as _finite, load_record, plan_to_json
 from remat_cli.planner import make_plan, resolve_budget, store_all_peak
 
 __all__ = ["DEFAULT_STRATEGY", "FileTask", "make_tasks", "loads_per_file", "file_sha256", "row_key", "plan_name", "plan_file", "failure_result"]
@@ -264,10 +263,6 @@ def _ratio(budget_bytes: int | None, reference: int) -> float | None:
     if budget_bytes is None or reference <= 0:
         return None
     return round(budget_bytes / reference, 6)
-
-
-def _finite(x: float | None) -> float | None:
-    return None if x is None or not math.isfinite(x) else x
 
 
 def failure_result(task: FileTask, outcome: Outcome) -> FileResult:

@@ -10,6 +10,7 @@ import io
 import math
 from typing import Any
 
+from remat_cli.plandoc import finite_or_none as _finite
 from remat_cli.sweep import SweepPoint, Tradeoff, budget_ratio
 
 __all__ = ["tradeoff_to_json", "tradeoff_to_csv", "CSV_FIELDS"]
@@ -98,10 +99,6 @@ def tradeoff_to_json(t: Tradeoff) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------- helpers
-def _finite(x: float | None) -> float | None:
-    return None if x is None or not math.isfinite(x) else x
-
-
 def _num(x: Any) -> str:
     if x is None:
         return ""

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from remat_cli.errors import InputError
 from remat_cli.strategies import auto, chain_dp, chen, exact, greedy, min_memory, pathwidth, store_all, treewidth
-from remat_cli.strategies.base import Strategy, StrategyResult
+from remat_cli.strategies.base import NoOptions, RunContext, Strategy, StrategyResult
 
-__all__ = ["Strategy", "StrategyResult", "STRATEGIES", "get_strategy", "fast_strategies"]
+__all__ = ["Strategy", "StrategyResult", "RunContext", "NoOptions", "STRATEGIES", "get_strategy", "fast_strategies"]
 
 STRATEGIES: dict[str, Strategy] = {
     s.name: s

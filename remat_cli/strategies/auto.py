@@ -7,21 +7,21 @@ cheapest fitting plans are then polished by twremat's memory-limit pass
 budget and costs less.
 
 Work is shared: the store-all plan is computed once per graph, and the decompositions
-once per run (``options["shared"]``). Candidates that cannot win are not run: when the
+once per run (``RunContext.shared``). Candidates that cannot win are not run: when the
 store-all plan fits, the strategies that would return that same plan are skipped (and
 every strategy once a plan costs the base cost at the lower bound). Cheap strategies run
-first. Anytime: with
-``options["deadline"]`` (``time.perf_counter()`` seconds; the planner sets it from
-``time_limit``) the strategies not started by then are skipped and named, and the
-cheapest plan found so far is returned. ``options["progress"]`` hears of each strategy.
-On graphs of ``PARALLEL_NODES`` nodes or more, ``chain-dp`` runs in a second process
-(``options["parallel"]`` False turns that off); the choice of plan is the same.
+first. Each runs with its default options. Anytime: with ``RunContext.deadline``
+(``time.perf_counter()`` seconds; the planner sets it from ``time_limit``) the
+strategies not started by then are skipped and named, and the cheapest plan found so far
+is returned. ``RunContext.progress`` hears of each strategy. On graphs of
+``PARALLEL_NODES`` nodes or more, ``chain-dp`` runs in a second process
+(``RunContext.parallel`` False turns that off); the choice of plan is the same.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from remat_cli.errors import NoPlanError, RematError
@@ -29,7 +29,7 @@ from remat_cli.graph import Graph
 from remat_cli.units import fmt_bytes
 from remat_cli.simulate import simulate
 from remat_cli.schedule import Schedule
-from remat_cli.strategies.base import Strategy, StrategyResult
+from remat_cli.strategies.base import NoOptions, RunContext, Strategy, StrategyResult
 
 __all__ = ["STRATEGY"]
 
@@ -45,18 +45,17 @@ _RUN_FIRST = ("store-all", "greedy", "dtr", "chen-sqrt", "chen-greedy", "chain-d
 _LAST_RESORT = ("min-memory",)
 
 
-def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> StrategyResult:
+def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunContext) -> StrategyResult:
     from remat_cli.strategies import fast_strategies  # the registry imports this module
 
     best: tuple[float, int, int, str, StrategyResult] | None = None
     tried: dict[str, str] = {}
     floors: list[int] = []
     fitting: list[tuple[float, int, int, str, StrategyResult]] = []
-    options = dict(options)
-    if not isinstance(options.get("shared"), dict):
-        options["shared"] = {}  # decompositions computed once for treewidth and pathwidth
-    deadline = options.get("deadline")
-    progress = options.get("progress")
+    if context.shared is None:  # decompositions computed once for treewidth and pathwidth
+        context = replace(context, shared={})
+    deadline = context.deadline
+    progress = context.progress
     base = graph.base_cost
     candidates = [s for s in fast_strategies() if s.name != STRATEGY.name]
     child: _Child | None = None
@@ -99,16 +98,16 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
             if deadline is not None and time.perf_counter() > deadline and best is not None:
                 tried[strat.name] = "skipped (time limit)"
                 continue
-            if child is None and strat.name != "store-all" and graph.n >= PARALLEL_NODES and options.get("parallel", True):
+            if child is None and strat.name != "store-all" and graph.n >= PARALLEL_NODES and context.parallel:
                 twin = next((s for s in candidates if s.name == _PARALLEL and s.name not in tried), None)
                 if twin is not None:
-                    child = _Child.start(twin, graph, budget, options)
+                    child = _Child.start(twin, graph, budget, context)
             if child is not None and strat.name == _PARALLEL:
                 continue  # it runs in the second process; collected below
             if progress is not None:
                 progress(rank, len(candidates), f"auto: {strat.name}")
             try:
-                outcome: StrategyResult | RematError = strat.run(graph, budget, options)
+                outcome: StrategyResult | RematError = strat.run(graph, budget, None, context)
             except RematError as exc:
                 outcome = exc
             consider(rank, strat, outcome)
@@ -189,7 +188,7 @@ class _Child:
         self.strategy, self.proc, self.conn = strategy, proc, conn
 
     @classmethod
-    def start(cls, strategy: Strategy, graph: Graph, budget: int | None, options: Mapping[str, Any]) -> _Child | None:
+    def start(cls, strategy: Strategy, graph: Graph, budget: int | None, context: RunContext) -> _Child | None:
         import multiprocessing as mp
         import os
 
@@ -197,8 +196,8 @@ class _Child:
             return None
         ctx = mp.get_context("fork")
         recv, send = ctx.Pipe(duplex=False)
-        opts = {k: v for k, v in options.items() if k != "progress"}
-        proc = ctx.Process(target=_child_main, args=(strategy, graph, budget, opts, send), daemon=True)
+        quiet = replace(context, progress=None)
+        proc = ctx.Process(target=_child_main, args=(strategy, graph, budget, quiet, send), daemon=True)
         try:
             proc.start()
         except OSError:
@@ -229,7 +228,7 @@ class _Child:
         self.conn.close()
 
 
-def _child_main(strategy: Strategy, graph: Graph, budget: int | None, options: Mapping[str, Any], conn: Any) -> None:
+def _child_main(strategy: Strategy, graph: Graph, budget: int | None, context: RunContext, conn: Any) -> None:
     """Body of the second process: run the strategy, send back plain data. It ends itself
     if its parent dies (e.g. a `remat batch` worker killed at its --timeout)."""
     import os
@@ -245,7 +244,7 @@ def _child_main(strategy: Strategy, graph: Graph, budget: int | None, options: M
 
     threading.Thread(target=watch, daemon=True).start()
     try:
-        r = strategy.run(graph, budget, options)
+        r = strategy.run(graph, budget, None, context)
         conn.send(("ok", r.schedule.ops, r.schedule.nodes, dict(r.info), r.keep))
     except NoPlanError as exc:
         conn.send(("noplan", exc.message, exc.min_budget))
@@ -260,7 +259,7 @@ def _child_main(strategy: Strategy, graph: Graph, budget: int | None, options: M
 STRATEGY = Strategy(
     name="auto",
     summary="Runs every fast strategy and returns the cheapest plan within the budget, naming the winner.",
-    run=_run,
+    solve=_run,
     uses_budget=True,
     fast=False,
     reference="",

@@ -1,15 +1,24 @@
-"""What every strategy is: a function from (graph, budget) to a schedule, plus a name."""
+"""What every strategy is: a function from (graph, budget) to a schedule, plus a name.
+
+A strategy declares its options as a frozen dataclass (:attr:`Strategy.options`, defaults
+are what it does unless told otherwise); what one planning run shares with every strategy
+it runs (time limit, deadline, progress, a memo, parallelism) is one :class:`RunContext`.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from remat_cli.errors import InputError
 from remat_cli.graph import Graph
 from remat_cli.schedule import Schedule
 
-__all__ = ["Strategy", "StrategyResult", "StrategyFn"]
+__all__ = ["Strategy", "StrategyResult", "StrategyFn", "RunContext", "NoOptions", "ProgressFn", "CONTEXT_KEYS"]
+
+#: ``progress(done, total, label)``: hears how a run goes (``total`` 0 when unknown).
+ProgressFn = Callable[[int, int, str], None]
 
 
 @dataclass(frozen=True, eq=False)
@@ -21,22 +30,92 @@ class StrategyResult:
     keep: tuple[int, ...] | None = None
 
 
-StrategyFn = Callable[[Graph, "int | None", Mapping[str, Any]], StrategyResult]
+@dataclass(frozen=True)
+class NoOptions:
+    """The options of a strategy that takes none."""
+
+
+@dataclass(frozen=True, eq=False)
+class RunContext:
+    """What one planning run shares with every strategy it runs; not a strategy's options.
+
+    ``time_limit``: seconds the run may take (the exact solver's limit; None: its default).
+    ``deadline``: a ``time.perf_counter()`` value by which anytime strategies (auto,
+    treewidth, pathwidth) return the best plan found so far; the planner sets it from
+    ``time_limit``. ``progress``: see :data:`ProgressFn`. ``shared``: a memo of work that
+    several strategies reuse on one graph (decompositions), each entry keyed with the
+    graph's identity; None: nothing is shared (``auto`` makes one for its run).
+    ``parallel``: ``auto`` may run one strategy in a second process.
+    """
+
+    time_limit: float | None = None
+    deadline: float | None = None
+    progress: ProgressFn | None = None
+    shared: dict[Any, Any] | None = None
+    parallel: bool = True
+
+
+#: Keys of a plain options mapping that belong to the :class:`RunContext`.
+CONTEXT_KEYS = tuple(f.name for f in fields(RunContext))
+
+#: ``solve(graph, budget, options, context)``; ``options`` is the strategy's own dataclass.
+StrategyFn = Callable[[Graph, "int | None", Any, RunContext], StrategyResult]
 
 
 @dataclass(frozen=True)
 class Strategy:
     """A registered strategy.
 
-    ``run(graph, budget, options)`` returns a :class:`StrategyResult` whose schedule should
-    peak at most ``budget`` bytes (fixed memory included) when a budget is given, or
-    raises :class:`~remat_cli.errors.NoPlanError` naming the smallest budget it can meet.
-    The planner validates every schedule with the simulator either way.
+    ``solve(graph, budget, options, context)`` returns a :class:`StrategyResult` whose
+    schedule should peak at most ``budget`` bytes (fixed memory included) when a budget
+    is given, or raises :class:`~remat_cli.errors.NoPlanError` naming the smallest budget
+    it can meet. The planner validates every schedule with the simulator either way.
+    ``options`` is the frozen dataclass of its options (defaults: what it does unless
+    told); ``incumbent`` > 0 makes ``exact`` start from this strategy's plan (lowest
+    first; of equal costs the first wins).
     """
 
     name: str
     summary: str
-    run: StrategyFn
+    solve: StrategyFn
     uses_budget: bool  # False: the plan is the same whatever the budget
     fast: bool = True  # part of `auto` and the default trade-off sweep
     reference: str = ""
+    options: type = NoOptions
+    incumbent: int = 0
+
+    def make_options(self, given: Any = None) -> Any:
+        """This strategy's options from ``given``: None (defaults), an instance of its
+        options class, or a mapping of option names; an unknown name is bad usage (exit 2)
+        naming the strategy and its options."""
+        if given is None:
+            return self.options()
+        if isinstance(given, self.options):
+            return given
+        if not isinstance(given, Mapping):
+            raise InputError(f"strategy {self.name!r} takes {self.options.__name__}, not {type(given).__name__}")
+        known = [f.name for f in fields(self.options)]
+        unknown = sorted(str(k) for k in given if k not in known)
+        if unknown:
+            raise InputError(
+                f"strategy {self.name!r} has no option {unknown[0]!r}; "
+                + (f"its options: {', '.join(known)}" if known else "it takes no options")
+            )
+        return self.options(**given)
+
+    def split(self, options: Any = None, context: RunContext | None = None) -> tuple[Any, RunContext]:
+        """Typed options and run context from what a caller gave: a mapping may mix option
+        names with :data:`CONTEXT_KEYS` (those go to the context, over ``context``)."""
+        context = context or RunContext()
+        if isinstance(options, Mapping):
+            run_wide = {k: options[k] for k in CONTEXT_KEYS if k in options}
+            if run_wide:
+                context = replace(context, **run_wide)
+            options = {k: v for k, v in options.items() if k not in CONTEXT_KEYS}
+        return self.make_options(options), context
+
+    def run(self, graph: Graph, budget: int | None, options: Any = None, context: RunContext | None = None) -> StrategyResult:
+        """Run the strategy itself (no simulator: :func:`remat_cli.planner.make_plan` is
+        the door that validates); ``options`` and ``context`` as :meth:`split` takes them."""
+        opts, ctx = self.split(options, context)
+        return self.solve(graph, budget, opts, ctx)

@@ -65,11 +65,11 @@ from remat_cli.errors import NoPlanError
 from remat_cli.graph import Graph
 from remat_cli.units import fmt_bytes
 from remat_cli.simulate import simulate
-from remat_cli.strategies.base import Strategy, StrategyResult
+from remat_cli.strategies.base import RunContext, Strategy, StrategyResult
 from remat_cli.algorithms.segments import Segmentation, schedule_from_sequence, segment
-from remat_cli.strategies.store_all import store_all_plan
+from remat_cli.strategies.store_all import store_all_if_fits, store_all_plan
 
-__all__ = ["STRATEGY", "ChainTable", "solve_chain"]
+__all__ = ["STRATEGY", "ChainOptions", "ChainTable", "solve_chain"]
 
 _INF = math.inf
 
@@ -251,7 +251,7 @@ def solve_chain(graph: Graph, seg: Segmentation, max_slots: int = 500, borrow: b
     P: dict[tuple[int, int, int, int, int], np.ndarray] = {}
     PCH: dict[tuple[int, int, int, int, int], np.ndarray] = {}
     reads_late = [
-        [k > 0 and any(seg_of_b.get(w, -1) >= q for w in succs[a[k - 1]]) for q in range(L + 1)] for k in range(L)
+        [k > 0 and any(seg_of_b.get(w, -1) >= j for w in succs[a[k - 1]]) for j in range(L + 1)] for k in range(L)
     ]
     pdrop = [slots(_local(mem, ws, preds, nodes[k], {a[k - 1]: 0}, {a[k]})) if k else 0 for k in range(L)]
     for length in range(L):
@@ -386,16 +386,30 @@ def _merge_starts(seg: Segmentation, groups: int) -> list[int]:
     return starts
 
 
-def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> StrategyResult:
-    store = store_all_plan(graph)
-    store_schedule, store_metrics = store.schedule, store.metrics
-    if budget is None or store_metrics.peak_bytes <= budget:
-        return StrategyResult(store_schedule, {"segments": segment(graph).count, "plan": "store-all fits"})
+@dataclass(frozen=True)
+class ChainOptions:
+    """``chain-dp``'s options: gradients attached with a switch point for chains of up to
+    ``switch_segments`` segments; more than ``max_segments`` segments merged into groups;
+    borrowed checkpoints (O(L⁴·M)) up to ``borrow_segments``; at most ``max_slots``
+    memory slots in the table."""
+
+    switch_segments: int = 12
+    max_segments: int = 40
+    borrow_segments: int = 8
+    max_slots: int = 500
+
+
+def _run(graph: Graph, budget: int | None, options: ChainOptions, context: RunContext) -> StrategyResult:
+    fits = store_all_if_fits(graph, budget)
+    if fits is not None:
+        return StrategyResult(fits.schedule, {"segments": segment(graph).count, "plan": "store-all fits"})
+    assert budget is not None
+    store_metrics = store_all_plan(graph).metrics
     best: tuple[float, int, StrategyResult] | None = None
     smallest = store_metrics.peak_bytes
     rules: list[str | int] = ["max", "min"]
     count = segment(graph).count
-    if count <= int(options.get("switch_segments", 12)):
+    if count <= int(options.switch_segments):
         rules += list(range(1, count))
     for rule in rules:
         found, floor = _best_plan(graph, budget, rule, options)
@@ -413,19 +427,19 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
 
 
 def _best_plan(
-    graph: Graph, budget: int, rule: str | int, options: Mapping[str, Any]
+    graph: Graph, budget: int, rule: str | int, options: ChainOptions
 ) -> tuple[tuple[float, int, StrategyResult] | None, int | None]:
     """Cheapest plan within ``budget`` for one way of attaching gradients to segments, and
     the peak of the smallest plan this DP has (a budget at which it always succeeds; None
     when the table has no feasible level, e.g. one workspace larger than all its slots)."""
     seg = segment(graph, rule=rule)
     info: dict[str, Any] = {"segments": seg.count, "attach": rule}
-    max_segments = int(options.get("max_segments", 40))
+    max_segments = int(options.max_segments)
     if seg.count > max_segments:
         seg = seg.merged(_merge_starts(seg, max_segments))
         info["groups"] = seg.count
-    borrow = seg.count <= int(options.get("borrow_segments", 8))  # O(L⁴·M) instead of O(L³·M)
-    table = solve_chain(graph, seg, int(options.get("max_slots", 500)), borrow)
+    borrow = seg.count <= int(options.borrow_segments)  # O(L⁴·M) instead of O(L³·M)
+    table = solve_chain(graph, seg, int(options.max_slots), borrow)
     m_min = table.min_slots()
     final_cost = table.top
     info["slot_bytes"] = table.q
@@ -456,7 +470,9 @@ STRATEGY = Strategy(
     summary="Dynamic program for heterogeneous chains (revolve / rotor, plus borrowed "
     "checkpoints) over the chain of articulation-point segments; equals the brute-force "
     "optimum on training chains of 1-6 layers at every budget (tested); not proven beyond.",
-    run=_run,
+    solve=_run,
     uses_budget=True,
+    options=ChainOptions,
+    incumbent=1,
     reference="Griewank & Walther 2000 (revolve); Beaumont et al. 2019, arXiv:1911.13214 (rotor)",
 )

@@ -14,18 +14,17 @@ segment once in the backward pass, just before its gradients are computed.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
 
 from remat_cli.errors import NoPlanError
 from remat_cli.graph import Graph
 from remat_cli.units import fmt_bytes
 from remat_cli.simulate import Metrics, simulate
-from remat_cli.strategies.base import Strategy, StrategyResult
+from remat_cli.strategies.base import NoOptions, RunContext, Strategy, StrategyResult
 from remat_cli.algorithms.segments import Segmentation, checkpoint_sequence, schedule_from_sequence, segment
-from remat_cli.strategies.store_all import store_all_plan
+from remat_cli.strategies.store_all import store_all_if_fits, store_all_plan
 
-__all__ = ["SQRT", "GREEDY", "chen_plan", "sqrt_groups", "greedy_groups"]
+__all__ = ["SQRT", "GREEDY", "GreedyOptions", "chen_plan", "sqrt_groups", "greedy_groups"]
 
 
 def chen_plan(graph: Graph, seg: Segmentation, starts: list[int]) -> tuple[StrategyResult, Metrics]:
@@ -68,23 +67,31 @@ def greedy_groups(graph: Graph, seg: Segmentation, threshold: float) -> list[int
     return starts
 
 
-def _run_sqrt(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> StrategyResult:
+@dataclass(frozen=True)
+class GreedyOptions:
+    """``chen-greedy``'s options: ``grid`` thresholds (geometric, from the smallest
+    segment's forward bytes to all of them) are tried."""
+
+    grid: int = 48
+
+
+def _run_sqrt(graph: Graph, budget: int | None, options: NoOptions, context: RunContext) -> StrategyResult:
     seg = segment(graph)
     result, _ = chen_plan(graph, seg, sqrt_groups(seg))
     return result
 
 
-def _run_greedy(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> StrategyResult:
-    store = store_all_plan(graph)
-    store_schedule, store_metrics = store.schedule, store.metrics
-    if budget is None or store_metrics.peak_bytes <= budget:
-        seg = segment(graph)
-        return StrategyResult(store_schedule, {"segments": seg.count, "groups": 1, "threshold": "none (store-all fits)"})
+def _run_greedy(graph: Graph, budget: int | None, options: GreedyOptions, context: RunContext) -> StrategyResult:
+    fits = store_all_if_fits(graph, budget)
+    if fits is not None:
+        return StrategyResult(fits.schedule, {"segments": segment(graph).count, "groups": 1, "threshold": "none (store-all fits)"})
+    assert budget is not None
+    store_metrics = store_all_plan(graph).metrics
     seg = segment(graph)
     fwd_mem = [int(graph.mem[list(p)].sum()) for p in seg.nodes]
     total = sum(fwd_mem)
     smallest = max(1, min(fwd_mem))
-    steps = int(options.get("grid", 48))
+    steps = int(options.grid)
     thresholds = sorted({0.0, float(total)} | {smallest * (total / smallest) ** (i / steps) for i in range(steps + 1)})
     best: tuple[float, int, StrategyResult, float] | None = None
     min_peak: int | None = None
@@ -116,7 +123,7 @@ SQRT = Strategy(
     name="chen-sqrt",
     summary="Chen et al. 2016: about √n segments cut at articulation points, boundaries kept, "
     "each segment recomputed once in the backward pass.",
-    run=_run_sqrt,
+    solve=_run_sqrt,
     uses_budget=False,
     reference="Chen, Xu, Zhang, Guestrin 2016, arXiv:1604.06174 §4.1",
 )
@@ -125,7 +132,9 @@ GREEDY = Strategy(
     name="chen-greedy",
     summary="Chen et al. 2016 greedy segmenting under a per-segment memory threshold, "
     "searched for the cheapest plan that fits the budget.",
-    run=_run_greedy,
+    solve=_run_greedy,
     uses_budget=True,
+    options=GreedyOptions,
+    incumbent=4,
     reference="Chen, Xu, Zhang, Guestrin 2016, arXiv:1604.06174 §4.3",
 )

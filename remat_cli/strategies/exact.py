@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,11 +71,11 @@ from remat_cli.graph import Graph
 from remat_cli.units import fmt_bytes
 from remat_cli.schedule import Schedule, ScheduleBuilder
 from remat_cli.simulate import Metrics, simulate
-from remat_cli.strategies.base import Strategy, StrategyResult
+from remat_cli.strategies.base import RunContext, Strategy, StrategyResult
 from remat_cli.strategies.search import cheapest_schedule
-from remat_cli.strategies.store_all import store_all_plan
+from remat_cli.strategies.store_all import store_all_if_fits, store_all_plan
 
-__all__ = ["STRATEGY", "MilpResult", "solve_milp", "lp_lower_bound", "topological_orders"]
+__all__ = ["STRATEGY", "ExactOptions", "MilpResult", "solve_milp", "lp_lower_bound", "topological_orders"]
 
 INSTALL_HINT = "the exact solver needs scipy (HiGHS): pip install 'remat-cli[exact]'"
 
@@ -363,13 +363,14 @@ def topological_orders(graph: Graph, limit: int) -> list[list[int]] | None:
 
 
 def _heuristic(graph: Graph, budget: int) -> tuple[Schedule, Metrics] | None:
-    """The cheapest plan of the fast budget-driven baselines: an incumbent and a cutoff."""
-    from remat_cli.strategies import chain_dp, chen, greedy  # siblings; no registry cycle
+    """The cheapest plan of the registered incumbents (``Strategy.incumbent``, the fast
+    budget-driven baselines): an incumbent and a cutoff."""
+    from remat_cli.strategies import STRATEGIES  # the registry imports this module
 
     best = None
-    for strat in (chain_dp.STRATEGY, greedy.DTR, greedy.GREEDY, chen.GREEDY):
+    for strat in sorted((s for s in STRATEGIES.values() if s.incumbent > 0), key=lambda s: s.incumbent):
         try:
-            schedule = strat.run(graph, budget, {}).schedule
+            schedule = strat.run(graph, budget).schedule
         except NoPlanError:
             continue
         m = simulate(graph, schedule).metrics
@@ -378,31 +379,52 @@ def _heuristic(graph: Graph, budget: int) -> tuple[Schedule, Metrics] | None:
     return best
 
 
-def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> StrategyResult:
+#: Seconds the solver may take when the run sets no ``RunContext.time_limit``.
+DEFAULT_TIME_LIMIT = 60.0
+
+
+@dataclass(frozen=True)
+class ExactOptions:
+    """``exact``'s options: the MILP is refused above ``milp_nodes`` needed nodes (the LP
+    bound is then computed with ``lp_bound``); every topological order is solved up to
+    ``enumerate_nodes`` needed nodes and ``max_orders`` orders; the exhaustive search runs
+    up to ``search_nodes`` needed nodes and ``search_states`` states. The time limit is
+    the run's (``RunContext.time_limit``, default :data:`DEFAULT_TIME_LIMIT`)."""
+
+    milp_nodes: int = 300
+    lp_bound: bool = False
+    enumerate_nodes: int = 12
+    max_orders: int = 120
+    search_nodes: int = 20
+    search_states: int = 200_000
+
+
+def _run(graph: Graph, budget: int | None, options: ExactOptions, context: RunContext) -> StrategyResult:
     _milp()  # fail early, with the install hint, when scipy is missing
-    time_limit = float(options.get("time_limit", 60.0))
+    time_limit = float(DEFAULT_TIME_LIMIT if context.time_limit is None else context.time_limit)
     started = time.perf_counter()
-    store_all = store_all_plan(graph)
-    store, store_metrics = store_all.schedule, store_all.metrics
     base = graph.base_cost
-    if budget is None or store_metrics.peak_bytes <= budget:  # cost = base cost, a bound for all
+    fits = store_all_if_fits(graph, budget)
+    if fits is not None:  # cost = base cost, a bound for all
         info = {"status": "optimal (store-all fits)", "optimal_over": OVER_ALL, "lower_bound": base, "gap": 0.0}
-        return StrategyResult(store, info)
+        return StrategyResult(fits.schedule, info)
+    assert budget is not None
+    store_metrics = store_all_plan(graph).metrics
     needed = int(graph.needed.sum())
-    max_nodes = int(options.get("max_nodes", 300))
+    max_nodes = int(options.milp_nodes)
     if needed > max_nodes:
-        lp = lp_lower_bound(graph, budget, time_limit=time_limit) if options.get("lp_bound") else None
+        lp = lp_lower_bound(graph, budget, time_limit=time_limit) if options.lp_bound else None
         raise NoPlanError(
-            f"exact: {needed} nodes is too many for the MILP (limit {max_nodes}, option max_nodes)"
+            f"exact: {needed} nodes is too many for the MILP (limit {max_nodes}, option milp_nodes)"
             + (f"; LP lower bound (for the graph's order of first computations): {lp:g}" if lp is not None else ""),
             min_budget=None,
         )
     all_orders = None
-    if needed <= int(options.get("enumerate_nodes", 12)):
-        all_orders = topological_orders(graph, int(options.get("max_orders", 120)))
+    if needed <= int(options.enumerate_nodes):
+        all_orders = topological_orders(graph, int(options.max_orders))
     orders = all_orders or [graph.needed_nodes.tolist()]
     integral = bool(np.all(graph.cost[graph.needed] == np.round(graph.cost[graph.needed])))
-    use_search = needed <= int(options.get("search_nodes", 20))
+    use_search = needed <= int(options.search_nodes)
     best = _heuristic(graph, budget)
     source = "baselines" if best is not None else None
     # on small graphs the search proves the optimum over all schedules, often at once;
@@ -413,7 +435,7 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
             graph,
             budget,
             upper=None if best is None else best[1].cost,
-            max_states=int(options.get("search_states", 200_000)),
+            max_states=int(options.search_states),
             deadline=started + time_limit / 2,
         )
         if search.schedule is not None:
@@ -510,9 +532,10 @@ STRATEGY = Strategy(
     "proves the plan optimal over all schedules; else Checkmate's MILP (HiGHS, time limit) "
     "for a fixed order of first computations. Says over which schedules the plan is best; "
     "its lower bound and gap hold for all schedules.",
-    run=_run,
+    solve=_run,
     uses_budget=True,
     fast=False,
     reference="Jain et al. 2020, Checkmate (MLSys) §4",
+    options=ExactOptions,
 )
 

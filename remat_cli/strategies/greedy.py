@@ -23,17 +23,17 @@ from __future__ import annotations
 
 import heapq
 import random
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from remat_cli.errors import NoPlanError
 from remat_cli.graph import Graph
 from remat_cli.units import fmt_bytes
 from remat_cli.schedule import Schedule, ScheduleBuilder
-from remat_cli.strategies.base import Strategy, StrategyResult
-from remat_cli.strategies.store_all import store_all_plan
+from remat_cli.strategies.base import RunContext, Strategy, StrategyFn, StrategyResult
+from remat_cli.strategies.store_all import store_all_if_fits, store_all_plan
 
-__all__ = ["GREEDY", "DTR", "evict_schedule", "largest_first", "dtr_score"]
+__all__ = ["GREEDY", "DTR", "EvictOptions", "evict_schedule", "largest_first", "dtr_score"]
 
 # score(state, v) -> key; the resident, unpinned value with the SMALLEST key is evicted
 Score = Callable[["_State", int], tuple]
@@ -219,14 +219,24 @@ def evict_schedule(
     return b.build()
 
 
-def _runner(name: str, score: Score) -> Callable[[Graph, int | None, Mapping[str, Any]], StrategyResult]:
-    def run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> StrategyResult:
+@dataclass(frozen=True)
+class EvictOptions:
+    """``greedy``'s and ``dtr``'s options: a run that computes more than ``max_factor``
+    times the graph gives up (eviction can thrash near the lower bound)."""
+
+    max_factor: int = 10
+
+
+def _runner(name: str, score: Score) -> StrategyFn:
+    def run(graph: Graph, budget: int | None, options: EvictOptions, context: RunContext) -> StrategyResult:
+        fits = store_all_if_fits(graph, budget)
+        if fits is not None:
+            return StrategyResult(fits.schedule, {"evict": "largest" if name == "greedy" else "DTR h(t)", "plan": "store-all fits"})
+        assert budget is not None
         store_all = store_all_plan(graph)
         store, store_peak = store_all.schedule, store_all.metrics.peak_bytes
-        if budget is None or store_peak <= budget:
-            return StrategyResult(store, {"evict": "largest" if name == "greedy" else "DTR h(t)", "plan": "store-all fits"})
         order = store.compute_nodes.tolist()
-        max_factor = int(options.get("max_factor", 10))
+        max_factor = int(options.max_factor)
         schedule = evict_schedule(graph, budget, score, order, max_factor)
         if schedule is not None:
             return StrategyResult(schedule, {"evict": "largest" if name == "greedy" else "DTR h(t)"})
@@ -250,8 +260,10 @@ GREEDY = Strategy(
     name="greedy",
     summary="GreedyRemat: replay store-all; when the budget would be exceeded evict the largest "
     "resident value the compute under way does not need; recompute evicted values on demand.",
-    run=_runner("greedy", largest_first),
+    solve=_runner("greedy", largest_first),
     uses_budget=True,
+    options=EvictOptions,
+    incumbent=3,
     reference="Kumar et al. 2019 (NeurIPS) baseline; Jain et al. 2020 (Checkmate) §6",
 )
 
@@ -260,7 +272,9 @@ DTR = Strategy(
     summary="Dynamic Tensor Rematerialization: the same replay, evicting the value with the "
     "least (its cost + its evicted neighbours' costs) / (size · staleness), scoring at most 64 "
     "sampled values.",
-    run=_runner("dtr", dtr_score),
+    solve=_runner("dtr", dtr_score),
     uses_budget=True,
+    options=EvictOptions,
+    incumbent=2,
     reference="Kirisame et al. 2021, Dynamic Tensor Rematerialization (ICLR)",
 )

@@ -48,14 +48,13 @@ not known to be tight).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from remat_cli.errors import NoPlanError
 from remat_cli.graph import Graph
 from remat_cli.schedule import COMPUTE, Schedule, ScheduleBuilder
 from remat_cli.simulate import Metrics, simulate
-from remat_cli.strategies.base import Strategy, StrategyResult
+from remat_cli.strategies.base import NoOptions, RunContext, Strategy, StrategyResult
 from remat_cli.units import fmt_bytes
 
 __all__ = ["STRATEGY", "min_memory_schedule", "min_memory_variants", "tree_numbers"]
@@ -266,7 +265,7 @@ def _held_at_peak(graph: Graph, schedule: Schedule, drop: frozenset[int]) -> lis
     return sorted((u for u in held if u in targets and u not in drop and mem[u] > 0), key=lambda u: (-mem[u], u))
 
 
-def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> StrategyResult:
+def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunContext) -> StrategyResult:
     variants = min_memory_variants(graph)
     fits = [v for v in variants if budget is None or v[2].peak_bytes <= budget]
     if not fits:
@@ -284,7 +283,7 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
 STRATEGY = Strategy(
     name="min-memory",
     summary="Lowest peak first: targets computed once and kept, everything else recomputed on demand.",
-    run=_run,
+    solve=_run,
     uses_budget=True,
     fast=True,
     reference="Sethi and Ullman, JACM 1970 (evaluation order of least memory on trees)",

@@ -17,23 +17,21 @@ is at most (p+1)·(depth+1) values for pathwidth bound p.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from typing import Any
 
 from remat_cli.graph import Graph
-from remat_cli.strategies.base import Strategy, StrategyResult
+from remat_cli.strategies.base import RunContext, Strategy, StrategyResult
 from remat_cli.algorithms.decompose import path_separator_tree, shared_path_decomposition
-from remat_cli.strategies.treewidth import plan_over_separator_tree
+from remat_cli.strategies.treewidth import DecompositionOptions, plan_over_separator_tree
 
 __all__ = ["STRATEGY"]
 
 
-def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> StrategyResult:
+def _run(graph: Graph, budget: int | None, options: DecompositionOptions, context: RunContext) -> StrategyResult:
     started = time.perf_counter()
-    pd = shared_path_decomposition(graph, options)
+    pd = shared_path_decomposition(graph, context.shared)
     sep = path_separator_tree(graph, pd)
     seconds = time.perf_counter() - started
-    return plan_over_separator_tree(graph, sep, budget, options, kind=f"path ({pd.order} order)", decompose_seconds=seconds)
+    return plan_over_separator_tree(graph, sep, budget, options, context, kind=f"path ({pd.order} order)", decompose_seconds=seconds)
 
 
 STRATEGY = Strategy(
@@ -41,7 +39,8 @@ STRATEGY = Strategy(
     summary="Kumar et al.: path decomposition split at middle bags, left and right schedules "
     "built recursively and merged; with a budget it stops recursing where a plain schedule "
     "fits and reuses values while the budget allows.",
-    run=_run,
+    solve=_run,
     uses_budget=True,
+    options=DecompositionOptions,
     reference="Kumar, Purohit, Svitkina, Vee, Wang. Efficient Rematerialization for Deep Networks. NeurIPS 2019.",
 )

@@ -7,21 +7,17 @@ steps that free memory) the one with the lowest simulated peak is kept.
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass
-from collections.abc import Mapping
-from typing import Any
-
-import numpy as np
 
 from remat_cli.graph import Graph
 from remat_cli.schedule import Schedule
 from remat_cli.simulate import Metrics, simulate
+from remat_cli.algorithms.orders import memory_greedy_order as greedy_order
 from remat_cli.algorithms.segments import schedule_from_sequence
-from remat_cli.strategies.base import Strategy, StrategyResult
+from remat_cli.strategies.base import NoOptions, RunContext, Strategy, StrategyResult
 
 
-__all__ = ["STRATEGY", "StoreAllPlan", "store_all_plan", "store_all_schedule", "memory_greedy_order"]
+__all__ = ["STRATEGY", "StoreAllPlan", "store_all_plan", "store_all_if_fits", "store_all_schedule", "memory_greedy_order"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -72,54 +68,20 @@ def store_all_schedule(graph: Graph) -> tuple[Schedule, str]:
 def memory_greedy_order(graph: Graph) -> list[int]:
     """Topological order of the needed nodes that always runs the ready node whose step
     changes resident memory the least (its output minus the inputs it frees); ties go to
-    the earlier node in file order. O(E log V) with a lazily updated heap.
+    the earlier node in file order (:func:`remat_cli.algorithms.orders.memory_greedy_order`).
     """
-    needed = graph.needed.tolist()
-    preds = graph.pred_lists
-    succs = graph.succ_lists
-    mem = graph.mem.tolist()
-    rank = np.empty(graph.n, dtype=np.int64)
-    rank[graph.topo] = np.arange(graph.n)
-    rank_l = rank.tolist()
-    remaining = [sum(1 for w in succs[v] if needed[w]) if needed[v] else 0 for v in range(graph.n)]
-    missing_inputs = [len(preds[v]) for v in range(graph.n)]
-    done = [False] * graph.n
-
-    def delta(v: int) -> int:
-        freed = sum(mem[u] for u in preds[v] if remaining[u] == 1)
-        return mem[v] - freed
-
-    current = [0] * graph.n
-    heap: list[tuple[int, int, int]] = []
-    for v in graph.needed_nodes.tolist():
-        if missing_inputs[v] == 0:
-            current[v] = delta(v)
-            heap.append((current[v], rank_l[v], v))
-    heapq.heapify(heap)
-    order: list[int] = []
-    while heap:
-        d, _, v = heapq.heappop(heap)
-        if done[v] or d != current[v]:
-            continue
-        done[v] = True
-        order.append(v)
-        for u in preds[v]:
-            remaining[u] -= 1
-            if remaining[u] == 1:  # one consumer left: running it will now free u
-                w = next(x for x in succs[u] if needed[x] and not done[x])
-                if missing_inputs[w] == 0:
-                    current[w] -= mem[u]
-                    heapq.heappush(heap, (current[w], rank_l[w], w))
-        for w in succs[v]:
-            if needed[w]:
-                missing_inputs[w] -= 1
-                if missing_inputs[w] == 0:
-                    current[w] = delta(w)
-                    heapq.heappush(heap, (current[w], rank_l[w], w))
-    return order
+    needed = set(graph.needed_nodes.tolist())
+    return greedy_order(needed, graph.pred_lists, graph.succ_lists, graph.mem.tolist(), graph.topo_rank.tolist())
 
 
-def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> StrategyResult:
+def store_all_if_fits(graph: Graph, budget: int | None) -> StoreAllPlan | None:
+    """The store-all plan when it fits ``budget`` (None: no budget), else None. It costs the
+    base cost, which no schedule beats, so the budget-driven strategies return it then."""
+    store = store_all_plan(graph)
+    return store if budget is None or store.metrics.peak_bytes <= budget else None
+
+
+def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunContext) -> StrategyResult:
     best = store_all_plan(graph)
     keep = tuple(int(v) for v in graph.needed_nodes if graph.kinds[v] == "forward")
     return StrategyResult(best.schedule, {"order": best.order}, keep or None)
@@ -129,7 +91,7 @@ STRATEGY = Strategy(
     name="store-all",
     summary="No rematerialization: every needed node once, in a memory-aware topological "
     "order, each value freed after its last use. The reference for `x` budgets.",
-    run=_run,
+    solve=_run,
     uses_budget=False,
     reference="",
 )

@@ -45,7 +45,7 @@ root-to-leaf path, each call asks one child at a time, and with unit sizes
 
 **Limits** (docs/algorithms.md §6): each run stops past :func:`work_limit` units (its
 schedule has ≤ 2 steps per unit, so memory is O(n + limit)), past the deadline
-(``options["deadline"]``), or, on the ladder, once it costs more than the best fitting
+(``RunContext.deadline``), or, on the ladder, once it costs more than the best fitting
 plan so far; the cheapest finished plan that fits wins (anytime). A bare recursion that
 stopped is replaced by store-all, and the plan's mode says so.
 """
@@ -56,7 +56,6 @@ import heapq
 import math
 import time
 from bisect import bisect_right
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,13 +66,16 @@ from remat_cli.graph import Graph
 from remat_cli.units import fmt_bytes
 from remat_cli.schedule import Schedule, ScheduleBuilder
 from remat_cli.simulate import Metrics, simulate
-from remat_cli.strategies.base import Strategy, StrategyResult
+from remat_cli.strategies.base import RunContext, Strategy, StrategyResult
+from remat_cli.algorithms.orders import memory_greedy_order
 from remat_cli.algorithms.decompose import MORAL_DEGREE_CAP, SeparatorTree, separator_tree, shared_tree_decomposition
-from remat_cli.strategies.store_all import store_all_plan
+from remat_cli.strategies.store_all import store_all_if_fits, store_all_plan
 
 __all__ = [
     "STRATEGY",
+    "DecompositionOptions",
     "RecursionStopped",
+    "RecursionBug",
     "recursive_schedule",
     "plan_over_separator_tree",
     "unit_peak_values",
@@ -92,6 +94,12 @@ WORK_PER_NODE = 100
 
 class RecursionStopped(Exception):
     """The recursion passed its work limit or its deadline; it built no schedule."""
+
+
+class RecursionBug(Exception):
+    """An internal error of the recursion (it read outside its subtree, or its schedule
+    failed the simulator). A budgeted refinement that raises it is discarded, never
+    reported as a plan; elsewhere it propagates as the bug it is."""
 
 
 def work_limit(graph: Graph) -> int:
@@ -166,10 +174,9 @@ class _Recursion:
         self.pinned = 0  # bytes of pinned resident values
         self.stamp = [0] * n
         self.clock = 0
-        self.cache: list[tuple[int, int, int]] = []  # (-stamp, stamp, v): most recent first
-        rank = np.empty(n, dtype=np.int64)
-        rank[graph.topo] = np.arange(n)
-        self.rank = rank.tolist()
+        # (eviction value, -stamp, stamp, v): lowest value first, then the most recent
+        self.cache: list[tuple[float, int, int, int]] = []
+        self.rank = graph.topo_rank.tolist()
         cost = graph.cost.tolist()
         mem = self.mem
         # eviction order: "recent" evicts the most recently cached value first; "cheap"
@@ -312,7 +319,7 @@ class _Recursion:
                         for s in kept:
                             self.release(s)
                         return False
-                    raise AssertionError("the recursion reached outside its subtree")
+                    raise RecursionBug("the recursion reached outside its subtree")
                 need.add(u)
                 stack.append(u)
         self.spend(len(need) + len(boundary))
@@ -488,54 +495,8 @@ class _Recursion:
         return self._greedy_order_of(need, wanted)
 
     def _greedy_order_of(self, need: set[int], wanted: set[int]) -> list[int]:
-        preds, succs, mem, rank = self.preds, self.succs, self.mem, self.rank
-        remaining: dict[int, int] = {}
-        missing: dict[int, int] = {}
-        for v in need:
-            c = 0
-            for u in preds[v]:
-                remaining[u] = remaining.get(u, 0) + 1
-                if u in need:
-                    c += 1
-            missing[v] = c
         pin = self.pin
-
-        def delta(v: int) -> int:
-            d = mem[v]
-            for u in preds[v]:
-                if remaining[u] == 1 and u not in wanted and (u in need or pin[u] == 1):
-                    d -= mem[u]
-            return d
-
-        current: dict[int, int] = {}
-        heap: list[tuple[int, int, int]] = []
-        for v in need:
-            if missing[v] == 0:
-                current[v] = delta(v)
-                heap.append((current[v], rank[v], v))
-        heapq.heapify(heap)
-        order: list[int] = []
-        placed: set[int] = set()
-        while heap:
-            d, _, v = heapq.heappop(heap)
-            if v in placed or d != current[v]:
-                continue
-            placed.add(v)
-            order.append(v)
-            for u in preds[v]:
-                remaining[u] -= 1
-                if remaining[u] == 1:  # its one reader left now frees it
-                    for w in succs[u]:
-                        if w in need and w not in placed and missing[w] == 0:
-                            current[w] = delta(w)
-                            heapq.heappush(heap, (current[w], rank[w], w))
-            for w in succs[v]:
-                if w in need:
-                    missing[w] -= 1
-                    if missing[w] == 0:
-                        current[w] = delta(w)
-                        heapq.heappush(heap, (current[w], rank[w], w))
-        return order
+        return memory_greedy_order(need, self.preds, self.succs, self.mem, self.rank, lambda u: u not in wanted and (u in need or pin[u] == 1))
 
     def _plain(self, plan: tuple[list[int], list[list[int]]]) -> None:
         order, frees = plan
@@ -547,24 +508,36 @@ class _Recursion:
 
 # ---------------------------------------------------------------------- the strategy
 @dataclass(frozen=True)
+class DecompositionOptions:
+    """``treewidth``'s and ``pathwidth``'s options (both off only to test parts alone):
+    ``cache`` runs the cached recursion on the budget ladder, ``memlimit`` adds twremat's
+    memory-limit pass over the bare recursion and the best candidate."""
+
+    cache: bool = True
+    memlimit: bool = True
+
+
+@dataclass(frozen=True)
 class _Attempt:
     schedule: Schedule
     metrics: Metrics
     label: str
 
 
-def plan_over_separator_tree(graph: Graph, sep: SeparatorTree, budget: int | None, options: Mapping[str, Any], *, kind: str, decompose_seconds: float) -> StrategyResult:
+def plan_over_separator_tree(
+    graph: Graph, sep: SeparatorTree, budget: int | None, options: DecompositionOptions, context: RunContext, *, kind: str, decompose_seconds: float
+) -> StrategyResult:
     """The strategy body shared by ``treewidth`` and ``pathwidth`` (``kind`` names which).
 
     Every candidate schedule is measured by the simulator; a plan above ``budget`` is
     never returned. Anytime: a candidate that passes its work limit or the deadline
-    (``options["deadline"]``, a ``time.perf_counter()`` value) is dropped and the
-    cheapest finished one that fits wins; ``options["progress"](done, total, label)``
-    hears of each candidate.
+    (``context.deadline``, a ``time.perf_counter()`` value) is dropped and the cheapest
+    finished one that fits wins; ``context.progress(done, total, label)`` hears of each
+    candidate.
     """
     started = time.perf_counter()
-    deadline: float | None = options.get("deadline")
-    progress = options.get("progress")
+    deadline = context.deadline
+    progress = context.progress
     info: dict[str, Any] = {
         "decomposition": kind,
         "width": sep.width,
@@ -604,11 +577,11 @@ def plan_over_separator_tree(graph: Graph, sep: SeparatorTree, budget: int | Non
             return _result(graph, store.schedule, store.metrics, info, started)
         info["mode"] = "bare recursion"
         return _result(graph, bare_run.schedule, bare_run.metrics, info, started)
-    store = store_all_plan(graph)
-    sa_schedule, sa = store.schedule, store.metrics
-    if sa.peak_bytes <= budget:
+    fits = store_all_if_fits(graph, budget)
+    if fits is not None:
         info["mode"] = "store-all fits the budget"
-        return _result(graph, sa_schedule, sa, info, started)
+        return _result(graph, fits.schedule, fits.metrics, info, started)
+    sa = store_all_plan(graph).metrics
     candidates: list[_Attempt] = []
     first = attempt("budgeted recursion", budget - graph.fixed_mem, cache=False)
     if first is not None:
@@ -619,7 +592,7 @@ def plan_over_separator_tree(graph: Graph, sep: SeparatorTree, budget: int | Non
         info["bare peak (bytes)"] = bare_run.metrics.peak_bytes
         candidates.append(bare_run)
     discarded = 0
-    if options.get("cache", True):
+    if options.cache:
         floor = graph.lb if bare is None else max(graph.lb, int(0.8 * bare.peak_bytes))
         for point in _ladder(budget, floor, sa.peak_bytes):
             if min((c.metrics.cost for c in candidates if c.metrics.peak_bytes <= budget), default=math.inf) <= sa.base_cost:
@@ -639,7 +612,7 @@ def plan_over_separator_tree(graph: Graph, sep: SeparatorTree, budget: int | Non
                     to_beat = min((c.metrics.cost for c in candidates if c.metrics.peak_bytes <= budget), default=math.inf)
                 try:
                     run = attempt(label, point - graph.fixed_mem, cache=True, eager=eager, evict=evict, max_cost=to_beat * (1 + 1e-9))
-                except AssertionError:  # an internal error in a refinement: never let it
+                except RecursionBug:  # an internal error in a refinement: never let it
                     discarded += 1  # cost a plan; the tests require this to stay 0
                     continue
                 if run is None:
@@ -650,7 +623,7 @@ def plan_over_separator_tree(graph: Graph, sep: SeparatorTree, budget: int | Non
         info["runs stopped once costlier than the best"] = pruned[0]
     if stopped:
         info["stopped runs"] = f"{len(stopped)}: " + "; ".join(stopped[:3]) + ("; …" if len(stopped) > 3 else "")
-    if options.get("memlimit", True):  # off only to test the monotone part on its own
+    if options.memlimit:  # off only to test the monotone part on its own
         candidates.extend(_memlimit_candidates(graph, candidates, None if bare_run is None else bare_run.schedule, budget))
     fitting = [c for c in candidates if c.metrics.peak_bytes <= budget]
     if not fitting:
@@ -719,7 +692,7 @@ def _ladder(budget: int, floor: int, store_all: int) -> list[int]:
 def _measure(graph: Graph, schedule: Schedule) -> Metrics:
     result = simulate(graph, schedule)
     if result.metrics is None:
-        raise AssertionError(f"internal error: the recursion produced an invalid schedule: {result.error}")
+        raise RecursionBug(f"internal error: the recursion produced an invalid schedule: {result.error}")
     return result.metrics
 
 
@@ -747,12 +720,12 @@ def _result(graph: Graph, schedule: Schedule, metrics: Metrics, info: dict[str, 
     return StrategyResult(schedule, info, None)
 
 
-def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> StrategyResult:
+def _run(graph: Graph, budget: int | None, options: DecompositionOptions, context: RunContext) -> StrategyResult:
     started = time.perf_counter()
-    td = shared_tree_decomposition(graph, options, ("min-degree", "min-fill"))
+    td = shared_tree_decomposition(graph, context.shared, ("min-degree", "min-fill"))
     sep = separator_tree(graph, td)
     info_seconds = time.perf_counter() - started
-    result = plan_over_separator_tree(graph, sep, budget, options, kind=f"tree ({td.method})", decompose_seconds=info_seconds)
+    result = plan_over_separator_tree(graph, sep, budget, options, context, kind=f"tree ({td.method})", decompose_seconds=info_seconds)
     return result
 
 
@@ -761,7 +734,8 @@ STRATEGY = Strategy(
     summary="Kumar et al.: tree decomposition (min-fill/min-degree), balanced separator tree, "
     "recursive schedule in O(w log n) values; with a budget it stops recursing where a plain "
     "schedule fits and reuses values while the budget allows.",
-    run=_run,
+    solve=_run,
     uses_budget=True,
+    options=DecompositionOptions,
     reference="Kumar, Purohit, Svitkina, Vee, Wang. Efficient Rematerialization for Deep Networks. NeurIPS 2019.",
 )
