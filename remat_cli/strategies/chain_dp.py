@@ -29,7 +29,11 @@ one length (t - s) and all memory levels at once, so the Python work is O(L²); 
 O(L²·M) floats (one padded table, 75 MB at the default 40 segments and 500 slots). More
 than ``max_segments`` segments are merged into groups. Every plan is
 replayed by the simulator; if the model misjudged a general (non-chain) graph the next
-smaller memory level is tried.
+smaller memory level is tried. Anytime: past ``options["deadline"]`` (a
+``time.perf_counter()`` value) no further attachment rule is solved (the first always is:
+its table is bounded by ``max_segments`` and ``max_slots``) and, after the plan at the
+budget, the replays jump to the smallest plan of the table; the cheapest fitting plan so
+far wins.
 
 **Borrowed checkpoints (ours, beyond rotor).** Like revolve, rotor assumes that a
 checkpoint handed to ``Solve(s, t)`` serves the *whole* of it: a_{s-1} is read by the right
@@ -57,6 +61,7 @@ all near the lower bound).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -465,7 +470,12 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
     count = segment(graph).count
     if count <= int(options.get("switch_segments", 12)):
         rules += list(range(1, count))
-    for rule in rules:
+    deadline = options.get("deadline")
+    stopped = False
+    for k, rule in enumerate(rules):
+        if k and deadline is not None and time.perf_counter() > deadline:
+            stopped = True  # anytime: the best plan of the attachment rules tried so far
+            break
         found, floor = _best_plan(graph, budget, rule, options)
         if floor is not None:
             smallest = min(smallest, floor)
@@ -473,8 +483,8 @@ def _run(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> Strate
             best = found
     if best is None:
         raise NoPlanError(
-            f"chain-dp cannot fit budget {fmt_bytes(budget)} ({budget} B); its smallest plan peaks at "
-            f"{fmt_bytes(smallest)} ({smallest} B)",
+            f"chain-dp cannot fit budget {fmt_bytes(budget)} ({budget} B); its smallest plan "
+            f"{'found before its time limit ' if stopped else ''}peaks at {fmt_bytes(smallest)} ({smallest} B)",
             min_budget=smallest,
         )
     return best[2]
@@ -507,9 +517,10 @@ def _best_plan(
     if m_min is None:  # no level of the table holds some step: this rule has no plan
         return None, None
     m = min(table.slots, (budget - graph.fixed_mem) // table.q)
-    for _ in range(24):
-        if m < m_min:
-            break
+    deadline = options.get("deadline")
+    for tries in range(24):
+        if m < m_min or (tries and deadline is not None and time.perf_counter() > deadline):
+            break  # (past the deadline: the smallest plan, below)
         found = plan_at(m)
         if found[1] <= budget:
             return found, found[1]

@@ -9,11 +9,15 @@ segment once in the backward pass, just before its gradients are computed.
 * ``chen-greedy`` (§4.3, Algorithm 2 with the budget search): walk the forward part and
   close a group at the first articulation point after more than ``b`` bytes of forward
   values; ``b`` is searched over a grid and the cheapest plan that fits the budget wins.
+  Anytime: past ``options["deadline"]`` (a ``time.perf_counter()`` value) the search
+  stops after at least one grouping and returns the cheapest fitting plan so far, or
+  says that none fitted.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -89,7 +93,12 @@ def _run_greedy(graph: Graph, budget: int | None, options: Mapping[str, Any]) ->
     best: tuple[float, int, StrategyResult, float] | None = None
     min_peak: int | None = None
     seen: set[tuple[int, ...]] = set()
+    deadline = options.get("deadline")
+    stopped = False
     for b in thresholds:
+        if seen and deadline is not None and time.perf_counter() > deadline:
+            stopped = True  # anytime: the best grouping so far (at least one was tried)
+            break
         starts = greedy_groups(graph, seg, b)
         key = tuple(starts)
         if key in seen:
@@ -104,12 +113,15 @@ def _run_greedy(graph: Graph, budget: int | None, options: Mapping[str, Any]) ->
     if best is None:
         assert min_peak is not None
         raise NoPlanError(
-            f"chen-greedy cannot fit budget {fmt_bytes(budget)} ({budget} B); its smallest plan peaks at "
-            f"{fmt_bytes(min_peak)} ({min_peak} B)",
+            f"chen-greedy cannot fit budget {fmt_bytes(budget)} ({budget} B); its smallest plan "
+            f"{'found before its time limit ' if stopped else ''}peaks at {fmt_bytes(min_peak)} ({min_peak} B)",
             min_budget=min(min_peak, store_metrics.peak_bytes),
         )
     _, _, result, b = best
-    return StrategyResult(result.schedule, {**result.info, "threshold": fmt_bytes(int(b))}, result.keep)
+    info = {**result.info, "threshold": fmt_bytes(int(b))}
+    if stopped:
+        info["stopped"] = f"time limit, after {len(seen)} groupings"
+    return StrategyResult(result.schedule, info, result.keep)
 
 
 SQRT = Strategy(
