@@ -72,6 +72,26 @@ def greedy_groups(graph: Graph, seg: Segmentation, threshold: float) -> list[int
     return starts
 
 
+def _groups_of(fwd_mem: list[int], threshold: float) -> list[int]:
+    """:func:`greedy_groups` from the segments' forward bytes (``fwd_mem``), computed once."""
+    starts = [0]
+    temp = 0
+    for i, m in enumerate(fwd_mem[:-1]):
+        temp += m
+        if temp > threshold:
+            starts.append(i + 1)
+            temp = 0
+    return starts
+
+
+def _recomputed(graph: Graph, seg: Segmentation, seg_cost: list[float], starts: tuple[int, ...]) -> float:
+    """Cost of what :func:`chen_plan` recomputes for ``starts``: every group but the last
+    again, less its kept boundary."""
+    cost = graph.cost
+    bounds = list(starts) + [seg.count]
+    return sum(sum(seg_cost[a:b]) - float(cost[seg.boundary(b - 1)]) for a, b in zip(bounds[:-2], bounds[1:-1]))
+
+
 def _run_sqrt(graph: Graph, budget: int | None, options: Mapping[str, Any]) -> StrategyResult:
     seg = segment(graph)
     result, _ = chen_plan(graph, seg, sqrt_groups(seg))
@@ -90,25 +110,34 @@ def _run_greedy(graph: Graph, budget: int | None, options: Mapping[str, Any]) ->
     smallest = max(1, min(fwd_mem))
     steps = int(options.get("grid", 48))
     thresholds = sorted({0.0, float(total)} | {smallest * (total / smallest) ** (i / steps) for i in range(steps + 1)})
-    best: tuple[float, int, StrategyResult, float] | None = None
+    # each distinct grouping once, with the smallest threshold that yields it
+    groupings: dict[tuple[int, ...], float] = {}
+    for b in thresholds:
+        groupings.setdefault(tuple(_groups_of(fwd_mem, b)), b)
+    # the finest grouping first (the least memory: a plan early, for the deadline), then
+    # from the coarsest down, skipping groupings whose cost (known without a replay)
+    # exceeds the best fitting plan's; ties go to the smaller threshold, as in a plain scan
+    order = list(groupings.items())
+    order = order[:1] + order[1:][::-1]
+    base = float(graph.cost[list(seg.forward)].sum() + sum(graph.cost[list(b)].sum() for b in seg.bwd))
+    seg_cost = [float(graph.cost[list(p)].sum()) for p in seg.nodes]
+    best: tuple[float, int, float, StrategyResult] | None = None
     min_peak: int | None = None
-    seen: set[tuple[int, ...]] = set()
     deadline = options.get("deadline")
     stopped = False
-    for b in thresholds:
-        if seen and deadline is not None and time.perf_counter() > deadline:
+    tried = 0
+    for starts, b in order:
+        if tried and deadline is not None and time.perf_counter() > deadline:
             stopped = True  # anytime: the best grouping so far (at least one was tried)
             break
-        starts = greedy_groups(graph, seg, b)
-        key = tuple(starts)
-        if key in seen:
-            continue
-        seen.add(key)
-        result, metrics = chen_plan(graph, seg, starts)
+        if best is not None and base + _recomputed(graph, seg, seg_cost, starts) > best[0] * (1 + 1e-9):
+            continue  # costlier than a fitting plan: it cannot win, whatever its peak
+        tried += 1
+        result, metrics = chen_plan(graph, seg, list(starts))
         min_peak = metrics.peak_bytes if min_peak is None else min(min_peak, metrics.peak_bytes)
         if metrics.peak_bytes <= budget:
-            cand = (metrics.cost, metrics.peak_bytes, result, b)
-            if best is None or cand[:2] < best[:2]:
+            cand = (metrics.cost, metrics.peak_bytes, b, result)
+            if best is None or cand[:3] < best[:3]:
                 best = cand
     if best is None:
         assert min_peak is not None
@@ -117,10 +146,10 @@ def _run_greedy(graph: Graph, budget: int | None, options: Mapping[str, Any]) ->
             f"{'found before its time limit ' if stopped else ''}peaks at {fmt_bytes(min_peak)} ({min_peak} B)",
             min_budget=min(min_peak, store_metrics.peak_bytes),
         )
-    _, _, result, b = best
+    _, _, b, result = best
     info = {**result.info, "threshold": fmt_bytes(int(b))}
     if stopped:
-        info["stopped"] = f"time limit, after {len(seen)} groupings"
+        info["stopped"] = f"time limit, after {tried} of {len(order)} groupings"
     return StrategyResult(result.schedule, info, result.keep)
 
 
