@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,6 +94,9 @@ class ChainTable:
     pchoice: dict[tuple[int, int, int, int, int], np.ndarray]  # borrowed-checkpoint parts
     x: tuple[int, ...] = ()  # slots of each boundary a_k
     d: tuple[int, ...] = ()  # slots of D_k (values of segment k read by earlier backward segments)
+    # choice of a state not in ``choice``, at one level: (s, t, f, h, m) -> code. Only the
+    # few states a plan visits need one, so long tables leave them to be found on demand
+    choose: Callable[[int, int, int, int, int], int] | None = None
 
     def min_slots(self) -> int | None:
         """Fewest slots at which some plan exists."""
@@ -112,7 +115,8 @@ class ChainTable:
 
     def _emit(self, s: int, t: int, f: int, h: int, m: int, out: list[int]) -> None:
         m = min(m, self.slots)
-        ch = int(self.choice[(s, t, f, h)][m])
+        known = self.choice.get((s, t, f, h))
+        ch = int(known[m]) if known is not None or self.choose is None else self.choose(s, t, f, h, m)
         nodes, bwd = self.seg.nodes, self.seg.bwd
         if ch == 0:
             out.extend(nodes[s][:-1] if f else nodes[s])
@@ -405,7 +409,9 @@ def solve_chain(graph: Graph, seg: Segmentation, max_slots: int = 500, borrow: b
                 )
                 np.add(right, rows[ss[:, None], sps - 1, f2s, h, left_at], out=allv[:, 1:])
                 best = allv.min(axis=1)
-                ch = np.where(best < _INF, allv.argmin(axis=1) + 1, -1).astype(np.int32)
+                # the choices (argmin) are kept only where borrowed checkpoints are offered
+                # below; otherwise ``choose`` finds them for the states a plan visits
+                ch = np.where(best < _INF, allv.argmin(axis=1) + 1, -1).astype(np.int32) if borrow else None
                 for s in ss.tolist():
                     t = s + length
                     key = (s, t, f, h)
@@ -419,8 +425,30 @@ def solve_chain(graph: Graph, seg: Segmentation, max_slots: int = 500, borrow: b
                 for s in ss.tolist():
                     key = (s, s + length, f, h)
                     C[key] = Ctab[key][W : 2 * W]
-                    CH[key] = ch[s]
-    return ChainTable(seg, q, S, C, CH, SH, PCH, tuple(x), tuple(d))
+                    if ch is not None:
+                        CH[key] = ch[s]
+    def choose(s: int, t: int, f: int, h: int, m: int) -> int:
+        """The code ``argmin`` would pick for state (s, t, f, h) at level m: every candidate
+        valued with the same float operations, in the same order, first minimum wins."""
+
+        def at(key: tuple[int, int, int, int], c: int) -> float:
+            k = m - c  # shifted(C[key], c)[m]
+            return _INF if k < 0 else Ctab[key][W + min(k, S)]
+
+        drop = (1 - h) * xf[s]
+        level = max(fall[s][h], bwdp[s] - drop + d[s + 1] - d[t + 1] - f * x[t])
+        first = at((s + 1, t, f, ra[s]), kbar[s] + (1 - ra[s]) * x[s] - drop)
+        best, code = first + (_INF if m < level else cfb_arr[s]), 1
+        for sp in range(s + 1, t + 1):
+            right_ok = m >= adv_peak_at[s, sp]
+            for f2 in (0, 1):
+                right = at((sp, t, f, f2), x[sp - 1]) + (adv_cost_at[s, sp] if right_ok else _INF)
+                val = right + at((s, sp - 1, f2, h), d[sp] + f2 * x[sp - 1] - d[t + 1] - f * x[t])
+                if val < best:
+                    best, code = val, 2 + 2 * (sp - s - 1) + f2
+        return code if best < _INF else -1
+
+    return ChainTable(seg, q, S, C, CH, SH, PCH, tuple(x), tuple(d), choose)
 
 
 def _local(mem, ws, preds, seq: Sequence[int], start: Mapping[int, int], keep: set[int]) -> float:
