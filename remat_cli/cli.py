@@ -415,7 +415,7 @@ def info(graph_file: str, fmt: str, decompose: bool, **graph_kw: Any) -> None:
 @click.option("--timeline", type=click.Path(dir_okay=False), metavar="OUT.png|svg", help="Plot memory over the schedule (needs remat-cli[plot]).")
 @click.option("--trace", type=click.Path(dir_okay=False), metavar="OUT.json", help="Write a Chrome trace (Perfetto, chrome://tracing): memory counter + one slice per compute.")
 @click.option("--dot", type=click.Path(dir_okay=False), metavar="OUT.dot", help="Write the graph as Graphviz DOT, kept / recomputed / target nodes styled.")
-@click.option("--time-limit", type=click.FloatRange(min=0.1), default=60.0, show_default=True, metavar="SECONDS", help="Time limit in seconds: the exact solver's, and auto/treewidth/pathwidth return the best plan found by then.")
+@click.option("--time-limit", type=click.FloatRange(min=0.1), default=60.0, show_default=True, metavar="SECONDS", help="Time limit in seconds: the exact solver's; the other strategies (but store-all and chen-sqrt, which are immediate) return the best plan found by then.")
 @click.option("-v", "--verbose", is_flag=True, help="Also the strategy's internals (decomposition bounds, solver details) and full node names.")
 @graph_options
 @node_limit_option
