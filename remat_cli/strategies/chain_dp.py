@@ -252,7 +252,7 @@ def solve_chain(graph: Graph, seg: Segmentation, max_slots: int = 500, borrow: b
 
     def above(val: np.ndarray | float, level: int) -> np.ndarray:
         """``val`` where at least ``level`` slots are available, infinite below."""
-        out = np.full(S + 1, val, dtype=float) if np.isscalar(val) else val.copy()
+        out = val.copy() if isinstance(val, np.ndarray) else np.full(S + 1, val, dtype=float)
         out[: max(0, min(level, S + 1))] = _INF
         return out
 
