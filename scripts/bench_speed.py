@@ -75,7 +75,8 @@ def timed(cmd: list[str], timeout: float) -> tuple[float, float, int | None]:
     started = time.perf_counter()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
-        proc = subprocess.run(cmd, capture_output=True, timeout=timeout, env=_env())
+        # cwd: `python -m` puts it first on sys.path, before PYTHONPATH (--root would not count)
+        proc = subprocess.run(cmd, capture_output=True, timeout=timeout, env=_env(), cwd=ROOT)
         code: int | None = proc.returncode
     except subprocess.TimeoutExpired:
         code = None

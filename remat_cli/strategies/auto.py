@@ -14,8 +14,9 @@ first. Each runs with its default options. Anytime: with ``RunContext.deadline``
 (``time.perf_counter()`` seconds; the planner sets it from ``time_limit``) the
 strategies not started by then are skipped and named, and the cheapest plan found so far
 is returned. ``RunContext.progress`` hears of each strategy. On graphs of
-``PARALLEL_NODES`` nodes or more, ``chain-dp`` runs in a second process
-(``RunContext.parallel`` False turns that off); the choice of plan is the same.
+``PARALLEL_NODES`` nodes or more, ``chain-dp`` and then ``pathwidth`` run in a second
+process (``RunContext.parallel`` False turns that off) while the others run here; the
+choice of plan is the same.
 """
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ from remat_cli.strategies.base import NoOptions, RunContext, Strategy, StrategyR
 __all__ = ["STRATEGY"]
 
 
-#: Graphs from this many nodes run ``chain-dp`` (the slowest fast strategy: its dynamic
-#: program is O(L³·M) numpy work) in a second process while the others run here.
+#: Graphs from this many nodes run these strategies (about half of the work: chain-dp's
+#: O(L³·M) dynamic program, and pathwidth, which needs its own path decomposition) one
+#: after the other in a second process while the others run here.
 PARALLEL_NODES = 400
-_PARALLEL = "chain-dp"
+_PARALLEL = ("chain-dp", "pathwidth")
 #: The order candidates run in: the cheap ones first, so that a deadline finds good plans
 #: already made. Ties between equal plans still go to the registry's order.
 _RUN_FIRST = ("store-all", "greedy", "dtr", "chen-sqrt", "chen-greedy", "chain-dp", "treewidth", "pathwidth")
@@ -99,10 +101,10 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
                 tried[strat.name] = "skipped (time limit)"
                 continue
             if child is None and strat.name != "store-all" and graph.n >= PARALLEL_NODES and context.parallel:
-                twin = next((s for s in candidates if s.name == _PARALLEL and s.name not in tried), None)
-                if twin is not None:
-                    child = _Child.start(twin, graph, budget, context)
-            if child is not None and strat.name == _PARALLEL:
+                twins = [s for s in candidates if s.name in _PARALLEL and s.name not in tried]
+                if twins:
+                    child = _Child.start(twins, graph, budget, context)
+            if child is not None and any(strat.name == s.name for s in child.strategies):
                 continue  # it runs in the second process; collected below
             if progress is not None:
                 progress(rank, len(candidates), f"auto: {strat.name}")
@@ -111,18 +113,18 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
             except RematError as exc:
                 outcome = exc
             consider(rank, strat, outcome)
-        if child is not None:
-            rank = candidates.index(child.strategy)
-            if _cannot_win(_PARALLEL, best, base, graph.lb, budget):
-                tried[_PARALLEL] = "skipped (it cannot beat the store-all plan, which fits)"
+        for twin in child.strategies if child is not None else ():
+            rank = candidates.index(twin)
+            if _cannot_win(twin.name, best, base, graph.lb, budget):
+                tried[twin.name] = "skipped (it cannot beat the store-all plan, which fits)"
+                continue
+            if progress is not None:
+                progress(rank, len(candidates), f"auto: {twin.name} (second process)")
+            outcome = child.result(twin.name, None if best is None else deadline)
+            if outcome is None:
+                tried[twin.name] = "skipped (time limit)"
             else:
-                if progress is not None:
-                    progress(rank, len(candidates), f"auto: {_PARALLEL} (second process)")
-                outcome = child.result(None if best is None else deadline)
-                if outcome is None:
-                    tried[_PARALLEL] = "skipped (time limit)"
-                else:
-                    consider(rank, child.strategy, outcome)
+                consider(rank, twin, outcome)
     finally:
         if child is not None:
             child.stop()
@@ -180,15 +182,17 @@ def _cannot_win(name: str, best: tuple[float, int, int, str, StrategyResult] | N
 
 
 class _Child:
-    """One strategy run in a forked second process (both cores at work); the result comes
-    back through a pipe. Not used where fork is unavailable or inside a daemon worker
-    (``remat batch``'s workers), where :meth:`start` returns None."""
+    """Strategies run one after the other in a forked second process (both cores at work);
+    each result comes back through a pipe as soon as it is ready. Not used where fork is
+    unavailable or inside a daemon worker (``remat batch``'s workers), where :meth:`start`
+    returns None."""
 
-    def __init__(self, strategy: Strategy, proc: Any, conn: Any) -> None:
-        self.strategy, self.proc, self.conn = strategy, proc, conn
+    def __init__(self, strategies: list[Strategy], proc: Any, conn: Any) -> None:
+        self.strategies, self.proc, self.conn = strategies, proc, conn
+        self.received: dict[str, tuple] = {}
 
     @classmethod
-    def start(cls, strategy: Strategy, graph: Graph, budget: int | None, context: RunContext) -> _Child | None:
+    def start(cls, strategies: list[Strategy], graph: Graph, budget: int | None, context: RunContext) -> _Child | None:
         import multiprocessing as mp
         import os
 
@@ -197,23 +201,26 @@ class _Child:
         ctx = mp.get_context("fork")
         recv, send = ctx.Pipe(duplex=False)
         quiet = replace(context, progress=None)
-        proc = ctx.Process(target=_child_main, args=(strategy, graph, budget, quiet, send), daemon=True)
+        proc = ctx.Process(target=_child_main, args=(strategies, graph, budget, quiet, send), daemon=True)
         try:
             proc.start()
         except OSError:
             return None
         send.close()
-        return cls(strategy, proc, recv)
+        return cls(strategies, proc, recv)
 
-    def result(self, deadline: float | None) -> StrategyResult | RematError | None:
-        """The child's outcome; None if it is not done by ``deadline``."""
-        timeout = None if deadline is None else max(0.0, deadline - time.perf_counter())
-        try:
-            if not self.conn.poll(timeout):
-                return None
-            kind, *payload = self.conn.recv()
-        except (EOFError, OSError):
-            return RematError(f"{self.strategy.name} ended without an answer (its process died)")
+    def result(self, name: str, deadline: float | None) -> StrategyResult | RematError | None:
+        """Strategy ``name``'s outcome; None if it is not done by ``deadline``."""
+        while name not in self.received:
+            timeout = None if deadline is None else max(0.0, deadline - time.perf_counter())
+            try:
+                if not self.conn.poll(timeout):
+                    return None
+                sender, kind, *payload = self.conn.recv()
+            except (EOFError, OSError):
+                return RematError(f"{name} ended without an answer (its process died)")
+            self.received[sender] = (kind, *payload)
+        kind, *payload = self.received[name]
         if kind == "ok":
             ops, nodes, info, keep = payload
             return StrategyResult(Schedule(ops, nodes), info, keep)
@@ -228,9 +235,9 @@ class _Child:
         self.conn.close()
 
 
-def _child_main(strategy: Strategy, graph: Graph, budget: int | None, context: RunContext, conn: Any) -> None:
-    """Body of the second process: run the strategy, send back plain data. It ends itself
-    if its parent dies (e.g. a `remat batch` worker killed at its --timeout)."""
+def _child_main(strategies: list[Strategy], graph: Graph, budget: int | None, context: RunContext, conn: Any) -> None:
+    """Body of the second process: run the strategies in turn, send back plain data. It
+    ends itself if its parent dies (e.g. a `remat batch` worker killed at its --timeout)."""
     import os
     import threading
 
@@ -244,14 +251,17 @@ def _child_main(strategy: Strategy, graph: Graph, budget: int | None, context: R
 
     threading.Thread(target=watch, daemon=True).start()
     try:
-        r = strategy.run(graph, budget, None, context)
-        conn.send(("ok", r.schedule.ops, r.schedule.nodes, dict(r.info), r.keep))
-    except NoPlanError as exc:
-        conn.send(("noplan", exc.message, exc.min_budget))
-    except RematError as exc:
-        conn.send(("error", exc.message))
-    except Exception as exc:  # noqa: BLE001 - a bug: the parent reports it as a failure
-        conn.send(("error", f"internal error: {type(exc).__name__}: {exc}"))
+        for strategy in strategies:
+            name = strategy.name
+            try:
+                r = strategy.run(graph, budget, None, context)
+                conn.send((name, "ok", r.schedule.ops, r.schedule.nodes, dict(r.info), r.keep))
+            except NoPlanError as exc:
+                conn.send((name, "noplan", exc.message, exc.min_budget))
+            except RematError as exc:
+                conn.send((name, "error", exc.message))
+            except Exception as exc:  # noqa: BLE001 - a bug: the parent reports it as a failure
+                conn.send((name, "error", f"internal error: {type(exc).__name__}: {exc}"))
     finally:
         conn.close()
 

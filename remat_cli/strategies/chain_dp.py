@@ -24,10 +24,16 @@ switch point between the two, and the cheapest plan wins.
 
 Memory is counted exactly as the simulator counts it (workspace, frees after last use)
 per segment, in slots of ``q`` bytes (``q`` = 1 byte, or the sizes' gcd, whenever the
-table stays small), vectorised over the available memory. Time O(L³·M) for L segments
-and M slots; more than ``max_segments`` segments are merged into groups. Every plan is
+table stays small). Time O(L³·M) for L segments and M slots, in numpy: all states of
+one length (t - s) and all memory levels at once, so the Python work is O(L²); memory
+O(L²·M) floats (one padded table, 75 MB at the default 40 segments and 500 slots). More
+than ``max_segments`` segments are merged into groups. Every plan is
 replayed by the simulator; if the model misjudged a general (non-chain) graph the next
-smaller memory level is tried.
+smaller memory level is tried. Anytime: past ``RunContext.deadline`` (a
+``time.perf_counter()`` value) no further attachment rule is solved (the first always is:
+its table is bounded by ``max_segments`` and ``max_slots``) and, after the plan at the
+budget, the replays jump to the smallest plan of the table; the cheapest fitting plan so
+far wins.
 
 **Borrowed checkpoints (ours, beyond rotor).** Like revolve, rotor assumes that a
 checkpoint handed to ``Solve(s, t)`` serves the *whole* of it: a_{s-1} is read by the right
@@ -55,7 +61,8 @@ all near the lower bound).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,6 +92,11 @@ class ChainTable:
     choice: dict[tuple[int, int, int, int], np.ndarray]
     shifts: dict[tuple[int, ...], int]  # (s, t, f, h, code) -> slots handed down
     pchoice: dict[tuple[int, int, int, int, int], np.ndarray]  # borrowed-checkpoint parts
+    x: tuple[int, ...] = ()  # slots of each boundary a_k
+    d: tuple[int, ...] = ()  # slots of D_k (values of segment k read by earlier backward segments)
+    # choice of a state not in ``choice``, at one level: (s, t, f, h, m) -> code. Only the
+    # few states a plan visits need one, so long tables leave them to be found on demand
+    choose: Callable[[int, int, int, int, int], int] | None = None
 
     def min_slots(self) -> int | None:
         """Fewest slots at which some plan exists."""
@@ -103,7 +115,8 @@ class ChainTable:
 
     def _emit(self, s: int, t: int, f: int, h: int, m: int, out: list[int]) -> None:
         m = min(m, self.slots)
-        ch = int(self.choice[(s, t, f, h)][m])
+        known = self.choice.get((s, t, f, h))
+        ch = int(known[m]) if known is not None or self.choose is None else self.choose(s, t, f, h, m)
         nodes, bwd = self.seg.nodes, self.seg.bwd
         if ch == 0:
             out.extend(nodes[s][:-1] if f else nodes[s])
@@ -124,8 +137,9 @@ class ChainTable:
             sp, f2 = s + 1 + (ch - 2) // 2, (ch - 2) % 2
             for k in range(s, sp):
                 out.extend(nodes[k])
-            self._emit(sp, t, f, f2, m - self.shifts[(s, t, f, h, -2 - sp)], out)
-            self._emit(s, sp - 1, f2, h, m - self.shifts[(s, t, f, h, ch)], out)
+            x, d = self.x, self.d
+            self._emit(sp, t, f, f2, m - x[sp - 1], out)
+            self._emit(s, sp - 1, f2, h, m - (d[sp] + f2 * x[sp - 1] - d[t + 1] - f * x[t]), out)
 
 
     def _emit_part(self, sp: int, sq: int, t: int, f: int, f2: int, m: int, out: list[int]) -> None:
@@ -147,6 +161,7 @@ class ChainTable:
             self._emit_part(sp, sq, sr - 1, f3, f2, m - self.shifts[key + (1,)], out)
 
 
+_F2 = np.array([0, 1])
 _BORROW = 1 << 20  # choice codes at and above: a borrowed checkpoint
 
 
@@ -237,9 +252,48 @@ def solve_chain(graph: Graph, seg: Segmentation, max_slots: int = 500, borrow: b
 
     def above(val: np.ndarray | float, level: int) -> np.ndarray:
         """``val`` where at least ``level`` slots are available, infinite below."""
-        out = np.full(S + 1, val, dtype=float) if np.isscalar(val) else val.copy()
+        out = val.copy() if isinstance(val, np.ndarray) else np.full(S + 1, val, dtype=float)
         out[: max(0, min(level, S + 1))] = _INF
         return out
+
+    levels = np.arange(S + 1)
+    # the whole table in one array (the dicts below hold views of it), each row padded
+    # so that a shifted row is a plain slice: S + 1 infinite levels below (not enough
+    # memory), then the S + 1 levels, then S + 1 copies of the last level (more memory)
+    W = S + 1
+    Ctab = np.empty((L, L, 2, 2, 3 * W))  # a row is written (all of it) before it is read
+    rows = np.lib.stride_tricks.sliding_window_view(Ctab, W, axis=4)  # [..., start, level]
+    x_arr = np.array(x, dtype=np.int64)
+    d_arr = np.array(d, dtype=np.int64)
+    ra_arr = np.array(ra, dtype=np.int64)
+    xf_arr = np.array(xf, dtype=np.int64)
+    kbar_arr = np.array(kbar, dtype=np.int64)
+    fall_arr = np.array(fall, dtype=np.int64)
+    bwdp_arr = np.array(bwdp, dtype=np.int64)
+    cfb_arr = np.array([cf[k] + cb[k] for k in range(L)])
+
+    def start_of(shifts: np.ndarray) -> np.ndarray:
+        """Window start of ``shifted(row, c)`` in a padded row, for each shift c."""
+        return W - np.minimum(np.maximum(shifts, -W), W)
+
+    # advancing s..sp-1 keeping only a_{sp-1}: its peak and cost, per (s, sp)
+    adv_peak_at = np.zeros((L, L + 1), dtype=np.int64)
+    adv_cost_at = np.zeros((L, L + 1))
+    for s0 in range(L):
+        peak, acc = adv_first[s0], 0.0
+        for sp in range(s0 + 1, L):
+            if sp - 1 > s0:
+                peak = max(peak, adv_in[sp - 1])
+            acc += cf[sp - 1]
+            adv_peak_at[s0, sp], adv_cost_at[s0, sp] = peak, acc
+
+    def _store(key: tuple[int, int, int, int], best: np.ndarray, ch: np.ndarray) -> None:
+        row = Ctab[key]
+        row[:W] = _INF
+        row[W : 2 * W] = best
+        row[2 * W :] = best[S]
+        C[key] = row[W : 2 * W]
+        CH[key] = ch
 
     C: dict[tuple[int, int, int, int], np.ndarray] = {}
     CH: dict[tuple[int, int, int, int], np.ndarray] = {}
@@ -254,6 +308,29 @@ def solve_chain(graph: Graph, seg: Segmentation, max_slots: int = 500, borrow: b
         [k > 0 and any(seg_of_b.get(w, -1) >= j for w in succs[a[k - 1]]) for j in range(L + 1)] for k in range(L)
     ]
     pdrop = [slots(_local(mem, ws, preds, nodes[k], {a[k - 1]: 0}, {a[k]})) if k else 0 for k in range(L)]
+
+    def _offer_borrowed(s: int, t: int, f: int, h: int, best: np.ndarray, ch: np.ndarray) -> None:
+        """Offer state (s, t, f, h) the borrowed checkpoints a_{sp-1}: the left part restarts
+        from a_{s-1}. Updates ``best`` and ``ch`` in place where strictly cheaper."""
+        key = (s, t, f, h)
+        adv_peak_b = adv_first[s]
+        adv_cost_b = 0.0
+        for sp in range(s + 1, t):
+            if sp - 1 > s:
+                adv_peak_b = max(adv_peak_b, adv_in[sp - 1])
+            adv_cost_b += cf[sp - 1]
+            for sq in range(sp + 1, t + 1):
+                for f2 in (0, 1):
+                    code = _borrow(sp, sq, f2)
+                    mid = above(shifted(P[(sp, sq, t, f, f2)], x[sp - 1]) + adv_cost_b, adv_peak_b)
+                    shift = d[sq] + f2 * x[sq - 1] - d[t + 1] - f * x[t]
+                    SH[key + (code, 0)] = x[sp - 1]
+                    SH[key + (code, 1)] = shift
+                    val = mid + shifted(C[(s, sq - 1, f2, h)], shift)
+                    better = val < best
+                    best[better] = val[better]
+                    ch[better] = code
+
     for length in range(L):
         for s in range(L - length):
             t = s + length
@@ -290,64 +367,88 @@ def solve_chain(graph: Graph, seg: Segmentation, max_slots: int = 500, borrow: b
                                     best[better], ch[better] = val[better], code
                             P[pkey] = best
                             PCH[pkey] = ch
-            for f in (0, 1):
-                for h in (0, 1):
-                    key = (s, t, f, h)
-                    best = np.full(S + 1, _INF)
-                    ch = np.full(S + 1, -1, dtype=np.int32)
-
-                    def offer(val: np.ndarray, code: int) -> None:
-                        better = val < best
-                        best[better] = val[better]
-                        ch[better] = code
-
-                    drop = (1 - h) * xf[s]  # a_{s-1} freed once segment s has read it
-                    if s == t:
+        if length == 0:
+            for s in range(L):
+                for f in (0, 1):
+                    for h in (0, 1):
+                        drop = (1 - h) * xf[s]  # a_{s-1} freed once segment s has read it
                         if f:
                             level = max(fallk[s][h], bwdp[s] - drop - x[s])
                             c0 = cf[s] - cost[a[s]] + cb[s]
                         else:
                             level = max(fall[s][h], bwdp[s] - drop)
                             c0 = cf[s] + cb[s]
-                        offer(above(c0, level), 0)
-                    else:
-                        shift = kbar[s] + (1 - ra[s]) * x[s] - drop
-                        SH[key + (1,)] = shift
-                        SH[key + (-1,)] = ra[s]
-                        level = max(fall[s][h], bwdp[s] - drop + d[s + 1] - d[t + 1] - f * x[t])
-                        sub = shifted(C[(s + 1, t, f, ra[s])], shift)
-                        offer(above(sub + (cf[s] + cb[s]), level), 1)
-                        adv_peak = adv_first[s]
-                        adv_cost = 0.0
-                        for sp in range(s + 1, t + 1):
-                            if sp - 1 > s:
-                                adv_peak = max(adv_peak, adv_in[sp - 1])
-                            adv_cost += cf[sp - 1]
-                            SH[key + (-2 - sp,)] = x[sp - 1]
-                            for f2 in (0, 1):
-                                right = above(shifted(C[(sp, t, f, f2)], x[sp - 1]) + adv_cost, adv_peak)
-                                code = 2 + 2 * (sp - s - 1) + f2
-                                shift = d[sp] + f2 * x[sp - 1] - d[t + 1] - f * x[t]
-                                SH[key + (code,)] = shift
-                                offer(right + shifted(C[(s, sp - 1, f2, h)], shift), code)
-                        # a borrowed checkpoint a_{sp-1}: the left part restarts from a_{s-1}
-                        adv_peak = adv_first[s]
-                        adv_cost = 0.0
-                        for sp in range(s + 1, t if borrow else s + 1):
-                            if sp - 1 > s:
-                                adv_peak = max(adv_peak, adv_in[sp - 1])
-                            adv_cost += cf[sp - 1]
-                            for sq in range(sp + 1, t + 1):
-                                for f2 in (0, 1):
-                                    code = _borrow(sp, sq, f2)
-                                    mid = above(shifted(P[(sp, sq, t, f, f2)], x[sp - 1]) + adv_cost, adv_peak)
-                                    shift = d[sq] + f2 * x[sq - 1] - d[t + 1] - f * x[t]
-                                    SH[key + (code, 0)] = x[sp - 1]
-                                    SH[key + (code, 1)] = shift
-                                    offer(mid + shifted(C[(s, sq - 1, f2, h)], shift), code)
-                    C[key] = best
-                    CH[key] = ch
-    return ChainTable(seg, q, S, C, CH, SH, PCH)
+                        _store((s, s, f, h), above(c0, level), np.where(levels >= level, 0, -1).astype(np.int32))
+            continue
+        # every state (s, s + length, f, h) at once, over all memory levels. Candidates per
+        # s: code 1 (F_all on s), then codes 2 + j for j = 2·(sp - s - 1) + f2 (advance to
+        # sp keeping a_{sp-1}); ties go to the lowest code, the order they were offered in
+        ss = np.arange(L - length)
+        ts = ss + length
+        j = np.arange(2 * length)
+        sps = ss[:, None] + 1 + j[None, :] // 2  # (s, j)
+        f2s = np.broadcast_to(j % 2, sps.shape)
+        xsp = x_arr[sps - 1]
+        right_at = start_of(xsp)
+        # what advancing s..sp-1 costs, or infinite where its peak does not fit (``above``)
+        addend = np.where(levels < adv_peak_at[ss[:, None], sps][..., None], _INF, adv_cost_at[ss[:, None], sps][..., None])
+        ra_s = ra_arr[ss]
+        for f in (0, 1):
+            # the right part Solve(sp, t, f, f2) does not depend on h
+            right = rows[sps, ts[:, None], f, f2s, right_at] + addend
+            left_at = start_of(d_arr[sps] + f2s * xsp - (d_arr[ts + 1] + f * x_arr[ts])[:, None])
+            for h in (0, 1):
+                drop = (1 - h) * xf_arr[ss]  # a_{s-1} freed once segment s has read it
+                shift1 = kbar_arr[ss] + (1 - ra_s) * x_arr[ss] - drop
+                level1 = np.maximum(fall_arr[ss, h], bwdp_arr[ss] - drop + d_arr[ss + 1] - d_arr[ts + 1] - f * x_arr[ts])
+                allv = np.empty((len(ss), 1 + 2 * length, S + 1))
+                np.add(
+                    rows[ss + 1, ts, f, ra_s, start_of(shift1)],
+                    np.where(levels < level1[:, None], _INF, cfb_arr[ss][:, None]),
+                    out=allv[:, 0],
+                )
+                np.add(right, rows[ss[:, None], sps - 1, f2s, h, left_at], out=allv[:, 1:])
+                best = allv.min(axis=1)
+                # the choices (argmin) are kept only where borrowed checkpoints are offered
+                # below; otherwise ``choose`` finds them for the states a plan visits
+                ch = np.where(best < _INF, allv.argmin(axis=1) + 1, -1).astype(np.int32) if borrow else None
+                for s in ss.tolist():
+                    t = s + length
+                    key = (s, t, f, h)
+                    SH[key + (1,)] = int(shift1[s])
+                    SH[key + (-1,)] = ra[s]
+                    if borrow and t > s + 1:
+                        _offer_borrowed(s, t, f, h, best[s], ch[s])
+                Ctab[ss, ts, f, h, :W] = _INF
+                Ctab[ss, ts, f, h, W : 2 * W] = best
+                Ctab[ss, ts, f, h, 2 * W :] = best[:, S:]
+                for s in ss.tolist():
+                    key = (s, s + length, f, h)
+                    C[key] = Ctab[key][W : 2 * W]
+                    if ch is not None:
+                        CH[key] = ch[s]
+    def choose(s: int, t: int, f: int, h: int, m: int) -> int:
+        """The code ``argmin`` would pick for state (s, t, f, h) at level m: every candidate
+        valued with the same float operations, in the same order, first minimum wins."""
+
+        def at(key: tuple[int, int, int, int], c: int) -> float:
+            k = m - c  # shifted(C[key], c)[m]
+            return _INF if k < 0 else Ctab[key][W + min(k, S)]
+
+        drop = (1 - h) * xf[s]
+        level = max(fall[s][h], bwdp[s] - drop + d[s + 1] - d[t + 1] - f * x[t])
+        first = at((s + 1, t, f, ra[s]), kbar[s] + (1 - ra[s]) * x[s] - drop)
+        best, code = first + (_INF if m < level else cfb_arr[s]), 1
+        for sp in range(s + 1, t + 1):
+            right_ok = m >= adv_peak_at[s, sp]
+            for f2 in (0, 1):
+                right = at((sp, t, f, f2), x[sp - 1]) + (adv_cost_at[s, sp] if right_ok else _INF)
+                val = right + at((s, sp - 1, f2, h), d[sp] + f2 * x[sp - 1] - d[t + 1] - f * x[t])
+                if val < best:
+                    best, code = val, 2 + 2 * (sp - s - 1) + f2
+        return code if best < _INF else -1
+
+    return ChainTable(seg, q, S, C, CH, SH, PCH, tuple(x), tuple(d), choose)
 
 
 def _local(mem, ws, preds, seq: Sequence[int], start: Mapping[int, int], keep: set[int]) -> float:
@@ -411,23 +512,28 @@ def _run(graph: Graph, budget: int | None, options: ChainOptions, context: RunCo
     count = segment(graph).count
     if count <= int(options.switch_segments):
         rules += list(range(1, count))
-    for rule in rules:
-        found, floor = _best_plan(graph, budget, rule, options)
+    deadline = context.deadline
+    stopped = False
+    for k, rule in enumerate(rules):
+        if k and deadline is not None and time.perf_counter() > deadline:
+            stopped = True  # anytime: the best plan of the attachment rules tried so far
+            break
+        found, floor = _best_plan(graph, budget, rule, options, context.deadline)
         if floor is not None:
             smallest = min(smallest, floor)
         if found is not None and (best is None or found[:2] < best[:2]):
             best = found
     if best is None:
         raise NoPlanError(
-            f"chain-dp cannot fit budget {fmt_bytes(budget)} ({budget} B); its smallest plan peaks at "
-            f"{fmt_bytes(smallest)} ({smallest} B)",
+            f"chain-dp cannot fit budget {fmt_bytes(budget)} ({budget} B); its smallest plan "
+            f"{'found before its time limit ' if stopped else ''}peaks at {fmt_bytes(smallest)} ({smallest} B)",
             min_budget=smallest,
         )
     return best[2]
 
 
 def _best_plan(
-    graph: Graph, budget: int, rule: str | int, options: ChainOptions
+    graph: Graph, budget: int, rule: str | int, options: ChainOptions, deadline: float | None = None
 ) -> tuple[tuple[float, int, StrategyResult] | None, int | None]:
     """Cheapest plan within ``budget`` for one way of attaching gradients to segments, and
     the peak of the smallest plan this DP has (a budget at which it always succeeds; None
@@ -453,9 +559,9 @@ def _best_plan(
     if m_min is None:  # no level of the table holds some step: this rule has no plan
         return None, None
     m = min(table.slots, (budget - graph.fixed_mem) // table.q)
-    for _ in range(24):
-        if m < m_min:
-            break
+    for tries in range(24):
+        if m < m_min or (tries and deadline is not None and time.perf_counter() > deadline):
+            break  # (past the deadline: the smallest plan, below)
         found = plan_at(m)
         if found[1] <= budget:
             return found, found[1]

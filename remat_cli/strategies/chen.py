@@ -9,11 +9,15 @@ segment once in the backward pass, just before its gradients are computed.
 * ``chen-greedy`` (§4.3, Algorithm 2 with the budget search): walk the forward part and
   close a group at the first articulation point after more than ``b`` bytes of forward
   values; ``b`` is searched over a grid and the cheapest plan that fits the budget wins.
+  Anytime: past ``RunContext.deadline`` (a ``time.perf_counter()`` value) the search
+  stops after at least one grouping and returns the cheapest fitting plan so far, or
+  says that none fitted.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 from remat_cli.errors import NoPlanError
@@ -67,6 +71,26 @@ def greedy_groups(graph: Graph, seg: Segmentation, threshold: float) -> list[int
     return starts
 
 
+def _groups_of(fwd_mem: list[int], threshold: float) -> list[int]:
+    """:func:`greedy_groups` from the segments' forward bytes (``fwd_mem``), computed once."""
+    starts = [0]
+    temp = 0
+    for i, m in enumerate(fwd_mem[:-1]):
+        temp += m
+        if temp > threshold:
+            starts.append(i + 1)
+            temp = 0
+    return starts
+
+
+def _recomputed(graph: Graph, seg: Segmentation, seg_cost: list[float], starts: tuple[int, ...]) -> float:
+    """Cost of what :func:`chen_plan` recomputes for ``starts``: every group but the last
+    again, less its kept boundary."""
+    cost = graph.cost
+    bounds = list(starts) + [seg.count]
+    return sum(sum(seg_cost[a:b]) - float(cost[seg.boundary(b - 1)]) for a, b in zip(bounds[:-2], bounds[1:-1]))
+
+
 @dataclass(frozen=True)
 class GreedyOptions:
     """``chen-greedy``'s options: ``grid`` thresholds (geometric, from the smallest
@@ -93,30 +117,47 @@ def _run_greedy(graph: Graph, budget: int | None, options: GreedyOptions, contex
     smallest = max(1, min(fwd_mem))
     steps = int(options.grid)
     thresholds = sorted({0.0, float(total)} | {smallest * (total / smallest) ** (i / steps) for i in range(steps + 1)})
-    best: tuple[float, int, StrategyResult, float] | None = None
-    min_peak: int | None = None
-    seen: set[tuple[int, ...]] = set()
+    # each distinct grouping once, with the smallest threshold that yields it
+    groupings: dict[tuple[int, ...], float] = {}
     for b in thresholds:
-        starts = greedy_groups(graph, seg, b)
-        key = tuple(starts)
-        if key in seen:
-            continue
-        seen.add(key)
-        result, metrics = chen_plan(graph, seg, starts)
+        groupings.setdefault(tuple(_groups_of(fwd_mem, b)), b)
+    # the finest grouping first (the least memory: a plan early, for the deadline), then
+    # from the coarsest down, skipping groupings whose cost (known without a replay)
+    # exceeds the best fitting plan's; ties go to the smaller threshold, as in a plain scan
+    order = list(groupings.items())
+    order = order[:1] + order[1:][::-1]
+    base = float(graph.cost[list(seg.forward)].sum() + sum(graph.cost[list(b)].sum() for b in seg.bwd))
+    seg_cost = [float(graph.cost[list(p)].sum()) for p in seg.nodes]
+    best: tuple[float, int, float, StrategyResult] | None = None
+    min_peak: int | None = None
+    deadline = context.deadline
+    stopped = False
+    tried = 0
+    for starts, b in order:
+        if tried and deadline is not None and time.perf_counter() > deadline:
+            stopped = True  # anytime: the best grouping so far (at least one was tried)
+            break
+        if best is not None and base + _recomputed(graph, seg, seg_cost, starts) > best[0] * (1 + 1e-9):
+            continue  # costlier than a fitting plan: it cannot win, whatever its peak
+        tried += 1
+        result, metrics = chen_plan(graph, seg, list(starts))
         min_peak = metrics.peak_bytes if min_peak is None else min(min_peak, metrics.peak_bytes)
         if metrics.peak_bytes <= budget:
-            cand = (metrics.cost, metrics.peak_bytes, result, b)
-            if best is None or cand[:2] < best[:2]:
+            cand = (metrics.cost, metrics.peak_bytes, b, result)
+            if best is None or cand[:3] < best[:3]:
                 best = cand
     if best is None:
         assert min_peak is not None
         raise NoPlanError(
-            f"chen-greedy cannot fit budget {fmt_bytes(budget)} ({budget} B); its smallest plan peaks at "
-            f"{fmt_bytes(min_peak)} ({min_peak} B)",
+            f"chen-greedy cannot fit budget {fmt_bytes(budget)} ({budget} B); its smallest plan "
+            f"{'found before its time limit ' if stopped else ''}peaks at {fmt_bytes(min_peak)} ({min_peak} B)",
             min_budget=min(min_peak, store_metrics.peak_bytes),
         )
-    _, _, result, b = best
-    return StrategyResult(result.schedule, {**result.info, "threshold": fmt_bytes(int(b))}, result.keep)
+    _, _, b, result = best
+    info = {**result.info, "threshold": fmt_bytes(int(b))}
+    if stopped:
+        info["stopped"] = f"time limit, after {tried} of {len(order)} groupings"
+    return StrategyResult(result.schedule, info, result.keep)
 
 
 SQRT = Strategy(

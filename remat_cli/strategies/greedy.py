@@ -17,12 +17,18 @@ Victims are found in O(log n) (greedy, a heap) or by scoring a seeded sample of 
 64 resident values (dtr, as DTR's own implementation samples); a run that computes more
 than ``max_factor`` (10) times the graph gives up (eviction can thrash near the lower
 bound) and the strategy declines.
+
+Anytime: the replay at the budget is one bounded run (at most ``max_factor`` × the
+graph's computes) and always finishes; when it fails, the search for the smallest budget
+the strategy meets (a bisection of whole replays) stops at ``RunContext.deadline`` (a
+``time.perf_counter()`` value) and names the smallest budget found by then.
 """
 
 from __future__ import annotations
 
 import heapq
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -240,16 +246,23 @@ def _runner(name: str, score: Score) -> StrategyFn:
         schedule = evict_schedule(graph, budget, score, order, max_factor)
         if schedule is not None:
             return StrategyResult(schedule, {"evict": "largest" if name == "greedy" else "DTR h(t)"})
+        # the smallest budget it meets, by bisection; past the deadline the smallest found
+        # so far (every probe is a whole replay)
+        deadline = context.deadline
         lo, hi = max(budget, graph.lb - 1), store_peak  # hi always succeeds
+        stopped = False
         while hi - lo > 1:
+            if deadline is not None and time.perf_counter() > deadline:
+                stopped = True
+                break
             mid = (lo + hi) // 2
             if evict_schedule(graph, mid, score, order, max_factor) is not None:
                 hi = mid
             else:
                 lo = mid
+        what = "the smallest budget it meets" if not stopped else "a budget it meets (found before its time limit)"
         raise NoPlanError(
-            f"{name} cannot fit budget {fmt_bytes(budget)} ({budget} B); the smallest budget it "
-            f"meets is {fmt_bytes(hi)} ({hi} B)",
+            f"{name} cannot fit budget {fmt_bytes(budget)} ({budget} B); {what} is {fmt_bytes(hi)} ({hi} B)",
             min_budget=hi,
         )
 

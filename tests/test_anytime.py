@@ -1,0 +1,120 @@
+"""Anytime strategies (issue 14 item 2): past ``options["deadline"]`` greedy, dtr,
+chen-greedy and chain-dp return the best valid plan found so far or a clear NoPlanError
+naming a budget that works. No timing is asserted: a deadline already passed makes every
+check of it stop, and the tests count the work done and replay every schedule."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from remat_cli import generators as G
+from remat_cli.errors import NoPlanError
+from remat_cli.graph import Graph
+from remat_cli.planner import make_plan, store_all_peak
+from remat_cli.simulate import simulate
+from remat_cli.strategies import chain_dp, chen, greedy
+from remat_cli.training import checkmate_training_graph
+
+ANYTIME = ["greedy", "dtr", "chen-greedy", "chain-dp"]
+
+
+def _past() -> dict:
+    return {"deadline": time.perf_counter() - 1.0}
+
+
+def _checked(graph: Graph, schedule, budget: int) -> None:
+    result = simulate(graph, schedule)
+    assert result.metrics is not None, result.error
+    assert result.metrics.peak_bytes <= budget
+
+
+def _graph(kind: str, n: int, seed: int) -> Graph:
+    rng = np.random.default_rng(seed)
+    mem, cost = rng.integers(1, 9, n), rng.integers(1, 9, n).astype(float)
+    fwd = {
+        "chain": lambda: G.chain(n, mem=mem, cost=cost),
+        "skip": lambda: G.skip_chain(n, skip=3, mem=mem, cost=cost),
+        "dag": lambda: G.random_dag(n, 0.25, seed=seed),
+    }[kind]()
+    return checkmate_training_graph(fwd)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    name=st.sampled_from(ANYTIME),
+    kind=st.sampled_from(["chain", "skip", "dag"]),
+    n=st.integers(2, 24),
+    seed=st.integers(0, 50),
+    ratio=st.floats(0.0, 1.0),
+)
+def test_a_passed_deadline_gives_a_valid_plan_or_a_budget_that_works(name, kind, n, seed, ratio):
+    g = _graph(kind, n, seed)
+    sa = store_all_peak(g)
+    budget = max(g.lb, int(ratio * sa))
+    try:
+        plan = make_plan(g, name, budget, _past())
+    except NoPlanError as exc:
+        assert exc.min_budget is not None and exc.min_budget > budget
+        again = make_plan(g, name, exc.min_budget)  # the budget it names works
+        _checked(g, again.schedule, exc.min_budget)
+        return
+    _checked(g, plan.schedule, budget)
+
+
+def _counting(monkeypatch, module, name: str) -> list[int]:
+    calls = [0]
+    real = getattr(module, name)
+
+    def counted(*args, **kwargs):
+        calls[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+@pytest.mark.parametrize("name", ["greedy", "dtr"])
+def test_eviction_stops_searching_its_smallest_budget_at_the_deadline(monkeypatch, name):
+    """Below what eviction meets, the bisection of whole replays stops at the deadline and
+    names the store-all peak (which always works) instead of the smallest budget."""
+    g = _graph("dag", 30, 0)
+    calls = _counting(monkeypatch, greedy, "evict_schedule")
+    with pytest.raises(NoPlanError) as searched:
+        make_plan(g, name, g.lb)
+    assert calls[0] > 1 and searched.value.min_budget < store_all_peak(g)
+    calls[0] = 0
+    with pytest.raises(NoPlanError) as stopped:
+        make_plan(g, name, g.lb, _past())
+    assert calls[0] == 1 and stopped.value.min_budget == store_all_peak(g)
+    assert "time limit" in stopped.value.message
+
+
+def test_chen_greedy_returns_its_first_fitting_grouping_past_the_deadline(monkeypatch):
+    g = _graph("skip", 24, 1)
+    budget = int(0.7 * store_all_peak(g))
+    calls = _counting(monkeypatch, chen, "chen_plan")
+    full = make_plan(g, "chen-greedy", budget)
+    assert calls[0] > 1
+    calls[0] = 0
+    plan = make_plan(g, "chen-greedy", budget, _past())
+    assert calls[0] == 1
+    _checked(g, plan.schedule, budget)
+    assert plan.metrics.cost >= full.metrics.cost  # the full search can only do better
+
+
+def test_chain_dp_solves_one_attachment_rule_past_the_deadline(monkeypatch):
+    g = _graph("skip", 20, 2)
+    budget = int(0.6 * store_all_peak(g))
+    calls = _counting(monkeypatch, chain_dp, "_best_plan")
+    full = make_plan(g, "chain-dp", budget)
+    assert calls[0] > 1
+    calls[0] = 0
+    plan = make_plan(g, "chain-dp", budget, _past())
+    assert calls[0] == 1
+    _checked(g, plan.schedule, budget)
+    assert plan.metrics.cost >= full.metrics.cost
