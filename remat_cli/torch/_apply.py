@@ -76,17 +76,20 @@ class Step:
         ex = Executor(self.prog, inputs)
         loss = None
         compute, free, backward, grads = ex.compute, ex.env.pop, ex.backward, ex.grads.pop
-        for what, node in self._program:
-            if what == _COMPUTE:
-                compute(node)
-            elif what == _FREE:
-                free(node, None)
-            elif what == _BACKWARD:
-                backward(node)
-            elif what == _FREE_BACKWARD:
-                grads(node, None)
-            else:
-                loss = ex.seed()
+        with ex.saving():
+            ex.hooked = True
+            for what, node in self._program:
+                if what == _COMPUTE:
+                    compute(node)
+                elif what == _FREE:
+                    free(node, None)
+                elif what == _BACKWARD:
+                    backward(node)
+                elif what == _FREE_BACKWARD:
+                    grads(node, None)
+                else:
+                    loss = ex.seed()
+            ex.hooked = False
         ex.finish()
         self.fallbacks = ex.fallbacks
         self.fallback_nodes = list(ex.fallback_nodes)

@@ -310,6 +310,9 @@ class Executor:
         self.fallback_nodes: list[str] = []
         self._fallback_held: set[str] = set()
         self.recipes = recipes(prog)
+        self._direct_ok: dict[str, bool] = prog.__dict__.setdefault("_direct", {})
+        self._expect: dict[Any, list[tuple[torch.dtype, torch.Size]]] = prog.__dict__.setdefault("_expect", {})
+        self.hooked = False  # True while the caller holds saving() for the whole step
         self.consumers = {name: r.consumers for name, r in self.recipes.items()}
         self.done_forward: set[str] = set()
         self.done_backward: set[str] = set()
@@ -366,6 +369,7 @@ class Executor:
         owned: list[tuple[tuple[str, int | None], torch.Tensor]] = []
         memo: dict[torch.fx.Node, Any] = {}
         requires = self.requires
+        self._pending = []
         for a, how, what in r.steps:
             if how == _OWNER or how == _ITEM:
                 if how == _OWNER:
@@ -394,9 +398,11 @@ class Executor:
             else:  # a view of something: rebuilt under autograd from its local base
                 v = what(*map_arg(a.args, memo.__getitem__), **map_arg(a.kwargs, memo.__getitem__))
             memo[a] = v
-        self._pending = []
-        with saved_tensors_hooks(self._pack, self._unpack):
+        if self.hooked:
             out = r.call(*map_arg(n.args, memo.__getitem__), **map_arg(n.kwargs, memo.__getitem__))
+        else:
+            with self.saving():
+                out = r.call(*map_arg(n.args, memo.__getitem__), **map_arg(n.kwargs, memo.__getitem__))
         memo.clear()
         multi = isinstance(out, (tuple, list))
         outs = tuple(out) if multi else (out,)
@@ -464,6 +470,12 @@ class Executor:
         self._fallback_held = set()
 
     # -------------------------------------------------- saved tensors
+    def saving(self) -> saved_tensors_hooks:
+        """The saved-tensor hooks every first computation runs under. A caller that runs
+        a whole step may enter them once around it (and set :attr:`hooked`) rather than
+        once per op: only first computations record autograd graphs, so only they pack."""
+        return saved_tensors_hooks(self._pack, self._unpack)
+
     def _pack(self, t: torch.Tensor) -> _Saved:
         s = _Saved(t)
         self._pending.append(s)
@@ -540,7 +552,11 @@ class Executor:
         if use and inputs:
             got_grads = None
             if not again and len(use) == 1 and self._direct(name, use[0][0]):
-                got_grads = _direct_grad(use[0][0].node, use[0][1], [t for _, t in inputs])
+                key = (name, tuple(k for k, _ in inputs))  # which inputs need gradients
+                expect = self._expect.get(key)
+                if expect is None:
+                    expect = self._expect[key] = []
+                got_grads = _direct_grad(use[0][0].node, use[0][1], [t for _, t in inputs], expect)
             if got_grads is None:
                 got_grads = _grad([e for e, _ in use], [g for _, g in use], [t for _, t in inputs])
             for (key, _t), g in zip(inputs, got_grads):
@@ -563,10 +579,9 @@ class Executor:
     def _direct(self, name: str, edge: Any) -> bool:
         """Whether op ``name``'s gradient step can call its autograd nodes directly
         (:func:`_direct_grad`); decided once per program, the graph's shape is fixed."""
-        cache = self.prog.__dict__.setdefault("_direct", {})
-        ok = cache.get(name)
+        ok = self._direct_ok.get(name)
         if ok is None:
-            ok = cache[name] = _is_simple_tree(edge)
+            ok = self._direct_ok[name] = _is_simple_tree(edge)
         return ok
 
     def free_backward(self, name: str) -> None:
@@ -639,7 +654,7 @@ def _is_simple_tree(edge: Any) -> bool:
     while stack:
         fn = stack.pop()
         for nxt, nr in fn.next_functions:
-            if nxt is None or type(nxt).__name__ == "AccumulateGrad":
+            if nxt is None or type(nxt) is _ACCUMULATE:
                 continue
             if nr != 0 or len(nxt._input_metadata) != 1 or any(nxt is s for s in seen):
                 return False
@@ -648,7 +663,12 @@ def _is_simple_tree(edge: Any) -> bool:
     return True
 
 
-def _direct_grad(root: Any, grad: torch.Tensor, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor | None]:
+_ACCUMULATE = torch._C._functions.AccumulateGrad  # the node that ends at a leaf
+
+
+def _direct_grad(
+    root: Any, grad: torch.Tensor, inputs: Sequence[torch.Tensor], expect: list[tuple[torch.dtype, torch.Size]]
+) -> list[torch.Tensor | None]:
     """Gradients of ``inputs`` (autograd leaves) from one op's gradient ``grad``, by calling
     the op's backward node and the view nodes below it directly, as the engine would.
 
@@ -656,9 +676,13 @@ def _direct_grad(root: Any, grad: torch.Tensor, inputs: Sequence[torch.Tensor]) 
     hooks) costs more than the node itself. Only for graphs :func:`_is_simple_tree`
     accepts, and only when every leaf below is wanted (the engine would skip branches
     to leaves it is not asked about). Each gradient is fitted to its receiver's dtype
-    and shape as the engine's ``validate_outputs`` does.
+    and shape as the engine's ``validate_outputs`` does; ``expect`` holds those, edge by
+    edge, filled on the first call for this op and set of inputs (the graph's shape
+    does not change between steps) and read after that.
     """
-    index = {id(t): k for k, t in enumerate(inputs)}
+    fill = not expect
+    k = 0
+    index = {id(t): j for j, t in enumerate(inputs)}
     result: list[torch.Tensor | None] = [None] * len(inputs)
     stack = [(root, grad)]
     enabled = torch.is_grad_enabled()
@@ -670,18 +694,23 @@ def _direct_grad(root: Any, grad: torch.Tensor, inputs: Sequence[torch.Tensor]) 
             if not isinstance(outs, tuple):  # a node with one input returns a bare tensor
                 outs = (outs,)
             for (nxt, nr), go in zip(fn.next_functions, outs):
-                if nxt is None or go is None:
+                if nxt is None:
                     continue
-                meta = nxt._input_metadata[nr]
-                if go.dtype != meta.dtype:
-                    go = go.to(meta.dtype)
-                shape = tuple(meta.shape)
+                if fill:
+                    meta = nxt._input_metadata[nr]
+                    expect.append((meta.dtype, torch.Size(meta.shape)))
+                dtype, shape = expect[k]
+                k += 1
+                if go is None:
+                    continue
+                if go.dtype != dtype:
+                    go = go.to(dtype)
                 if go.shape != shape:
                     go = go.sum_to_size(shape)
-                if type(nxt).__name__ == "AccumulateGrad":
-                    k = index.get(id(nxt.variable))
-                    if k is not None:
-                        result[k] = go if result[k] is None else result[k] + go
+                if type(nxt) is _ACCUMULATE:
+                    j = index.get(id(nxt.variable))
+                    if j is not None:
+                        result[j] = go if result[j] is None else result[j] + go
                 else:
                     stack.append((nxt, go))
     finally:
