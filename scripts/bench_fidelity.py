@@ -6,6 +6,11 @@ Models are the factories in examples/ (MLP chain, residual CNN with BatchNorm, s
 transformer with attention, LayerNorm and dropout). A budget below the lower bound is
 raised to it; a strategy that cannot meet a budget prints "no fit". Prints figures only,
 asserts nothing. On CPU the peak is storage tracking; on CUDA the allocator's peak.
+
+Column `exec`: the executor's own overhead, time / (eager time x (1 + measured extra
+FLOPs)) - 1, the plan's step and PyTorch's eager step timed alternately (median over
+max(runs, 3) pairs of their ratio): what running the plan costs beyond its arithmetic.
+Timings on a shared machine are noisy: use --runs 20 or more for this column.
 """
 
 from __future__ import annotations
@@ -34,10 +39,16 @@ def main() -> None:
     ap.add_argument("--budgets", default="1x,0.7x,0.5x")
     ap.add_argument("--models", nargs="*", default=MODELS)
     ap.add_argument("--no-sac", action="store_true")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch.set_num_threads (1 on a loaded machine: spinning threads distort times)")
     args = ap.parse_args()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     strategies = args.strategy or ["chain-dp", "dtr", "treewidth"]
     print(f"{'model':<12} {'budget':>6} {'strategy':<14} {'pred peak':>10} {'measured':>10} {'ratio':>6} "
-          f"{'+FLOPs pred':>11} {'measured':>9} {'t pred':>8} {'t meas':>8} {'fb':>3} grads")
+          f"{'+FLOPs pred':>11} {'measured':>9} {'t pred':>8} {'t meas':>8} {'exec':>6} {'fb':>3} grads")
     for spec in args.models:
         model, inputs, loss_fn = load_factory(str(ROOT / spec), args.device)
         name = Path(spec.split(":")[0]).stem
@@ -60,9 +71,13 @@ def main() -> None:
                 print(f"{name:<12} {b:>6} {row.strategy:<14} {fmt_bytes(row.predicted_peak_bytes):>10} "
                       f"{fmt_bytes(row.measured_peak_bytes):>10} {ratio:6.3f} {fmt_pct(row.predicted_overhead):>11} "
                       f"{fmt_pct(row.measured_flops_overhead):>9} {fmt_seconds(row.predicted_seconds):>8} "
-                      f"{fmt_seconds(row.measured_seconds):>8} {fb:>3} {grads}")
+                      f"{fmt_seconds(row.measured_seconds):>8} {_ovh(row.executor_overhead):>6} {fb:>3} {grads}")
             print(f"{name:<12} {b:>6} (store-all {fmt_bytes(rep.store_all_peak)}, LB {fmt_bytes(rep.lower_bound)}, "
                   f"fixed {fmt_bytes(rep.fixed_bytes)}; {time.perf_counter() - started:.0f} s)")
+
+
+def _ovh(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:+.1f}%"
 
 
 if __name__ == "__main__":

@@ -53,6 +53,8 @@ class Step:
         self._steps = [
             (op == COMPUTE, ids[v]) for op, v in zip(schedule.ops.tolist(), schedule.nodes.tolist())
         ]
+        # the same steps as (what to do, op name), decoded once rather than at every call
+        self._program = [_decode(is_compute, node) for is_compute, node in self._steps]
         self.fallbacks = 0
         self.fallback_nodes: list[str] = []
         for p in self.parameters():  # gradients are fixed memory: allocate them once
@@ -73,26 +75,38 @@ class Step:
             raise InputError(f"step inputs {got} differ from the captured inputs {self._shapes}")
         ex = Executor(self.prog, inputs)
         loss = None
-        for is_compute, node in self._steps:
-            if node == LOSS:
-                if is_compute:
+        compute, free, backward, grads = ex.compute, ex.env.pop, ex.backward, ex.grads.pop
+        with ex.saving():
+            ex.hooked = True
+            for what, node in self._program:
+                if what == _COMPUTE:
+                    compute(node)
+                elif what == _FREE:
+                    free(node, None)
+                elif what == _BACKWARD:
+                    backward(node)
+                elif what == _FREE_BACKWARD:
+                    grads(node, None)
+                else:
                     loss = ex.seed()
-                else:
-                    ex.free_backward(LOSS)
-            elif node.startswith(BWD):
-                if is_compute:
-                    ex.backward(node[len(BWD):])
-                else:
-                    ex.free_backward(node[len(BWD):])
-            elif is_compute:
-                ex.compute(node)
-            else:
-                ex.free(node)
+            ex.hooked = False
         ex.finish()
         self.fallbacks = ex.fallbacks
         self.fallback_nodes = list(ex.fallback_nodes)
         assert loss is not None
         return loss.detach()
+
+
+_COMPUTE, _FREE, _BACKWARD, _FREE_BACKWARD, _SEED = range(5)
+
+
+def _decode(is_compute: bool, node: str) -> tuple[int, str]:
+    """A schedule step as (executor action, op name) for :meth:`Step.__call__`."""
+    if node == LOSS:
+        return (_SEED, node) if is_compute else (_FREE_BACKWARD, LOSS)
+    if node.startswith(BWD):
+        return (_BACKWARD if is_compute else _FREE_BACKWARD, node[len(BWD):])
+    return (_COMPUTE if is_compute else _FREE, node)
 
 
 def apply(

@@ -19,7 +19,7 @@ import torch
 
 from remat_cli.torch._runtime import Tracker, now
 
-__all__ = ["Measurement", "measure"]
+__all__ = ["Measurement", "measure", "Paired", "paired_seconds"]
 
 
 @dataclass(frozen=True)
@@ -46,11 +46,14 @@ def measure(
     *,
     runs: int = 5,
     fixed: Sequence[torch.Tensor] | None = None,
+    device: torch.device | str | None = None,
 ) -> Measurement:
     """Run ``step(*inputs)`` 1 + 1 + ``runs`` times: warm-up, tracked, timed.
 
     ``fixed`` lists the tensors that outlive the step (default: ``step.fixed_tensors()``
     for an applied plan). Gradients accumulate across the runs, as in training.
+    ``device`` (default: that of the fixed tensors and inputs) picks how the peak is
+    read: CUDA's allocator for ``cuda``, storage tracking otherwise.
     """
     inputs = tuple(inputs)
     step(*inputs)  # warm-up: lazy allocations, first-call costs
@@ -58,7 +61,9 @@ def measure(
         fixed = step.fixed_tensors() if hasattr(step, "fixed_tensors") else []
     fixed_all = list(fixed) + [t for t in inputs if isinstance(t, torch.Tensor)]
     fixed_bytes = _distinct_bytes(fixed_all)
-    device = next((t.device for t in fixed_all if isinstance(t, torch.Tensor)), torch.device("cpu"))
+    if device is None:
+        device = next((t.device for t in fixed_all if isinstance(t, torch.Tensor)), torch.device("cpu"))
+    device = torch.device(device)
     tracker = Tracker(fixed_all)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -93,6 +98,62 @@ def measure(
         fallbacks=fallbacks,
         device=str(device),
         method=method,
+    )
+
+
+@dataclass(frozen=True)
+class Paired:
+    """A step timed against a reference step, the two run alternately."""
+
+    seconds: float  # median of the step's times
+    reference_seconds: float  # median of the reference's times
+    ratio: float  # median over the pairs of step / reference (robust to load changing)
+    pairs: int
+
+
+def paired_seconds(
+    step: Callable[..., Any],
+    reference: Callable[..., Any],
+    inputs: Sequence[Any],
+    *,
+    pairs: int = 5,
+    device: torch.device | str | None = None,
+) -> Paired:
+    """Time ``step(*inputs)`` and ``reference(*inputs)`` alternately, ``pairs`` times each.
+
+    On a shared machine the load changes between two measurements taken one after the
+    other; a ratio taken pair by pair (each pair within a few milliseconds, the order
+    alternating) keeps most of that out. Both should already be warm.
+    """
+    inputs = tuple(inputs)
+    if device is None:
+        device = next((t.device for t in inputs if isinstance(t, torch.Tensor)), torch.device("cpu"))
+    device = torch.device(device)
+    cuda = device.type == "cuda"
+
+    def timed(fn: Callable[..., Any]) -> float:
+        if cuda:
+            torch.cuda.synchronize(device)
+        t0 = now()
+        fn(*inputs)
+        if cuda:
+            torch.cuda.synchronize(device)
+        return now() - t0
+
+    mine: list[float] = []
+    ref: list[float] = []
+    for k in range(max(1, pairs)):
+        if k % 2:
+            mine.append(timed(step))
+            ref.append(timed(reference))
+        else:
+            ref.append(timed(reference))
+            mine.append(timed(step))
+    return Paired(
+        seconds=statistics.median(mine),
+        reference_seconds=statistics.median(ref),
+        ratio=statistics.median(a / b for a, b in zip(mine, ref)),
+        pairs=len(mine),
     )
 
 

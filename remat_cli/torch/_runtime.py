@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.autograd.graph import get_gradient_edge, saved_tensors_hooks
+from torch.autograd.graph import GradientEdge, get_gradient_edge, saved_tensors_hooks
+from torch.fx.node import map_arg
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from remat_cli.errors import InputError
@@ -196,21 +197,91 @@ def export_program(model: torch.nn.Module, inputs: Sequence[Any], loss_fn: Calla
     return Program(wrapper, gm, ops, fixed, user, updates, by_name[loss_name], by_name)
 
 
+# ---------------------------------------------------------------- per-op recipes
+# How an op's local input is obtained (see _Recipe.steps).
+_INPUT, _FIXED, _OWNER, _ITEM, _GETITEM, _VIEW = range(6)
+
+
+@dataclass(frozen=True)
+class _Recipe:
+    """What running owner op ``node`` needs, worked out once per program, not per step.
+
+    ``steps`` lists every node the op's arguments are built from, bases before the views
+    of them, as (node, how, name or index): a step input, a fixed tensor, an owner's value
+    (``_OWNER``) or one output of a multi-output owner (``_ITEM``), an item of a local
+    tuple (``_GETITEM``), or a view rebuilt from its local base (``_VIEW``).
+    """
+
+    node: torch.fx.Node
+    call: Callable[..., Any]  # the op itself, without OpOverload's Python wrapper
+    steps: tuple[tuple[torch.fx.Node, int, Any], ...]
+    random: bool
+    updates: tuple[tuple[str, int], ...]  # (output node, index): buffer updates it produces
+    consumers: tuple[str, ...]  # owner ops (and ``loss``) that read it
+
+
+def recipes(prog: Program) -> dict[str, _Recipe]:
+    """One :class:`_Recipe` per owner op of ``prog`` (cached on the program)."""
+    cached = prog.__dict__.get("_recipes")
+    if cached is not None:
+        return cached
+    cons = consumers(prog)
+    out: dict[str, _Recipe] = {}
+    for n in prog.ops:
+        if not is_owner(n):
+            continue
+        steps: list[tuple[torch.fx.Node, int, Any]] = []
+        seen: set[torch.fx.Node] = set()
+
+        def visit(a: torch.fx.Node) -> None:
+            if a in seen:
+                return
+            seen.add(a)
+            if a.op == "placeholder":
+                steps.append((a, _INPUT if a.name in prog.user_inputs else _FIXED, a.name))
+            elif is_owner(a):
+                steps.append((a, _OWNER, a.name))
+            elif a.target is operator.getitem and is_owner(a.args[0]):
+                steps.append((a, _ITEM, (a.args[0].name, a.args[1])))
+            elif a.target is operator.getitem:
+                visit(a.args[0])
+                steps.append((a, _GETITEM, a.args[1]))
+            else:
+                for b in a.all_input_nodes:
+                    visit(b)
+                steps.append((a, _VIEW, _fast(a.target)))
+
+        for a in n.all_input_nodes:
+            visit(a)
+        updates = tuple(
+            (u.name, u.args[1]) for u in n.users
+            if u.target is operator.getitem and u.name in prog.buffer_updates
+        )
+        out[n.name] = _Recipe(n, _fast(n.target), tuple(steps), _is_random(n), updates, tuple(sorted(cons[n.name])))
+    prog.__dict__["_recipes"] = out
+    return out
+
+
 # ---------------------------------------------------------------- saved tensors
 class _Saved:
     """What a pack hook keeps: a fixed tensor, or (owner, output index, geometry)."""
 
-    __slots__ = ("tensor", "owner", "index", "size", "stride", "offset", "dtype", "ptr")
+    __slots__ = ("tensor", "owner", "index", "size", "stride", "offset", "ptr")
 
     def __init__(self, t: torch.Tensor) -> None:
-        self.tensor: torch.Tensor | None = t
+        self.tensor: torch.Tensor | None = t  # geometry is filled in once the owner is known
         self.owner: str | None = None
         self.index: int | None = None
-        self.size = tuple(t.shape)
-        self.stride = tuple(t.stride())
+        self.ptr = t.untyped_storage().data_ptr() if t.numel() else 0
+
+    def resolve(self, owner: str, index: int | None) -> None:
+        """Keep (owner, geometry) instead of the tensor, so the memory can die with the owner."""
+        t = self.tensor
+        assert t is not None
+        self.size = t.size()
+        self.stride = t.stride()
         self.offset = t.storage_offset()
-        self.dtype = t.dtype
-        self.ptr = _ptr(t) if t.numel() else 0
+        self.owner, self.index, self.tensor = owner, index, None
 
 
 # ---------------------------------------------------------------- the executor
@@ -220,7 +291,9 @@ class Executor:
     ``compute(name)`` / ``free(name)`` for owner ops, ``backward(name)`` for the op's
     gradient step, ``free_backward(name)`` to drop the gradients it produced. Values of
     owners that are not resident when needed are recomputed on demand and counted in
-    :attr:`fallbacks`.
+    :attr:`fallbacks`. Per-op work that does not depend on the step (which inputs are
+    views of what, consumers, random ops) is done once per program (:func:`recipes`):
+    the executor's own time per op is what a training step pays on top of eager PyTorch.
     """
 
     def __init__(self, prog: Program, inputs: Sequence[torch.Tensor]) -> None:
@@ -228,19 +301,26 @@ class Executor:
         self.inputs = dict(zip(prog.user_inputs, inputs))
         self.env: dict[str, Any] = {}  # owner name -> detached value (tensor or tuple)
         self.requires: dict[str, Any] = {}  # owner name -> bool or tuple of bools
-        self.edges: dict[str, tuple[list[tuple[int, Any]], list[tuple[Any, torch.Tensor]]]] = {}
+        self.edges: dict[str, tuple[bool, list[tuple[int, Any]], list[tuple[Any, torch.Tensor]],
+                                    list[tuple[Any, torch.Tensor]]]] = {}
         self.rng: dict[str, Any] = {}
         self.grads: dict[str, dict[Any, torch.Tensor]] = {}  # bwd(name) -> {(owner, idx): grad}
         self.updates: dict[str, torch.Tensor] = {}
         self.fallbacks = 0
         self.fallback_nodes: list[str] = []
         self._fallback_held: set[str] = set()
-        self.consumers = consumers(prog)
+        self.recipes = recipes(prog)
+        self._direct_ok: dict[str, bool] = prog.__dict__.setdefault("_direct", {})
+        self._expect: dict[Any, list[tuple[torch.dtype, torch.Size]]] = prog.__dict__.setdefault("_expect", {})
+        self.hooked = False  # True while the caller holds saving() for the whole step
+        self.consumers = {name: r.consumers for name, r in self.recipes.items()}
         self.done_forward: set[str] = set()
         self.done_backward: set[str] = set()
         self.saved_by: dict[str, list[_Saved]] = {}
         self._pending: list[_Saved] = []
         self.untracked_saved = 0
+        ts = list(prog.fixed.values()) + list(self.inputs.values())
+        self._fixed_ptrs = {_ptr(t) for t in ts if isinstance(t, torch.Tensor) and t.numel()}
 
     # -------------------------------------------------- values
     is_owner = staticmethod(lambda n: is_owner(n))
@@ -262,77 +342,112 @@ class Executor:
         kwargs = torch.fx.node.map_arg(n.kwargs, get)
         return args, kwargs
 
+    def _owned(self, name: str) -> Any:
+        v = self.env.get(name)
+        if v is None:
+            self._fallback(name)
+            v = self.env[name]
+        return v
+
     # -------------------------------------------------- forward
     def compute(self, name: str) -> None:
-        """Compute owner op ``name``: with autograd the first time, plain after that."""
-        n = self.prog.by_name[name]
+        """Compute owner op ``name``: with autograd the first time, plain after that.
+
+        The first time, each input produced by another op is a fresh autograd leaf (a
+        detached alias of the owner's value), so the op gets its own one-op autograd
+        graph; views of inputs are rebuilt from those leaves under autograd.
+        """
         if name in self.done_forward:
-            self._recompute(n)
+            self._recompute(self.prog.by_name[name])
             return
-        if _is_random(n):
+        r = self.recipes[name]
+        n = r.node
+        if r.random:
             self.rng[name] = _rng_state(self._device())
-        leaves: dict[Any, torch.Tensor] = {}
-        params: dict[str, torch.Tensor] = {}
-        memo: dict[str, Any] = {}
-
-        def local(a: torch.fx.Node) -> Any:
-            if a.name in memo:
-                return memo[a.name]
-            if a.op == "placeholder":
-                v = self.value(a)
-                if a.name in self.prog.fixed and v.requires_grad:
-                    params[a.name] = v
-            elif self.is_owner(a) or (a.target is operator.getitem and self.is_owner(a.args[0])):
-                key = (a.name, None) if self.is_owner(a) else (a.args[0].name, a.args[1])
-                own = self.value(self.prog.by_name[key[0]])
-                t = own if key[1] is None else own[key[1]]
-                req = self.requires[key[0]] if key[1] is None else self.requires[key[0]][key[1]]
-                v = t.detach().requires_grad_(True) if req else t
-                if req:
-                    leaves[key] = v
-            elif a.target is operator.getitem:
-                v = local(a.args[0])[a.args[1]]
-            else:  # a view of something: rebuilt under autograd from its local base
-                args, kwargs = self._args(a, local)
-                v = a.target(*args, **kwargs)
-            memo[a.name] = v
-            return v
-
+        leaves: list[tuple[Any, torch.Tensor]] = []
+        params: list[tuple[Any, torch.Tensor]] = []
+        owned: list[tuple[tuple[str, int | None], torch.Tensor]] = []
+        memo: dict[torch.fx.Node, Any] = {}
+        requires = self.requires
         self._pending = []
-        with saved_tensors_hooks(self._pack, self._unpack):
-            args, kwargs = self._args(n, local)
-            out = n.target(*args, **kwargs)
-        del args, kwargs
+        for a, how, what in r.steps:
+            if how == _OWNER or how == _ITEM:
+                if how == _OWNER:
+                    key = (what, None)
+                    t = self._owned(what)
+                    req = requires[what]
+                else:
+                    key = what
+                    t = self._owned(what[0])[what[1]]
+                    req = requires[what[0]][what[1]]
+                if req:
+                    v = t.detach().requires_grad_(True)
+                    leaves.append((key, v))
+                else:
+                    v = t
+                if isinstance(v, torch.Tensor):
+                    owned.append((key, v))
+            elif how == _FIXED:
+                v = self.prog.fixed[what]
+                if v.requires_grad:
+                    params.append((("param", what), v))
+            elif how == _INPUT:
+                v = self.inputs[what]
+            elif how == _GETITEM:
+                v = memo[a.args[0]][what]
+            else:  # a view of something: rebuilt under autograd from its local base
+                v = what(*map_arg(a.args, memo.__getitem__), **map_arg(a.kwargs, memo.__getitem__))
+            memo[a] = v
+        if self.hooked:
+            out = r.call(*map_arg(n.args, memo.__getitem__), **map_arg(n.kwargs, memo.__getitem__))
+        else:
+            with self.saving():
+                out = r.call(*map_arg(n.args, memo.__getitem__), **map_arg(n.kwargs, memo.__getitem__))
         memo.clear()
-        outs = list(out) if isinstance(out, (tuple, list)) else [out]
-        self._resolve_pending(name, out)
-        req = [isinstance(t, torch.Tensor) and t.requires_grad for t in outs]
-        edges = [(i, get_gradient_edge(t)) for i, t in enumerate(outs) if req[i]]
-        self.edges[name] = (
-            isinstance(out, (tuple, list)),
-            edges,
-            list(leaves.items()),
-            [(("param", k), t) for k, t in params.items()],
-        )
-        for v in leaves.values():  # the leaf must not keep its storage alive
+        multi = isinstance(out, (tuple, list))
+        outs = tuple(out) if multi else (out,)
+        self._resolve_pending(name, owned, outs, multi)
+        del owned
+        req = tuple(isinstance(t, torch.Tensor) and t.requires_grad for t in outs)
+        edges = [(i, _edge(t)) for i, t in enumerate(outs) if req[i]]
+        self.edges[name] = (multi, edges, leaves, params)
+        for _key, v in leaves:  # the leaf must not keep its storage alive
             v.data = _empty_like_meta(v)
-        det = [t.detach() if isinstance(t, torch.Tensor) else t for t in outs]
-        if isinstance(out, (tuple, list)):
-            self.env[name] = tuple(det)
-            self.requires[name] = tuple(req)
+        det = tuple(t.detach() if isinstance(t, torch.Tensor) else t for t in outs)
+        del out, outs
+        if multi:
+            self.env[name] = det
+            self.requires[name] = req
         else:
             self.env[name] = det[0]
             self.requires[name] = req[0]
-        for user in n.users:  # buffer updates (BatchNorm running stats) are applied at the end
-            if user.target is operator.getitem and user.name in self.prog.buffer_updates:
-                self.updates[user.name] = det[user.args[1]]
+        for user, idx in r.updates:  # buffer updates (BatchNorm running stats) are applied at the end
+            self.updates[user] = det[idx]
         self.done_forward.add(name)
-        self.release_fallbacks()
+        if self._fallback_held:
+            self.release_fallbacks()
 
     def _recompute(self, n: torch.fx.Node) -> None:
-        args, kwargs = self._args(n, self.value)
-        with torch.no_grad(), _rng_restored(self.rng.get(n.name), self._device()):
-            out = n.target(*args, **kwargs)
+        r = self.recipes[n.name]
+        memo: dict[torch.fx.Node, Any] = {}
+        with torch.no_grad():
+            for a, how, what in r.steps:
+                if how == _OWNER:
+                    v = self._owned(what)
+                elif how == _ITEM:
+                    v = self._owned(what[0])[what[1]]
+                elif how == _FIXED:
+                    v = self.prog.fixed[what]
+                elif how == _INPUT:
+                    v = self.inputs[what]
+                elif how == _GETITEM:
+                    v = memo[a.args[0]][what]
+                else:
+                    v = what(*map_arg(a.args, memo.__getitem__), **map_arg(a.kwargs, memo.__getitem__))
+                memo[a] = v
+            with _rng_restored(self.rng.get(n.name), self._device()):
+                out = r.call(*map_arg(n.args, memo.__getitem__), **map_arg(n.kwargs, memo.__getitem__))
+        memo.clear()
         self.env[n.name] = tuple(out) if isinstance(out, (tuple, list)) else out
 
     def free(self, name: str) -> None:
@@ -355,52 +470,56 @@ class Executor:
         self._fallback_held = set()
 
     # -------------------------------------------------- saved tensors
+    def saving(self) -> saved_tensors_hooks:
+        """The saved-tensor hooks every first computation runs under. A caller that runs
+        a whole step may enter them once around it (and set :attr:`hooked`) rather than
+        once per op: only first computations record autograd graphs, so only they pack."""
+        return saved_tensors_hooks(self._pack, self._unpack)
+
     def _pack(self, t: torch.Tensor) -> _Saved:
         s = _Saved(t)
         self._pending.append(s)
         return s
 
-    def _resolve_pending(self, name: str, out: Any) -> None:
-        """Turn what op ``name`` saved into (owner, geometry) handles, dropping references."""
-        fixed_ptrs = self._fixed_ptrs()
+    def _resolve_pending(
+        self, name: str, owned: list[tuple[tuple[str, int | None], torch.Tensor]], outs: Sequence[Any], multi: bool
+    ) -> None:
+        """Turn what op ``name`` saved into (owner, geometry) handles, dropping references.
+
+        An op can only save its inputs, its outputs or fixed tensors, so the owners are
+        looked up among those.
+        """
+        saved = self._pending
+        self._pending = []
+        self.saved_by[name] = saved
+        if not saved:
+            return
+        fixed_ptrs = self._fixed_ptrs
         owners: dict[int, tuple[str, int | None]] = {}
-        if self._pending:
-            for other, val in list(self.env.items()) + [(name, out)]:
-                if isinstance(val, (tuple, list)):
-                    for i, t in enumerate(val):
-                        if isinstance(t, torch.Tensor) and t.numel():
-                            owners[_ptr(t)] = (other, i)
-                elif isinstance(val, torch.Tensor) and val.numel():
-                    owners[_ptr(val)] = (other, None)
-        saved = []
-        for s in self._pending:
+        for key, t in owned:
+            if t.numel():
+                owners[_ptr(t)] = key
+        for i, t in enumerate(outs):
+            if isinstance(t, torch.Tensor) and t.numel():
+                owners[_ptr(t)] = (name, i if multi else None)
+        for s in saved:
             if s.ptr == 0 or s.ptr in fixed_ptrs:
-                saved.append(s)
                 continue  # fixed memory (or empty): keep the reference
             owner = owners.get(s.ptr)
             if owner is None:
+                assert s.tensor is not None
                 self.untracked_saved += s.tensor.untyped_storage().nbytes()
-                saved.append(s)
                 continue
-            s.owner, s.index = owner
-            s.tensor = None
-            saved.append(s)
-        self.saved_by[name] = saved
-        self._pending = []
-
-    def _fixed_ptrs(self) -> set[int]:
-        if not hasattr(self, "_fixed_ptr_cache"):
-            ts = list(self.prog.fixed.values()) + list(self.inputs.values())
-            self._fixed_ptr_cache = {_ptr(t) for t in ts if isinstance(t, torch.Tensor) and t.numel()}
-        return self._fixed_ptr_cache
+            s.resolve(*owner)
 
     def _unpack(self, s: _Saved) -> torch.Tensor:
         if s.tensor is not None:
             return s.tensor
         assert s.owner is not None
-        if s.owner not in self.env:
+        base = self.env.get(s.owner)
+        if base is None:
             self._fallback(s.owner)
-        base = self.env[s.owner]
+            base = self.env[s.owner]
         if s.index is not None:
             base = base[s.index]
         return torch.as_strided(base, s.size, s.stride, s.offset)
@@ -417,8 +536,12 @@ class Executor:
         gradient steps (or the loss) produced, leaves its inputs' gradients."""
         multi, edges, leaves, params = self.edges[name]  # kept: a plan may recompute it
         outs: dict[Any, torch.Tensor] = {}
+        grads = self.grads
         for c in self.consumers[name]:
-            for key, g in self.grads.get(c, {}).items():
+            got = grads.get(c)
+            if not got:
+                continue
+            for key, g in got.items():
                 if key[0] == name:
                     outs[key[1]] = g if key[1] not in outs else outs[key[1]] + g
         use = [(e, outs[i if multi else None]) for i, e in edges if (i if multi else None) in outs]
@@ -427,11 +550,16 @@ class Executor:
         inputs = leaves if again else leaves + params
         produced: dict[Any, torch.Tensor] = {}
         if use and inputs:
-            grads = torch.autograd.grad(
-                [e for e, _ in use], [t for _, t in inputs], [g for _, g in use], allow_unused=True,
-                retain_graph=True,
-            )
-            for (key, _t), g in zip(inputs, grads):
+            got_grads = None
+            if not again and len(use) == 1 and self._direct(name, use[0][0]):
+                key = (name, tuple(k for k, _ in inputs))  # which inputs need gradients
+                expect = self._expect.get(key)
+                if expect is None:
+                    expect = self._expect[key] = []
+                got_grads = _direct_grad(use[0][0].node, use[0][1], [t for _, t in inputs], expect)
+            if got_grads is None:
+                got_grads = _grad([e for e, _ in use], [g for _, g in use], [t for _, t in inputs])
+            for (key, _t), g in zip(inputs, got_grads):
                 if g is None:
                     continue
                 if key[0] == "param":
@@ -442,10 +570,19 @@ class Executor:
                         p.grad.add_(g)
                 else:
                     produced[key] = g
-            del grads
+            del got_grads
         del outs, use
-        self.grads[name] = produced
-        self.release_fallbacks()
+        grads[name] = produced
+        if self._fallback_held:
+            self.release_fallbacks()
+
+    def _direct(self, name: str, edge: Any) -> bool:
+        """Whether op ``name``'s gradient step can call its autograd nodes directly
+        (:func:`_direct_grad`); decided once per program, the graph's shape is fixed."""
+        ok = self._direct_ok.get(name)
+        if ok is None:
+            ok = self._direct_ok[name] = _is_simple_tree(edge)
+        return ok
 
     def free_backward(self, name: str) -> None:
         self.grads.pop(name, None)
@@ -478,6 +615,107 @@ class Executor:
             if isinstance(t, torch.Tensor):
                 return t.device
         return torch.device("cpu")
+
+
+def _fast(target: Any) -> Callable[..., Any]:
+    """The C++ callable behind an ``OpOverload`` (its ``__call__`` only forwards to it)."""
+    return getattr(target, "op", target) if isinstance(target, torch._ops.OpOverload) else target
+
+
+def _edge(t: torch.Tensor) -> Any:
+    """The autograd edge of an op output (``get_gradient_edge`` without its checks)."""
+    fn = t.grad_fn
+    return GradientEdge(fn, t.output_nr) if fn is not None else get_gradient_edge(t)
+
+
+def _grad(outputs: Sequence[Any], grad_outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor]) -> Any:
+    """``torch.autograd.grad(outputs, inputs, grad_outputs, allow_unused=True,
+    retain_graph=True)``, straight to the engine when it is reachable.
+
+    The public function re-checks and re-packs its arguments on every call; for a
+    one-op graph that costs about as much as the engine itself. Shapes here come from
+    autograd's own outputs, so the checks cannot fail.
+    """
+    engine = getattr(torch.autograd.Variable, "_execution_engine", None)
+    if engine is None:  # pragma: no cover - older or newer torch without it
+        return torch.autograd.grad(outputs, inputs, grad_outputs, allow_unused=True, retain_graph=True)
+    return engine.run_backward(tuple(outputs), tuple(grad_outputs), True, False, tuple(inputs), True, False)
+
+
+def _is_simple_tree(edge: Any) -> bool:
+    """True when the autograd graph below ``edge`` is a tree of single-input nodes ending
+    in leaves: the root is a one-output op, every node between it and the leaves (views
+    rebuilt under autograd, such as ``t(weight)``) has one input and one consumer."""
+    root = edge.node
+    if root is None or edge.output_nr != 0 or len(root._input_metadata) != 1:
+        return False
+    seen: list[Any] = []
+    stack = [root]
+    while stack:
+        fn = stack.pop()
+        for nxt, nr in fn.next_functions:
+            if nxt is None or type(nxt) is _ACCUMULATE:
+                continue
+            if nr != 0 or len(nxt._input_metadata) != 1 or any(nxt is s for s in seen):
+                return False
+            seen.append(nxt)
+            stack.append(nxt)
+    return True
+
+
+_ACCUMULATE = torch._C._functions.AccumulateGrad  # the node that ends at a leaf
+
+
+def _direct_grad(
+    root: Any, grad: torch.Tensor, inputs: Sequence[torch.Tensor], expect: list[tuple[torch.dtype, torch.Size]]
+) -> list[torch.Tensor | None]:
+    """Gradients of ``inputs`` (autograd leaves) from one op's gradient ``grad``, by calling
+    the op's backward node and the view nodes below it directly, as the engine would.
+
+    For a one-op graph the engine's set-up (a graph task, dependency counts, capture
+    hooks) costs more than the node itself. Only for graphs :func:`_is_simple_tree`
+    accepts, and only when every leaf below is wanted (the engine would skip branches
+    to leaves it is not asked about). Each gradient is fitted to its receiver's dtype
+    and shape as the engine's ``validate_outputs`` does; ``expect`` holds those, edge by
+    edge, filled on the first call for this op and set of inputs (the graph's shape
+    does not change between steps) and read after that.
+    """
+    fill = not expect
+    k = 0
+    index = {id(t): j for j, t in enumerate(inputs)}
+    result: list[torch.Tensor | None] = [None] * len(inputs)
+    stack = [(root, grad)]
+    enabled = torch.is_grad_enabled()
+    torch._C._set_grad_enabled(False)
+    try:
+        while stack:
+            fn, g = stack.pop()
+            outs = fn(g)
+            if not isinstance(outs, tuple):  # a node with one input returns a bare tensor
+                outs = (outs,)
+            for (nxt, nr), go in zip(fn.next_functions, outs):
+                if nxt is None:
+                    continue
+                if fill:
+                    meta = nxt._input_metadata[nr]
+                    expect.append((meta.dtype, torch.Size(meta.shape)))
+                dtype, shape = expect[k]
+                k += 1
+                if go is None:
+                    continue
+                if go.dtype != dtype:
+                    go = go.to(dtype)
+                if go.shape != shape:
+                    go = go.sum_to_size(shape)
+                if type(nxt) is _ACCUMULATE:
+                    j = index.get(id(nxt.variable))
+                    if j is not None:
+                        result[j] = go if result[j] is None else result[j] + go
+                else:
+                    stack.append((nxt, go))
+    finally:
+        torch._C._set_grad_enabled(enabled)
+    return result
 
 
 def is_owner(n: torch.fx.Node) -> bool:

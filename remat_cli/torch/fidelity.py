@@ -27,7 +27,7 @@ from remat_cli.plandoc import Plan
 from remat_cli.planner import make_plan, resolve_budget
 from remat_cli.torch._apply import Step, checkpoint_policy
 from remat_cli.torch._capture import capture_program
-from remat_cli.torch._measure import Measurement, measure
+from remat_cli.torch._measure import Measurement, measure, paired_seconds
 
 __all__ = ["FidelityRow", "FidelityReport", "fidelity", "load_factory", "eager_step"]
 
@@ -50,6 +50,9 @@ class FidelityRow:
     predicted_fixed_bytes: int | None = None
     measured_fixed_bytes: int | None = None
     note: str = ""
+    # time of this step / (eager step's time x (1 + measured extra FLOPs)) - 1, the two
+    # timed alternately: what running the step costs beyond its own arithmetic
+    executor_overhead: float | None = None
 
     @property
     def peak_ratio(self) -> float | None:
@@ -73,6 +76,7 @@ class FidelityRow:
             "fallbacks": self.fallbacks,
             "grads_match": self.grads_match,
             "max_grad_error": self.max_grad_error,
+            "executor_overhead": self.executor_overhead,
             "note": self.note,
         }
 
@@ -251,8 +255,10 @@ def fidelity(
         sa_step = Step(prog, graph, store_all.schedule, "store-all", inputs)
         sa_m = measure(sa_step, inputs, runs=runs)
         base_flops = sa_m.flops
-        rows = [_row("store-all", None, store_all, sa_m, base_flops, graph, _grads(sa_step, model, inputs, seed), reference)]
+        sa_grads = _grads(sa_step, model, inputs, seed)
         eager_m = measure(eager, inputs, runs=runs, fixed=_fixed(model) + [p.grad for p in params])
+        rows = [_row("store-all", None, store_all, sa_m, base_flops, graph, sa_grads, reference,
+                     overhead=_overhead(sa_step, eager, inputs, runs, sa_m, base_flops))]
         rows.append(_row("eager", None, store_all, eager_m, base_flops, None, reference, reference, "PyTorch's own step", None))
         for name in strategies:
             if name == "store-all":
@@ -265,7 +271,8 @@ def fidelity(
             step = Step(prog, graph, plan.schedule, name, inputs)
             got = _grads(step, model, inputs, seed)
             m = measure(step, inputs, runs=runs)
-            rows.append(_row(name, budget_bytes, plan, m, base_flops, graph, got, reference, note))
+            rows.append(_row(name, budget_bytes, plan, m, base_flops, graph, got, reference, note,
+                             overhead=_overhead(step, eager, inputs, runs, m, base_flops)))
             if sac:
                 s = sac_step(model, plan, loss_fn)
                 try:
@@ -274,7 +281,9 @@ def fidelity(
                 except Exception as exc:  # noqa: BLE001 - reported in the row, never hidden
                     rows.append(FidelityRow(name + "+sac", budget_bytes, plan.metrics.peak_bytes, None, plan.metrics.overhead, None, None, None, None, None, note=f"failed: {type(exc).__name__}: {_first_line(exc)}"))
                     continue
-                rows.append(_row(name + "+sac", budget_bytes, plan, ms, base_flops, graph, got_s, reference, "keep-set as a checkpoint policy", fallbacks=None))
+                rows.append(_row(name + "+sac", budget_bytes, plan, ms, base_flops, graph, got_s, reference,
+                                 "keep-set as a checkpoint policy", fallbacks=None,
+                                 overhead=_overhead(s, eager, inputs, runs, ms, base_flops)))
     finally:
         with torch.no_grad():
             for k, b in model.named_buffers():
@@ -288,6 +297,18 @@ def fidelity(
 
 def _fixed(model: torch.nn.Module) -> list[torch.Tensor]:
     return list(model.parameters()) + list(model.buffers())
+
+
+def _overhead(
+    step: Callable[..., Any], eager: Callable[..., Any], inputs: Sequence[Any], runs: int, m: Measurement,
+    base_flops: int | None,
+) -> float | None:
+    """Time of ``step`` over the eager step's time scaled by the step's measured FLOPs,
+    minus 1: the executor's own cost. Both are timed alternately, ``max(runs, 3)`` pairs."""
+    if not base_flops:
+        return None
+    pair = paired_seconds(step, eager, inputs, pairs=max(runs, 3))
+    return pair.ratio / (m.flops / base_flops) - 1.0
 
 
 def _grads(step: Callable[..., Any], model: torch.nn.Module, inputs: Sequence[Any], seed: int) -> list[torch.Tensor]:
@@ -316,6 +337,7 @@ def _row(
     ref: list[torch.Tensor],
     note: str = "",
     fallbacks: int | None | str = "step",
+    overhead: float | None = None,
 ) -> FidelityRow:
     err = max((float((a - b).abs().max()) for a, b in zip(got, ref)), default=0.0)
     match = all(torch.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in zip(got, ref))
@@ -334,4 +356,5 @@ def _row(
         predicted_fixed_bytes=plan.metrics.fixed_bytes,
         measured_fixed_bytes=m.fixed_bytes,
         note=note,
+        executor_overhead=overhead,
     )
