@@ -288,6 +288,7 @@ def test_cli_capture_then_plan_then_fidelity(tmp_path):
     res = runner.invoke(cli, ["fidelity", f"{factory}:make", "-b", "0.8x", "-s", "chain-dp", "--runs", "1", "--no-sac"])
     assert res.exit_code == 0, res.output
     assert "chain-dp" in res.output and "store-all" in res.output and "Traceback" not in res.output
+    assert " exec " in res.output  # the executor's own overhead has a column
 
 
 def test_cli_bad_factory_is_one_line(tmp_path):

@@ -37,13 +37,13 @@ def render_fidelity(report: Any, console: Console) -> None:
     )
     table = Table(box=None, pad_edge=False, show_edge=False, collapse_padding=True)
     for col in ("strategy", "budget", "peak", "measured", "ratio", "+FLOPs", "measured",
-                "time", "measured", "fb", "grads"):
+                "time", "measured", "exec", "fb", "grads"):
         table.add_column(col, justify="left" if col == "strategy" else "right", no_wrap=True)
     notes = []
     for row in report.rows:
         if row.measured_peak_bytes is None:
             notes.append(f"{row.strategy}: {row.note}")
-            table.add_row(row.strategy, fmt_bytes(row.budget_bytes), "no fit", *[""] * 8)
+            table.add_row(row.strategy, fmt_bytes(row.budget_bytes), "no fit", *[""] * 9)
             continue
         if row.note and row.strategy != "eager" and not row.strategy.endswith("+sac"):
             notes.append(f"{row.strategy}: {row.note}")
@@ -58,13 +58,15 @@ def render_fidelity(report: Any, console: Console) -> None:
             fmt_pct(row.measured_flops_overhead),
             fmt_seconds(row.predicted_seconds),
             fmt_seconds(row.measured_seconds),
+            fmt_pct(row.executor_overhead),
             "-" if row.fallbacks is None else str(row.fallbacks),
             "-" if row.grads_match is None else ("equal" if row.grads_match else f"DIFFER {row.max_grad_error:.0e}"),
         )
     console.print(table)
     console.print(
         "peak, +FLOPs (extra over store-all), time: predicted, then measured; fixed memory "
-        "included; ratio = measured / predicted peak; fb = fallback recomputations. eager: "
+        "included; ratio = measured / predicted peak; exec = the step's own time over eager's "
+        "(scaled by its measured FLOPs); fb = fallback recomputations. eager: "
         "PyTorch's own step; +sac: the plan's keep-set as a checkpoint policy.",
         markup=False,
     )
