@@ -107,3 +107,17 @@ def test_plan_json_info_reads_as_before_the_facts() -> None:
         "store-all over budget (34 B), treewidth +17.53%, pathwidth +17.53%, chen-sqrt +23.71%, chen-greedy +20.62%, "
         "chain-dp +17.53%, greedy no fit, dtr +17.53%, min-memory skipped (a cheaper plan fits)"
     )
+
+
+def test_a_stopped_recursion_reads_as_before(monkeypatch) -> None:
+    """The fallback when the bare recursion passes its work limit: the reason comes from
+    the stopped run as data, and reads as the text the strategy used to build."""
+    from remat_cli.strategies import treewidth as T
+
+    monkeypatch.setattr(T, "WORK_FLOOR", 10)
+    monkeypatch.setattr(T, "WORK_PER_NODE", 0)
+    g = checkmate_training_graph(G.random_dag(14, p=0.4, seed=3))
+    plan = make_plan(g, "treewidth", None)
+    info = plan_to_json(plan)["info"]
+    assert info["mode"] == "store-all: the bare recursion stopped at its work limit"
+    assert info["work limit (units)"] == 10 and plan.info["mode"].args == ("work limit",)

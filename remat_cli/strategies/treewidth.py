@@ -626,7 +626,8 @@ def plan_over_separator_tree(
         info["runs stopped once costlier than the best"] = pruned[0]
     if stopped:
         shown = stopped[:3]
-        info["stopped runs"] = Phrase("{}: " + "; ".join("{}" for _ in shown) + ("; …" if len(stopped) > 3 else ""), (len(stopped), *shown))
+        more = "; …" if len(stopped) > 3 else ""
+        info["stopped runs"] = Phrase("{}: " + "; ".join("{}" for _ in shown) + more, (len(stopped), *shown))
     if options.memlimit:  # off only to test the monotone part on its own
         candidates.extend(_memlimit_candidates(graph, candidates, None if bare_run is None else bare_run.schedule, budget))
     fitting = [c for c in candidates if c.metrics.peak_bytes <= budget]
