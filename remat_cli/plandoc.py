@@ -27,6 +27,7 @@ from remat_cli.errors import InputError
 from remat_cli.graph import Graph
 from remat_cli.schedule import COMPUTE, Schedule
 from remat_cli.simulate import Metrics
+from remat_cli.units import Fact, Phrase, say
 
 __all__ = [
     "Plan",
@@ -450,7 +451,10 @@ def _no_constant(name: str) -> Any:
 
 
 def _jsonable(obj: Any) -> Any:
-    """Strategy info as plain JSON values (numpy scalars and tuples converted)."""
+    """Strategy info as plain JSON values (numpy scalars and tuples converted, typed facts
+    in words, as :func:`remat_cli.units.say` reads them)."""
+    if isinstance(obj, (Fact, Phrase)):
+        return say(obj)
     if isinstance(obj, Mapping):
         return {str(k): _jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

@@ -16,7 +16,7 @@ from remat_cli.budget import Budget
 from remat_cli.errors import InvalidScheduleError, NoPlanError
 from remat_cli.graph import Graph
 from remat_cli.plandoc import Plan
-from remat_cli.units import fmt_bytes
+from remat_cli.units import fmt_bytes, fmt_bytes_exact
 from remat_cli.simulate import simulate
 from remat_cli.strategies import RunContext, Strategy, get_strategy
 from remat_cli.strategies.store_all import store_all_plan
@@ -44,8 +44,8 @@ def check_lower_bound(graph: Graph, budget_bytes: int | None) -> None:
     if budget_bytes is not None and budget_bytes < graph.lb:
         v = graph.lb_node
         raise NoPlanError(
-            f"budget {fmt_bytes(budget_bytes)} ({budget_bytes} B) is below the lower bound "
-            f"{fmt_bytes(graph.lb)} ({graph.lb} B): node {graph.ids[v]!r} ({graph.ops[v] or 'op'}) "
+            f"budget {fmt_bytes_exact(budget_bytes)} is below the lower bound "
+            f"{fmt_bytes_exact(graph.lb)}: node {graph.ids[v]!r} ({graph.ops[v] or 'op'}) "
             "needs its inputs, its output and its workspace resident at once"
             + (f", on top of {fmt_bytes(graph.fixed_mem)} fixed memory" if graph.fixed_mem else ""),
             min_budget=graph.lb,
@@ -108,8 +108,8 @@ def _make_plan(graph: Graph, strat: Strategy, budget_bytes: int | None, opts: An
     assert sim.metrics is not None
     if budget_bytes is not None and sim.metrics.peak_bytes > budget_bytes:
         raise NoPlanError(
-            f"{strategy} cannot fit budget {fmt_bytes(budget_bytes)} ({budget_bytes} B): "
-            f"its plan peaks at {fmt_bytes(sim.metrics.peak_bytes)} ({sim.metrics.peak_bytes} B)"
+            f"{strategy} cannot fit budget {fmt_bytes_exact(budget_bytes)}: "
+            f"its plan peaks at {fmt_bytes_exact(sim.metrics.peak_bytes)}"
             + ("" if strat.uses_budget else "; it ignores budgets, so that is the smallest it can meet"),
             min_budget=None if strat.uses_budget else sim.metrics.peak_bytes,
         )

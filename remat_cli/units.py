@@ -11,10 +11,12 @@ cli.py can all use it without the core importing the report layer.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any, Literal
 
 __all__ = [
     "fmt_bytes", "fmt_seconds", "fmt_pct", "fmt_ratio", "fmt_count", "fmt_cost", "fmt_bytes_pair", "shorten",
-    "shorten_all",
+    "shorten_all", "fmt_bytes_exact", "Fact", "Phrase", "say",
 ]
 
 _BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB")
@@ -55,6 +57,11 @@ def fmt_bytes(n: float | int | None) -> str:
         value /= 1024
         k += 1
     return f"{sign}{_digits(value)} {_BYTE_UNITS[k]}"
+
+
+def fmt_bytes_exact(n: int) -> str:
+    """1536 -> '1.50 KiB (1536 B)': human units and the exact count, as error lines give sizes."""
+    return f"{fmt_bytes(n)} ({n} B)"
 
 
 def fmt_bytes_pair(a: int, b: int) -> tuple[str, str]:
@@ -152,3 +159,41 @@ def shorten_all(texts: list[str], width: int) -> list[str]:
         w += 4
         out = [shorten(t, w) for t in texts]
     return out
+
+
+#: What a :class:`Fact`'s number measures, which decides how it reads:
+#: ``bytes`` -> :func:`fmt_bytes`; ``change`` (a relative change, 0.0123) -> '+1.23%'.
+FactKind = Literal["bytes", "change"]
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A number with what it measures: strategies hand these up in ``StrategyResult.info``
+    instead of formatted text, and :func:`say` turns them into words."""
+
+    value: float | int
+    kind: FactKind
+
+
+@dataclass(frozen=True)
+class Phrase:
+    """A fixed sentence with typed facts in it: ``template`` holds one ``{}`` per item of
+    ``args`` (each a :class:`Fact`, a nested :class:`Phrase`, or a plain str/int), so the
+    numbers stay data until :func:`say` renders them."""
+
+    template: str
+    args: tuple[Any, ...] = ()
+
+
+def say(value: Any) -> Any:
+    """The one renderer of strategy facts: a :class:`Fact` or :class:`Phrase` in words;
+    any other value (plain numbers, texts, lists) unchanged, for tables and JSON alike."""
+    if isinstance(value, Fact):
+        if value.kind == "bytes":
+            return fmt_bytes(value.value)
+        if value.kind == "change":
+            return f"{value.value:+.2%}"
+        raise ValueError(f"unknown fact kind {value.kind!r}")
+    if isinstance(value, Phrase):
+        return value.template.format(*(str(say(a)) for a in value.args))
+    return value

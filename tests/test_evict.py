@@ -24,6 +24,7 @@ from remat_cli.algorithms import decompose as D
 from remat_cli.strategies.evict import cleanup, memlimit_pass
 from remat_cli.strategies.treewidth import recursive_schedule
 from remat_cli.training import checkmate_training_graph
+from remat_cli.units import say
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -157,7 +158,7 @@ def test_auto_polishes_the_best_plans_with_the_pass() -> None:
         except NoPlanError:
             pass
     assert auto.metrics.cost < min(others)
-    assert "memory-limit pass" in str(auto.info.get("polished"))
+    assert "memory-limit pass" in say(auto.info["polished"])
 
 
 @SETTINGS

@@ -26,6 +26,7 @@ from remat_cli.simulate import simulate
 from remat_cli.algorithms import decompose as D
 from remat_cli.strategies import treewidth as T
 from remat_cli.training import checkmate_training_graph
+from remat_cli.units import say
 
 
 def dense_dag(n: int) -> Graph:
@@ -118,7 +119,7 @@ def test_a_stopped_recursion_still_gives_a_valid_plan(monkeypatch, name):
     g = checkmate_training_graph(dense_dag(12))
     plan = make_plan(g, name, None)
     _checked(g, plan.schedule, None)
-    assert "stopped" in plan.info["mode"]
+    assert "stopped" in say(plan.info["mode"])
     sa = store_all_peak(g)
     for budget in (sa, int(0.7 * sa)):
         try:
@@ -142,7 +143,7 @@ def test_past_the_deadline_strategies_return_what_they_have():
                 continue
             _checked(g, plan.schedule, budget)
     plan = make_plan(g, "auto", int(0.6 * sa), past)
-    assert "skipped (time limit)" in plan.info["tried"]
+    assert "skipped (time limit)" in say(plan.info["tried"])
 
 
 def test_auto_shares_decompositions_and_stops_at_the_base_cost():
@@ -154,7 +155,7 @@ def test_auto_shares_decompositions_and_stops_at_the_base_cost():
     assert {"skeleton", "td min-degree", "pd"} <= set(shared)
     # store-all fits at 1x: no other strategy is run, none could be cheaper
     plan = make_plan(g, "auto", sa)
-    assert plan.metrics.cost == g.base_cost and plan.info["tried"].count("skipped") == 6  # min-memory too
+    assert plan.metrics.cost == g.base_cost and say(plan.info["tried"]).count("skipped") == 6  # min-memory too
 
 
 def test_progress_is_reported():

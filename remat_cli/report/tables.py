@@ -16,7 +16,7 @@ from remat_cli.bounds import StructuralBound
 from remat_cli.plandoc import Plan, metrics_to_json, plan_to_json
 from remat_cli.report.facts import PlanFacts, plan_facts
 from remat_cli.sweep import SweepPoint, Tradeoff
-from remat_cli.units import fmt_bytes, fmt_cost, fmt_count, fmt_pct, fmt_ratio, fmt_seconds, shorten_all
+from remat_cli.units import fmt_bytes, fmt_cost, fmt_count, fmt_pct, fmt_ratio, fmt_seconds, say, shorten_all
 from remat_cli.simulate import Metrics
 from remat_cli.summary import GraphSummary
 
@@ -219,9 +219,9 @@ def _info_rows(info: Mapping[str, Any], verbose: bool) -> tuple[list[tuple[str, 
         elif key == "order":
             continue
         elif key in _INFO_LABELS:
-            rows.append((_INFO_LABELS[key], str(value)))
+            rows.append((_INFO_LABELS[key], str(say(value))))
         elif verbose:
-            rows.append((str(key).replace("_", " "), str(value)))
+            rows.append((str(key).replace("_", " "), str(say(value))))
         else:
             hidden += 1
     return rows, hidden

@@ -27,7 +27,7 @@ from typing import Any
 
 from remat_cli.errors import NoPlanError, RematError
 from remat_cli.graph import Graph
-from remat_cli.units import fmt_bytes
+from remat_cli.units import Fact, Phrase, fmt_bytes_exact
 from remat_cli.simulate import simulate
 from remat_cli.schedule import Schedule
 from remat_cli.strategies.base import NoOptions, RunContext, Strategy, StrategyResult
@@ -51,7 +51,7 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
     from remat_cli.strategies import fast_strategies  # the registry imports this module
 
     best: tuple[float, int, int, str, StrategyResult] | None = None
-    tried: dict[str, str] = {}
+    tried: dict[str, str | Fact | Phrase] = {}  # how each candidate fared, as facts
     floors: list[int] = []
     fitting: list[tuple[float, int, int, str, StrategyResult]] = []
     if context.shared is None:  # decompositions computed once for treewidth and pathwidth
@@ -70,18 +70,18 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
                 floors.append(outcome.min_budget)
             return
         if isinstance(outcome, RematError):  # a strategy that cannot handle this graph
-            tried[strat.name] = f"failed: {outcome.message}"
+            tried[strat.name] = Phrase("failed: {}", (outcome.message,))
             return
         sim = simulate(graph, outcome.schedule)
         if sim.metrics is None:
-            tried[strat.name] = f"invalid ({sim.error})"
+            tried[strat.name] = Phrase("invalid ({})", (sim.error,))
             return
         m = sim.metrics
         if budget is not None and m.peak_bytes > budget:
-            tried[strat.name] = f"over budget ({fmt_bytes(m.peak_bytes)})"
+            tried[strat.name] = Phrase("over budget ({})", (Fact(m.peak_bytes, "bytes"),))
             floors.append(m.peak_bytes)
             return
-        tried[strat.name] = f"{m.overhead:+.2%}"
+        tried[strat.name] = Fact(m.overhead, "change")
         key = (m.cost, m.peak_bytes, rank, strat.name, outcome)
         fitting.append(key)
         if best is None or key[:3] < best[:3]:
@@ -131,15 +131,16 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
     if best is None:
         floor = min(floors) if floors else None
         raise NoPlanError(
-            f"auto: no strategy fits budget {fmt_bytes(budget or 0)} ({budget} B)"
-            + (f"; the smallest budget one of them meets is {fmt_bytes(floor)} ({floor} B)" if floor else ""),
+            f"auto: no strategy fits budget {fmt_bytes_exact(budget) if budget is not None else 'none'}"
+            + (f"; the smallest budget one of them meets is {fmt_bytes_exact(floor)}" if floor else ""),
             min_budget=floor,
         )
     best = _polish(graph, budget, fitting, best)
     name, result = best[3], best[4]
     order = {s.name: i for i, s in enumerate(candidates)}
-    tried_text = ", ".join(f"{k} {v}" for k, v in sorted(tried.items(), key=lambda kv: order[kv[0]]))
-    info = {"winner": name, **{f"{k}": v for k, v in result.info.items()}, "tried": tried_text}
+    ranked = sorted(tried.items(), key=lambda kv: order[kv[0]])
+    tried_facts = Phrase(", ".join("{} {}" for _ in ranked), tuple(x for kv in ranked for x in kv))
+    info = {"winner": name, **{f"{k}": v for k, v in result.info.items()}, "tried": tried_facts}
     return StrategyResult(result.schedule, info, result.keep)
 
 
@@ -157,7 +158,7 @@ def _polish(graph: Graph, budget: int | None, fitting: list, best: tuple) -> tup
         m = simulate(graph, schedule).metrics
         if m is None or m.peak_bytes > budget or m.cost >= cost:
             continue
-        info = {**result.info, "polished": f"memory-limit pass: cost {m.cost / cost - 1:+.2%} on {name}'s plan"}
+        info = {**result.info, "polished": Phrase("memory-limit pass: cost {} on {}'s plan", (Fact(m.cost / cost - 1, "change"), name))}
         key = (m.cost, m.peak_bytes, rank, name, StrategyResult(schedule, info, None))
         if key[:3] < best[:3]:
             best = key

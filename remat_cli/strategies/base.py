@@ -23,7 +23,11 @@ ProgressFn = Callable[[int, int, str], None]
 
 @dataclass(frozen=True, eq=False)
 class StrategyResult:
-    """A strategy's answer: the schedule, facts worth reporting, and the kept forward values."""
+    """A strategy's answer: the schedule, facts worth reporting, and the kept forward values.
+
+    ``info`` holds data, not display text: numbers, plain words, lists of ids, and sizes or
+    changes as :class:`~remat_cli.units.Fact` / :class:`~remat_cli.units.Phrase`, which
+    :func:`remat_cli.units.say` renders for tables and plan JSON alike."""
 
     schedule: Schedule
     info: Mapping[str, Any] = field(default_factory=dict)

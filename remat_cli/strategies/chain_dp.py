@@ -70,7 +70,7 @@ import numpy as np
 
 from remat_cli.errors import NoPlanError
 from remat_cli.graph import Graph
-from remat_cli.units import fmt_bytes
+from remat_cli.units import fmt_bytes_exact
 from remat_cli.simulate import simulate
 from remat_cli.strategies.base import RunContext, Strategy, StrategyResult
 from remat_cli.algorithms.segments import Segmentation, schedule_from_sequence, segment
@@ -525,8 +525,8 @@ def _run(graph: Graph, budget: int | None, options: ChainOptions, context: RunCo
             best = found
     if best is None:
         raise NoPlanError(
-            f"chain-dp cannot fit budget {fmt_bytes(budget)} ({budget} B); its smallest plan "
-            f"{'found before its time limit ' if stopped else ''}peaks at {fmt_bytes(smallest)} ({smallest} B)",
+            f"chain-dp cannot fit budget {fmt_bytes_exact(budget)}; its smallest plan "
+            f"{'found before its time limit ' if stopped else ''}peaks at {fmt_bytes_exact(smallest)}",
             min_budget=smallest,
         )
     return best[2]

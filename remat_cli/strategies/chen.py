@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from remat_cli.errors import NoPlanError
 from remat_cli.graph import Graph
-from remat_cli.units import fmt_bytes
+from remat_cli.units import Fact, Phrase, fmt_bytes_exact
 from remat_cli.simulate import Metrics, simulate
 from remat_cli.strategies.base import NoOptions, RunContext, Strategy, StrategyResult
 from remat_cli.algorithms.segments import Segmentation, checkpoint_sequence, schedule_from_sequence, segment
@@ -149,14 +149,14 @@ def _run_greedy(graph: Graph, budget: int | None, options: GreedyOptions, contex
     if best is None:
         assert min_peak is not None
         raise NoPlanError(
-            f"chen-greedy cannot fit budget {fmt_bytes(budget)} ({budget} B); its smallest plan "
-            f"{'found before its time limit ' if stopped else ''}peaks at {fmt_bytes(min_peak)} ({min_peak} B)",
+            f"chen-greedy cannot fit budget {fmt_bytes_exact(budget)}; its smallest plan "
+            f"{'found before its time limit ' if stopped else ''}peaks at {fmt_bytes_exact(min_peak)}",
             min_budget=min(min_peak, store_metrics.peak_bytes),
         )
     _, _, b, result = best
-    info = {**result.info, "threshold": fmt_bytes(int(b))}
+    info = {**result.info, "threshold": Fact(int(b), "bytes")}
     if stopped:
-        info["stopped"] = f"time limit, after {tried} of {len(order)} groupings"
+        info["stopped"] = Phrase("time limit, after {} of {} groupings", (tried, len(order)))
     return StrategyResult(result.schedule, info, result.keep)
 
 

@@ -68,7 +68,7 @@ import numpy as np
 
 from remat_cli.errors import InputError, NoPlanError
 from remat_cli.graph import Graph
-from remat_cli.units import fmt_bytes
+from remat_cli.units import fmt_bytes_exact
 from remat_cli.schedule import Schedule, ScheduleBuilder
 from remat_cli.simulate import Metrics, simulate
 from remat_cli.strategies.base import RunContext, Strategy, StrategyResult
@@ -490,9 +490,9 @@ def _run(graph: Graph, budget: int | None, options: ExactOptions, context: RunCo
                 "no schedule fits budget {} (proven over all schedules)"
                 if proven_none
                 else "no schedule of Checkmate's model (fixed order of first computations) fits budget {}"
-            ).format(f"{fmt_bytes(budget)} ({budget} B)")
+            ).format(fmt_bytes_exact(budget))
             raise NoPlanError(
-                f"exact: {what}; the smallest budget it can meet is {fmt_bytes(mb)} ({mb} B)",
+                f"exact: {what}; the smallest budget it can meet is {fmt_bytes_exact(mb)}",
                 min_budget=mb,
             )
         raise NoPlanError(f"exact: no schedule found within the time limit of {time_limit:g} s (--time-limit)")

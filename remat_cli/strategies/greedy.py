@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from remat_cli.errors import NoPlanError
 from remat_cli.graph import Graph
-from remat_cli.units import fmt_bytes
+from remat_cli.units import fmt_bytes_exact
 from remat_cli.schedule import Schedule, ScheduleBuilder
 from remat_cli.strategies.base import RunContext, Strategy, StrategyFn, StrategyResult
 from remat_cli.strategies.store_all import store_all_if_fits, store_all_plan
@@ -262,7 +262,7 @@ def _runner(name: str, score: Score) -> StrategyFn:
                 lo = mid
         what = "the smallest budget it meets" if not stopped else "a budget it meets (found before its time limit)"
         raise NoPlanError(
-            f"{name} cannot fit budget {fmt_bytes(budget)} ({budget} B); {what} is {fmt_bytes(hi)} ({hi} B)",
+            f"{name} cannot fit budget {fmt_bytes_exact(budget)}; {what} is {fmt_bytes_exact(hi)}",
             min_budget=hi,
         )
 

@@ -55,7 +55,7 @@ from remat_cli.graph import Graph
 from remat_cli.schedule import COMPUTE, Schedule, ScheduleBuilder
 from remat_cli.simulate import Metrics, simulate
 from remat_cli.strategies.base import NoOptions, RunContext, Strategy, StrategyResult
-from remat_cli.units import fmt_bytes
+from remat_cli.units import fmt_bytes_exact
 
 __all__ = ["STRATEGY", "min_memory_schedule", "min_memory_variants", "tree_numbers"]
 
@@ -271,8 +271,8 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
     if not fits:
         floor = min((v[2].peak_bytes for v in variants), default=None)
         raise NoPlanError(
-            f"min-memory: no variant fits budget {fmt_bytes(budget or 0)} ({budget} B)"
-            + (f"; its lowest peak is {fmt_bytes(floor)} ({floor} B)" if floor is not None else ""),
+            f"min-memory: no variant fits budget {fmt_bytes_exact(budget) if budget is not None else 'none'}"
+            + (f"; its lowest peak is {fmt_bytes_exact(floor)}" if floor is not None else ""),
             min_budget=floor,
         )
     key = (lambda v: (v[2].cost, v[2].peak_bytes)) if budget is not None else (lambda v: (v[2].peak_bytes, v[2].cost))

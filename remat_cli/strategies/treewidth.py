@@ -63,7 +63,7 @@ import numpy as np
 
 from remat_cli.errors import NoPlanError
 from remat_cli.graph import Graph
-from remat_cli.units import fmt_bytes
+from remat_cli.units import Fact, Phrase, fmt_bytes_exact, say
 from remat_cli.schedule import Schedule, ScheduleBuilder
 from remat_cli.simulate import Metrics, simulate
 from remat_cli.strategies.base import RunContext, Strategy, StrategyResult
@@ -521,7 +521,7 @@ class DecompositionOptions:
 class _Attempt:
     schedule: Schedule
     metrics: Metrics
-    label: str
+    label: str | Phrase  # what the run was, reported as info["mode"]
 
 
 def plan_over_separator_tree(
@@ -547,13 +547,13 @@ def plan_over_separator_tree(
     }
     wide = int(np.count_nonzero(np.diff(graph.pred_ptr)[graph.needed] > MORAL_DEGREE_CAP))
     if wide:
-        info["nodes outside the bound"] = f"{wide} (more than {MORAL_DEGREE_CAP} inputs: not moralized)"
-    stopped: list[str] = []
+        info["nodes outside the bound"] = Phrase("{} (more than {} inputs: not moralized)", (wide, MORAL_DEGREE_CAP))
+    stopped: list[Phrase] = []  # "label (why)" of each run stopped at a limit
 
-    def attempt(label: str, limit: int | None, **kw: Any) -> _Attempt | None:
+    def attempt(label: str | Phrase, limit: int | None, **kw: Any) -> _Attempt | None:
         """One run of the recursion, measured; None when it stopped at a limit."""
         if progress is not None:
-            progress(tried[0], 0, f"{'treewidth' if kind.startswith('tree') else 'pathwidth'}: {label}")
+            progress(tried[0], 0, f"{'treewidth' if kind.startswith('tree') else 'pathwidth'}: {say(label)}")
         tried[0] += 1
         try:
             schedule, _ = recursive_schedule(graph, sep, limit, deadline=deadline, memo=memo, **kw)
@@ -561,7 +561,7 @@ def plan_over_separator_tree(
             if str(exc) == "cannot win":
                 pruned[0] += 1
             else:
-                stopped.append(f"{label} ({exc})")
+                stopped.append(Phrase("{} ({})", (label, str(exc))))
             return None
         return _Attempt(schedule, _measure(graph, schedule), label)
 
@@ -572,7 +572,7 @@ def plan_over_separator_tree(
         bare_run = attempt("bare recursion", None)
         if bare_run is None:
             store = store_all_plan(graph)
-            info["mode"] = f"store-all: the bare recursion stopped at its {stopped[0].rsplit('(', 1)[1][:-1]}"
+            info["mode"] = Phrase("store-all: the bare recursion stopped at its {}", (stopped[0].args[1],))
             info["work limit (units)"] = work_limit(graph)
             return _result(graph, store.schedule, store.metrics, info, started)
         info["mode"] = "bare recursion"
@@ -598,13 +598,16 @@ def plan_over_separator_tree(
             if min((c.metrics.cost for c in candidates if c.metrics.peak_bytes <= budget), default=math.inf) <= sa.base_cost:
                 break  # nothing can be cheaper than computing each node once
             if deadline is not None and time.perf_counter() > deadline:
-                stopped.append("the rest of the budget ladder (time limit)")
+                stopped.append(Phrase("{} ({})", ("the rest of the budget ladder", "time limit")))
                 break
             fitted = False
             for eager, evict in ((True, "recent"), (True, "cheap"), (False, "recent")):
                 if not eager and (fitted or (bare is not None and point < bare.peak_bytes)):
                     break  # the cache-only run only where no prefetch run fits the point
-                label = f"budgeted recursion with cache ({evict} evicted first){' and prefetch' if eager else ''} at {fmt_bytes(point)}"
+                label = Phrase(
+                    "budgeted recursion with cache ({} evicted first){} at {}",
+                    (evict, " and prefetch" if eager else "", Fact(point, "bytes")),
+                )
                 # a run costlier than the best fitting plan so far cannot win: stop it there,
                 # unless whether it fits the point decides if the cache-only run follows
                 to_beat = math.inf
@@ -622,7 +625,9 @@ def plan_over_separator_tree(
     if pruned[0]:
         info["runs stopped once costlier than the best"] = pruned[0]
     if stopped:
-        info["stopped runs"] = f"{len(stopped)}: " + "; ".join(stopped[:3]) + ("; …" if len(stopped) > 3 else "")
+        shown = stopped[:3]
+        more = "; …" if len(stopped) > 3 else ""
+        info["stopped runs"] = Phrase("{}: " + "; ".join("{}" for _ in shown) + more, (len(stopped), *shown))
     if options.memlimit:  # off only to test the monotone part on its own
         candidates.extend(_memlimit_candidates(graph, candidates, None if bare_run is None else bare_run.schedule, budget))
     fitting = [c for c in candidates if c.metrics.peak_bytes <= budget]
@@ -638,8 +643,7 @@ def plan_over_separator_tree(
             least = min(_measure(graph, cleanup(graph, bare_run.schedule)).peak_bytes, sa.peak_bytes)
             why = "its smallest plan (the bare recursion, frees moved to last use)"
         raise NoPlanError(
-            f"{kind} cannot fit budget {fmt_bytes(budget)} ({budget} B): {why} "
-            f"peaks at {fmt_bytes(least)} ({least} B)",
+            f"{kind} cannot fit budget {fmt_bytes_exact(budget)}: {why} peaks at {fmt_bytes_exact(least)}",
             min_budget=least,
         )
     best = min(fitting, key=lambda c: (c.metrics.cost, c.metrics.peak_bytes))
@@ -666,7 +670,7 @@ def _memlimit_candidates(graph: Graph, candidates: list[_Attempt], bare: Schedul
         best = min(fitting, key=lambda c: (c.metrics.cost, c.metrics.peak_bytes))
         if best.metrics.recomputations:
             polished = memlimit_pass(graph, best.schedule, budget)
-            out.append(_Attempt(polished, _measure(graph, polished), f"{best.label} + memory-limit pass"))
+            out.append(_Attempt(polished, _measure(graph, polished), Phrase("{} + memory-limit pass", (best.label,))))
     return out
 
 
