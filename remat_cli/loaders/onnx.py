@@ -216,7 +216,7 @@ def read_model(
     ops = [reader.listed(k) for k in top.order]
     folding = fold_views(ops, top.trainable, keep_views)
     for i, k in enumerate(top.order):
-        reader.read(k, i in folding.folded, folding)
+        reader.read(k, ops[i], i in folding.folded, folding)
     targets = _targets(model.graph, top, reader, source)
     graph_inputs = top.input_bytes(model.graph, shapes)
     fixed_parts = {
@@ -349,12 +349,11 @@ class _Reader:
         )
         return ReadOp(op=op, default=default, inputs=tuple(nd.input), outputs=tuple(outs), scheduled=not static)
 
-    def read(self, k: int, folded: bool, folding: ViewFolding) -> None:
-        """Read node ``k`` of the file: a folded view (``folded``, see ``folding``), a
-        constant, a load-time value, or a node."""
+    def read(self, k: int, listed: ReadOp, folded: bool, folding: ViewFolding) -> None:
+        """Read node ``k`` of the file (``listed`` as :meth:`listed` saw it): a folded view
+        (``folded``, see ``folding``), a constant, a load-time value, or a node."""
         nd = self.top.nodes_pb[k]
-        op = utf8(nd.op_type)
-        default = nd.domain in DEFAULT_DOMAINS
+        op, default = listed.op, listed.default
         label = op if default else f"{utf8(nd.domain)}.{op}"
         self.onnx_ops[label] += 1
         ins = list(nd.input)
@@ -363,9 +362,9 @@ class _Reader:
             return
         if folded:
             self._folded_view(outs, folding)
-        elif default and op == "Constant":
+        elif not listed.scheduled and op == "Constant":
             self._constant(outs)
-        elif default and op not in CONTROL_FLOW and op not in RANDOM_OPS and foldable(outs, self.shapes, self.small):
+        elif not listed.scheduled:
             self._fold_static(outs)
         else:
             self._op_node(k, nd, op, label, default, ins, outs)
