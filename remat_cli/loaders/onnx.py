@@ -29,9 +29,10 @@ that :mod:`remat_cli.loaders` composes into the graph to schedule.
 
 What lives where: :mod:`.onnx_file` parses the protobuf, refuses unsafe or malformed
 files and orders the nodes; :mod:`.onnx_shapes` sets ``--dim`` values, infers shapes and
-evaluates small load-time tensors; this module reads the nodes (:func:`read_model`:
-dims, inputs and parameters, shapes, one node per op with views and constants folded,
-targets, facts and costs, what ``remat info`` says).
+evaluates small load-time tensors; :mod:`.views` decides which views fold into what;
+this module reads the nodes (:func:`read_model`: dims, inputs and parameters, shapes, one
+node per op with views and constants folded, targets, facts and costs, what ``remat
+info`` says).
 """
 
 from __future__ import annotations
@@ -84,12 +85,12 @@ from remat_cli.loaders.onnx_shapes import (
     infer_shapes,
     set_dims,
 )
+from remat_cli.loaders.views import VIEW_OPS, ReadOp, ViewFolding, fold_views
 from remat_cli.training import ForwardFacts, build_training_graph
 from remat_cli.units import fmt_bytes, fmt_cost
 
 __all__ = ["read", "forward_graph", "training_graph", "read_model", "inference_export_signs", "VIEW_OPS", "CONTROL_FLOW", "dtype_bits"]
 
-VIEW_OPS = frozenset(["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"])
 #: ops whose cost or statistics need attributes
 NEEDS_ATTRS = frozenset(
     ["Gemm", "Einsum", "MaxPool", "AveragePool", "LpPool", "Resize", "Upsample", "LSTM", "GRU", "RNN",
@@ -199,7 +200,8 @@ def read_model(
 
     The steps: set and check the dimensions; find the inputs and the trainable
     parameters; infer every value's shape (:mod:`.onnx_shapes`); read the nodes in
-    topological order, folding views and load-time constants (:class:`_Reader`); find the
+    topological order, fold views (:func:`.views.fold_views`), and build the nodes
+    of the other ops, folding load-time constants (:class:`_Reader`); find the
     targets; cost the nodes (:mod:`remat_cli.costmodel`); describe what was read.
     """
     warn = warn or (lambda _msg: None)
@@ -210,9 +212,11 @@ def read_model(
     top = _TopLevel.of(model.graph, source)
     shapes, small = infer_shapes(model, top.nodes_pb, top.order, set(top.trainable), source, warn)
     check_shapes(shapes, top.nodes_pb, source)
-    reader = _Reader(top, shapes, small, keep_views)
-    for k in top.order:
-        reader.read(k)
+    reader = _Reader(top, shapes, small)
+    ops = [reader.listed(k) for k in top.order]
+    folding = fold_views(ops, top.trainable, keep_views)
+    for i, k in enumerate(top.order):
+        reader.read(k, ops[i], i in folding.folded, folding)
     targets = _targets(model.graph, top, reader, source)
     graph_inputs = top.input_bytes(model.graph, shapes)
     fixed_parts = {
@@ -305,16 +309,17 @@ class _TopLevel:
 class _Reader:
     """Reads the top-level nodes in topological order into :class:`_Node` s.
 
-    Constants, views (zero-copy: folded into their producer, or into the fixed value
-    they view) and small results computable at load time (folded into constants) become
-    no node; every other op becomes one node, with its sizes, FLOPs and parameter reads.
+    Two steps around the view pass: :meth:`listed` says what each op is (the pass's
+    input), :meth:`read` then builds the nodes. Constants, folded views (see
+    :mod:`.views`) and small results computable at load time (folded into constants)
+    become no node; every other op becomes one node, with its sizes, FLOPs and parameter
+    reads.
     """
 
-    def __init__(self, top: _TopLevel, shapes: dict[str, Any], small: dict[str, np.ndarray], keep_views: bool) -> None:
+    def __init__(self, top: _TopLevel, shapes: dict[str, Any], small: dict[str, np.ndarray]) -> None:
         self.top = top
         self.shapes = shapes
         self.small = small
-        self.keep_views = keep_views
         self.float_inputs = {i.name for i in top.graph_inputs if shapes.get(i.name, (0, None))[0] in FLOAT_TYPES}
         self.differentiate_inputs = not top.trainable  # no parameters: gradients w.r.t. the float inputs
         self.producer: dict[str, int] = {}  # value -> scheduled node (views resolve to their producer)
@@ -331,22 +336,35 @@ class _Reader:
         self.control: Counter[str] = Counter()
         self.onnx_ops: Counter[str] = Counter()
 
-    def read(self, k: int) -> None:
-        """Read node ``k`` of the file: fold it away, or add it as a node."""
+    def listed(self, k: int) -> ReadOp:
+        """Node ``k`` of the file as the view pass sees it: not scheduled when it is a
+        ``Constant`` or a small value computable at load time."""
         nd = self.top.nodes_pb[k]
         op = utf8(nd.op_type)
         default = nd.domain in DEFAULT_DOMAINS
+        outs = [o for o in nd.output if o]
+        static = default and (
+            op == "Constant"
+            or (op not in CONTROL_FLOW and op not in RANDOM_OPS and foldable(outs, self.shapes, self.small))
+        )
+        return ReadOp(op=op, default=default, inputs=tuple(nd.input), outputs=tuple(outs), scheduled=not static)
+
+    def read(self, k: int, listed: ReadOp, folded: bool, folding: ViewFolding) -> None:
+        """Read node ``k`` of the file (``listed`` as :meth:`listed` saw it): a folded view
+        (``folded``, see ``folding``), a constant, a load-time value, or a node."""
+        nd = self.top.nodes_pb[k]
+        op, default = listed.op, listed.default
         label = op if default else f"{utf8(nd.domain)}.{op}"
         self.onnx_ops[label] += 1
         ins = list(nd.input)
         outs = [o for o in nd.output if o]
         if not outs:
             return
-        if default and op == "Constant":
+        if folded:
+            self._folded_view(outs, folding)
+        elif not listed.scheduled and op == "Constant":
             self._constant(outs)
-        elif default and not self.keep_views and self._fold_view(op, ins, outs):
-            self.folded_views += 1
-        elif default and op not in CONTROL_FLOW and op not in RANDOM_OPS and foldable(outs, self.shapes, self.small):
+        elif not listed.scheduled:
             self._fold_static(outs)
         else:
             self._op_node(k, nd, op, label, default, ins, outs)
@@ -364,30 +382,16 @@ class _Reader:
             self.const_bytes += tensor_bytes(elem, shp) if shp is not None else 0
             self.static.add(o)
 
-    def _fold_view(self, op: str, ins: list[str], outs: list[str]) -> bool:
-        """Fold a zero-copy view into what it views; False when ``op`` is not one here.
-
-        A view of a node's value is that node; a view of a fixed value (an input, a
-        parameter, a constant) is that value; the ``Transpose`` of a parameter is the
-        parameter (matmul kernels read it transposed, no copy is kept)."""
-        if not ins or not ins[0]:
-            return False
-        src = ins[0]
-        if op in VIEW_OPS:
-            if src in self.producer:
-                for o in outs:
-                    self.producer[o] = self.producer[src]
+    def _folded_view(self, outs: list[str], folding: ViewFolding) -> None:
+        """A folded view's outputs are its base node, or the fixed value it views."""
+        for o in outs:
+            if o in folding.base:
+                self.producer[o] = self.producer[folding.base[o]]
             else:
-                for o in outs:
-                    self.root[o] = self.root.get(src, src)
-                if src in self.static:
-                    self.static.update(outs)
-            return True
-        if op == "Transpose" and self.root.get(src, src) in self.top.trainable:
-            for o in outs:
-                self.root[o] = self.root.get(src, src)
-            return True
-        return False
+                self.root[o] = folding.root[o]
+                if self.root[o] in self.static:
+                    self.static.add(o)
+        self.folded_views += 1
 
     def _fold_static(self, outs: list[str]) -> None:
         for o in outs:
