@@ -62,27 +62,20 @@ def cleanup(graph: Graph, schedule: Schedule) -> Schedule:
     for t in graph.targets.tolist():
         is_target[t] = True
     computes = schedule.compute_nodes.tolist()
-    alive = [True] * len(computes)
-    while True:
-        # instance[k]: which earlier compute instance each input of compute k reads
-        current: dict[int, int] = {}
-        used = [False] * len(computes)
-        last_target: dict[int, int] = {}
-        for k, v in enumerate(computes):
-            if not alive[k]:
-                continue
+    # One backward pass reaches the fixpoint of "delete unread computes, repeat": whether a
+    # compute is read depends only on the computes kept after it, which are decided first.
+    # read[v]: a kept compute after this point reads v before v's next kept compute.
+    alive = [False] * len(computes)
+    read = [False] * graph.n
+    last_seen = [False] * graph.n  # the last compute of each target is always kept
+    for k in range(len(computes) - 1, -1, -1):
+        v = computes[k]
+        if read[v] or (is_target[v] and not last_seen[v]):
+            alive[k] = True
+            read[v] = False
             for u in preds[v]:
-                used[current[u]] = True
-            current[v] = k
-            if is_target[v]:
-                last_target[v] = k
-        changed = False
-        for k, v in enumerate(computes):
-            if alive[k] and not used[k] and not (is_target[v] and last_target.get(v) == k):
-                alive[k] = False
-                changed = True
-        if not changed:
-            break
+                read[u] = True
+        last_seen[v] = True
     kept = [v for k, v in enumerate(computes) if alive[k]]
     # free each instance right after its last read (or its own compute when never read)
     return schedule_from_sequence(graph, kept)
