@@ -92,14 +92,13 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int) -> Schedule:
     n = graph.n
     ops = schedule.ops.tolist()
     nodes = schedule.nodes.tolist()
-    # positions (step indices) of every step that reads or computes each node
-    touches: list[list[int]] = [[] for _ in range(n)]
+    # position (step index) of the last step that reads or computes each node
+    last_touch = [-1] * n
     for pos, (op, v) in enumerate(zip(ops, nodes)):
         if op == COMPUTE:
-            touches[v].append(pos)
+            last_touch[v] = pos
             for u in preds[v]:
-                touches[u].append(pos)
-    last_touch = [t[-1] if t else -1 for t in touches]
+                last_touch[u] = pos
     per_byte = [cost[v] / mem[v] if mem[v] else math.inf for v in range(n)]
 
     resident = [False] * n
