@@ -34,9 +34,11 @@ from __future__ import annotations
 import heapq
 import math
 
+import numpy as np
+
 from remat_cli.algorithms.segments import schedule_from_sequence
 from remat_cli.graph import Graph
-from remat_cli.schedule import COMPUTE, Schedule, ScheduleBuilder
+from remat_cli.schedule import COMPUTE, FREE, Schedule
 
 __all__ = ["memlimit_pass", "cleanup", "lazy_eviction"]
 
@@ -107,7 +109,8 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int) -> Schedule:
     dead: list[tuple[int, int, int]] = []  # (last touch, stamp, v): values no later step needs
     cheap: list[tuple[float, int, int, int]] = []  # (cost per byte, -mem, stamp, v)
     cur = graph.fixed_mem
-    b = ScheduleBuilder()
+    out_ops: list[int] = []  # the steps kept, appended directly (no builder calls: hot loop)
+    out_nodes: list[int] = []
 
     def evict(v: int) -> None:
         nonlocal cur
@@ -115,7 +118,8 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int) -> Schedule:
         candidate[v] = False
         stamp[v] += 1
         cur -= mem[v]
-        b.free(v)
+        out_ops.append(FREE)
+        out_nodes.append(v)
 
     for pos, (op, v) in enumerate(zip(ops, nodes)):
         if op != COMPUTE:
@@ -142,7 +146,8 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int) -> Schedule:
             if not cheap:
                 break  # soft limit: nothing left to evict
             evict(heapq.heappop(cheap)[3])
-        b.compute(v)
+        out_ops.append(COMPUTE)
+        out_nodes.append(v)
         resident[v] = True
         cur += mem[v]
-    return b.build()
+    return Schedule(np.asarray(out_ops, dtype=np.int8), np.asarray(out_nodes, dtype=np.int32))
