@@ -8,8 +8,9 @@ already recomputes enough (the bare treewidth/pathwidth recursion, which peaks l
 
 1. **Clean up** (:func:`cleanup`): delete every compute whose value is freed before any
    step reads it (unless it is the last compute of a target that nothing else computes),
-   repeatedly until nothing changes, and move every free to right after the value's last
-   use (a value never read again is freed right after it is computed).
+   repeatedly until nothing changes (one backward pass reaches that fixpoint), and move
+   every free to right after the value's last use (a value never read again is freed right
+   after it is computed).
 2. **Lazy eviction** (:func:`lazy_eviction`): replay the computes in order. A scheduled
    free does not free; it makes the value an eviction candidate. A compute of a value
    that is still resident is dropped (and the value stops being a candidate until its
