@@ -171,3 +171,51 @@ def test_the_smallest_budget_named_is_met(g: Graph, where: float, name: str) -> 
     except NoPlanError as exc:
         assert exc.min_budget is not None and exc.min_budget > budget
         assert make_plan(g, name, exc.min_budget, {}).metrics.peak_bytes <= exc.min_budget
+
+
+def _cleanup_by_fixpoint(g: Graph, schedule: Schedule) -> list[int]:
+    """The kept computes of :func:`cleanup` as first written: delete unread computes and
+    repeat until nothing changes (the reference for the one-pass version)."""
+    computes = schedule.compute_nodes.tolist()
+    targets = set(g.targets.tolist())
+    alive = [True] * len(computes)
+    while True:
+        current: dict[int, int] = {}
+        used = [False] * len(computes)
+        last_target: dict[int, int] = {}
+        for k, v in enumerate(computes):
+            if alive[k]:
+                for u in g.pred_lists[v]:
+                    used[current[u]] = True
+                current[v] = k
+                if v in targets:
+                    last_target[v] = k
+        dead = [k for k, v in enumerate(computes) if alive[k] and not used[k] and last_target.get(v) != k]
+        if not dead:
+            return [v for k, v in enumerate(computes) if alive[k]]
+        for k in dead:
+            alive[k] = False
+
+
+@SETTINGS
+@given(graphs, st.integers(0, 2**32 - 1))
+def test_cleanup_keeps_what_the_fixpoint_keeps(g: Graph, seed: int) -> None:
+    """The one-pass cleanup equals repeated deletion, also where deleting one compute makes
+    its inputs' computes unread in turn (extra chains of recomputes, inserted at random)."""
+    bare = _bare(g)
+    seq = bare.compute_nodes.tolist()
+    rng = np.random.default_rng(seed)
+    for _ in range(int(rng.integers(0, 6))):  # recompute a random ancestor chain again
+        k = int(rng.integers(0, len(seq)))
+        v = seq[k]
+        chain = [v]
+        while g.pred_lists[chain[-1]] and rng.random() < 0.7:
+            chain.append(int(rng.choice(g.pred_lists[chain[-1]])))
+        seq[k + 1 : k + 1] = chain[::-1]
+    from remat_cli.algorithms.segments import schedule_from_sequence
+
+    noisy = schedule_from_sequence(g, seq)
+    assert simulate(g, noisy).metrics is not None
+    cleaned = cleanup(g, noisy)
+    assert cleaned.compute_nodes.tolist() == _cleanup_by_fixpoint(g, noisy)
+    assert simulate(g, cleaned).metrics is not None

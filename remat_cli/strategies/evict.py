@@ -8,8 +8,9 @@ already recomputes enough (the bare treewidth/pathwidth recursion, which peaks l
 
 1. **Clean up** (:func:`cleanup`): delete every compute whose value is freed before any
    step reads it (unless it is the last compute of a target that nothing else computes),
-   repeatedly until nothing changes, and move every free to right after the value's last
-   use (a value never read again is freed right after it is computed).
+   repeatedly until nothing changes (one backward pass reaches that fixpoint), and move
+   every free to right after the value's last use (a value never read again is freed right
+   after it is computed).
 2. **Lazy eviction** (:func:`lazy_eviction`): replay the computes in order. A scheduled
    free does not free; it makes the value an eviction candidate. A compute of a value
    that is still resident is dropped (and the value stops being a candidate until its
@@ -34,9 +35,11 @@ from __future__ import annotations
 import heapq
 import math
 
+import numpy as np
+
 from remat_cli.algorithms.segments import schedule_from_sequence
 from remat_cli.graph import Graph
-from remat_cli.schedule import COMPUTE, Schedule, ScheduleBuilder
+from remat_cli.schedule import COMPUTE, FREE, Schedule
 
 __all__ = ["memlimit_pass", "cleanup", "lazy_eviction"]
 
@@ -62,27 +65,20 @@ def cleanup(graph: Graph, schedule: Schedule) -> Schedule:
     for t in graph.targets.tolist():
         is_target[t] = True
     computes = schedule.compute_nodes.tolist()
-    alive = [True] * len(computes)
-    while True:
-        # instance[k]: which earlier compute instance each input of compute k reads
-        current: dict[int, int] = {}
-        used = [False] * len(computes)
-        last_target: dict[int, int] = {}
-        for k, v in enumerate(computes):
-            if not alive[k]:
-                continue
+    # One backward pass reaches the fixpoint of "delete unread computes, repeat": whether a
+    # compute is read depends only on the computes kept after it, which are decided first.
+    # read[v]: a kept compute after this point reads v before v's next kept compute.
+    alive = [False] * len(computes)
+    read = [False] * graph.n
+    last_seen = [False] * graph.n  # the last compute of each target is always kept
+    for k in range(len(computes) - 1, -1, -1):
+        v = computes[k]
+        if read[v] or (is_target[v] and not last_seen[v]):
+            alive[k] = True
+            read[v] = False
             for u in preds[v]:
-                used[current[u]] = True
-            current[v] = k
-            if is_target[v]:
-                last_target[v] = k
-        changed = False
-        for k, v in enumerate(computes):
-            if alive[k] and not used[k] and not (is_target[v] and last_target.get(v) == k):
-                alive[k] = False
-                changed = True
-        if not changed:
-            break
+                read[u] = True
+        last_seen[v] = True
     kept = [v for k, v in enumerate(computes) if alive[k]]
     # free each instance right after its last read (or its own compute when never read)
     return schedule_from_sequence(graph, kept)
@@ -99,14 +95,13 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int) -> Schedule:
     n = graph.n
     ops = schedule.ops.tolist()
     nodes = schedule.nodes.tolist()
-    # positions (step indices) of every step that reads or computes each node
-    touches: list[list[int]] = [[] for _ in range(n)]
+    # position (step index) of the last step that reads or computes each node
+    last_touch = [-1] * n
     for pos, (op, v) in enumerate(zip(ops, nodes)):
         if op == COMPUTE:
-            touches[v].append(pos)
+            last_touch[v] = pos
             for u in preds[v]:
-                touches[u].append(pos)
-    last_touch = [t[-1] if t else -1 for t in touches]
+                last_touch[u] = pos
     per_byte = [cost[v] / mem[v] if mem[v] else math.inf for v in range(n)]
 
     resident = [False] * n
@@ -115,7 +110,8 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int) -> Schedule:
     dead: list[tuple[int, int, int]] = []  # (last touch, stamp, v): values no later step needs
     cheap: list[tuple[float, int, int, int]] = []  # (cost per byte, -mem, stamp, v)
     cur = graph.fixed_mem
-    b = ScheduleBuilder()
+    out_ops: list[int] = []  # the steps kept, appended directly (no builder calls: hot loop)
+    out_nodes: list[int] = []
 
     def evict(v: int) -> None:
         nonlocal cur
@@ -123,7 +119,8 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int) -> Schedule:
         candidate[v] = False
         stamp[v] += 1
         cur -= mem[v]
-        b.free(v)
+        out_ops.append(FREE)
+        out_nodes.append(v)
 
     for pos, (op, v) in enumerate(zip(ops, nodes)):
         if op != COMPUTE:
@@ -150,7 +147,8 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int) -> Schedule:
             if not cheap:
                 break  # soft limit: nothing left to evict
             evict(heapq.heappop(cheap)[3])
-        b.compute(v)
+        out_ops.append(COMPUTE)
+        out_nodes.append(v)
         resident[v] = True
         cur += mem[v]
-    return b.build()
+    return Schedule(np.asarray(out_ops, dtype=np.int8), np.asarray(out_nodes, dtype=np.int32))

@@ -137,7 +137,10 @@ def recursive_schedule(
     planner = _Recursion(graph, sep, limit, cache, eager, evict)
     planner.budget_left = work_limit(graph) if max_work is None else max_work
     planner.deadline = deadline
-    planner.cost_left = max_cost
+    # every needed node is computed at least once by any valid schedule, so a run whose
+    # recomputations alone exceed max_cost − base cost cannot win: stop it as soon as they do
+    planner.cost_left = max_cost - float(graph.cost[graph.needed].sum()) if max_cost < math.inf else math.inf
+    planner.needed = graph.needed.tolist()
     planner.memo = memo
     planner.solve(sep.root, [int(t) for t in graph.targets if graph.needed[t]], False)
     return planner.b.build(), not planner.over
@@ -192,6 +195,7 @@ class _Recursion:
         self.checks = 0
         self.costs = cost
         self.cost_left = math.inf  # RecursionStopped("cannot win") once spent below 0
+        self.needed = [True] * n  # first computes of needed nodes are prepaid in cost_left
         self.memo: dict[Any, Any] | None = None  # plain orders shared by the runs of one call
         self.memo_cap = 20 * n  # nodes stored in the memo at most
 
@@ -207,7 +211,8 @@ class _Recursion:
     # -------------------------------------------------------------- memory primitives
     def compute(self, v: int) -> None:
         self.spend(1)
-        self.cost_left -= self.costs[v]
+        if self.done[v] or not self.needed[v]:
+            self.cost_left -= self.costs[v]
         if self.cost_left < 0:
             raise RecursionStopped("cannot win")
         need = self.mem[v] + self.ws[v]
