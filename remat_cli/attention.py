@@ -174,9 +174,7 @@ def _score_operand(op: str, sl: tuple[int, ...], ops: list[str], private: Callab
     return None
 
 
-def fuse_attention(
-    graph: Graph, facts: ForwardFacts | None, mode: str = DEFAULT_ATTENTION
-) -> tuple[Graph, ForwardFacts | None]:
+def fuse_attention(graph: Graph, facts: ForwardFacts | None, mode: str = DEFAULT_ATTENTION) -> tuple[Graph, ForwardFacts | None]:
     """The forward graph and its facts with attention modelled per ``mode`` (module
     docstring), with :class:`AttentionFacts` as a dict in ``meta["attention"]`` and a line
     in ``meta["info"]``.
@@ -209,9 +207,7 @@ def _with_attention(graph: Graph, afacts: AttentionFacts) -> Graph:
     return dataclasses.replace(graph, meta=meta)
 
 
-def _fused(
-    graph: Graph, facts: ForwardFacts, shapes: Any, blocks: list[_Block], afacts: AttentionFacts
-) -> tuple[Graph, ForwardFacts]:
+def _fused(graph: Graph, facts: ForwardFacts, shapes: Any, blocks: list[_Block], afacts: AttentionFacts) -> tuple[Graph, ForwardFacts]:
     """Rebuild the forward graph with each block's nodes replaced by one fused node placed
     where the block's output MatMul was (its inputs all come earlier: indices are topological)."""
     n = graph.n
@@ -242,8 +238,21 @@ def _fused(
         if k is None:
             sl = tuple(new[u] if u >= 0 else u for u in facts.slots[v])
             ps = list(dict.fromkeys(new[u] for u in preds[v]))
-            row = (ids[v], ops[v], f_mem[v], f_ws[v], flops[v], nbytes[v], peak[v], sl, bool(facts.float_out[v]),
-                   bool(facts.grad_source[v]), int(facts.param_bytes[v]), int(facts.stats_bytes[v]), shapes[v])
+            row = (
+                ids[v],
+                ops[v],
+                f_mem[v],
+                f_ws[v],
+                flops[v],
+                nbytes[v],
+                peak[v],
+                sl,
+                bool(facts.float_out[v]),
+                bool(facts.grad_source[v]),
+                int(facts.param_bytes[v]),
+                int(facts.stats_bytes[v]),
+                shapes[v],
+            )
         else:
             b = blocks[k]
             m = list(b.members)
@@ -256,8 +265,21 @@ def _fused(
                 node_id += "'"
             used.add(node_id)
             reads = float(sum(f_mem[u] for u in b.inputs))
-            row = (node_id, "Attention", value, 0, float(flops[m].sum()), reads + value, float(peak[m[0]]), sl, True,
-                   bool(facts.grad_source[m].any()), int(facts.param_bytes[m].sum()), 0, shapes[v])
+            row = (
+                node_id,
+                "Attention",
+                value,
+                0,
+                float(flops[m].sum()),
+                reads + value,
+                float(peak[m[0]]),
+                sl,
+                True,
+                bool(facts.grad_source[m].any()),
+                int(facts.param_bytes[m].sum()),
+                0,
+                shapes[v],
+            )
         for key, val in zip(out, row):
             out[key].append(val)
         for u in ps:

@@ -121,4 +121,3 @@ def structural_lower_bound(graph: Graph, *, depth: int = 4, max_work: int = 2_00
         complete=complete,
         expansions=min(work, max_work),
     )
-

@@ -77,9 +77,7 @@ def parse_size(text: str) -> int:
     """Parse an absolute size: a number of bytes with an optional unit (KB=1000, KiB=K=1024)."""
     m = _SIZE.match(text)
     if not m or m.group(3).lower() not in UNITS:
-        raise InputError(
-            f"cannot read size {text!r}: use bytes with an optional unit, e.g. 12GiB, 800MB, 123456"
-        )
+        raise InputError(f"cannot read size {text!r}: use bytes with an optional unit, e.g. 12GiB, 800MB, 123456")
     value = float(m.group(1)) * (10 ** int(m.group(2)) if m.group(2) else 1)
     return int(value * UNITS[m.group(3).lower()])
 

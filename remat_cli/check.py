@@ -26,7 +26,20 @@ from remat_cli.planner import make_plan, store_all_peak
 from remat_cli.units import fmt_bytes, fmt_pct, fmt_seconds
 from remat_cli.strategies import get_strategy
 
-__all__ = ["CheckSpec", "CheckResult", "CheckReport", "CheckRun", "resolve_check", "specs_from_entries", "merge_load", "run_check", "check_file", "verdict", "write_junit", "junit_tree"]
+__all__ = [
+    "CheckSpec",
+    "CheckResult",
+    "CheckReport",
+    "CheckRun",
+    "resolve_check",
+    "specs_from_entries",
+    "merge_load",
+    "run_check",
+    "check_file",
+    "verdict",
+    "write_junit",
+    "junit_tree",
+]
 
 PASS = "pass"
 FAIL = "fail"
@@ -223,7 +236,8 @@ def verdict(spec: CheckSpec, row: Row) -> CheckResult:
         overhead = row.overhead or 0.0
         if spec.max_overhead is not None and overhead > spec.max_overhead + 1e-12:
             return CheckResult(
-                spec, FAIL,
+                spec,
+                FAIL,
                 f"overhead {fmt_pct(overhead)} is above the limit {fmt_pct(spec.max_overhead)} ({peak}, {row.strategy})",
                 row,
             )
@@ -241,7 +255,7 @@ def verdict(spec: CheckSpec, row: Row) -> CheckResult:
 
 def _strip_path(message: str, path: str) -> str:
     prefix = f"{path}: "
-    return message[len(prefix):] if message.startswith(prefix) else message
+    return message[len(prefix) :] if message.startswith(prefix) else message
 
 
 def run_check(
@@ -301,8 +315,13 @@ def check_file(task: FileTask) -> FileResult:
         if r.status == NO_PLAN:
             try:
                 make_plan(
-                    graph, r.strategy, parse_budget(r.budget), dict(task.plan_options),
-                    reference_peak=reference, find_smallest=True, graph_file=task.path,
+                    graph,
+                    r.strategy,
+                    parse_budget(r.budget),
+                    dict(task.plan_options),
+                    reference_peak=reference,
+                    find_smallest=True,
+                    graph_file=task.path,
                 )
             except NoPlanError as exc:
                 r = replace(r, message=exc.message, min_budget_bytes=exc.min_budget)
@@ -342,7 +361,12 @@ def junit_tree(report: CheckReport, suite: str = "remat check") -> ET.ElementTre
         case = ET.SubElement(
             ts,
             "testcase",
-            {"classname": "remat.check", "name": _xml_text(r.spec.name), "file": _xml_text(r.spec.path), "time": f"{r.row.solve_seconds or 0.0:.3f}"},
+            {
+                "classname": "remat.check",
+                "name": _xml_text(r.spec.name),
+                "file": _xml_text(r.spec.path),
+                "time": f"{r.row.solve_seconds or 0.0:.3f}",
+            },
         )
         if r.verdict == FAIL:
             ET.SubElement(case, "failure", {"message": _xml_text(r.reason), "type": r.row.status}).text = _xml_text(r.line())

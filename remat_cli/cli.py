@@ -101,13 +101,16 @@ class RematGroup(click.Group):
             if isinstance(exc, OSError) and exc.filename:  # an output file that cannot be written
                 _stderr().print(
                     f"remat: error: {exc.filename}: cannot write or read: {exc.strerror or exc}",
-                    highlight=False, markup=False, soft_wrap=True,
+                    highlight=False,
+                    markup=False,
+                    soft_wrap=True,
                 )
                 ctx.exit(EXIT_BAD_INPUT)
             _stderr().print(
-                f"remat: internal error: {type(exc).__name__}: {_one_line(str(exc))} "
-                "(please report it; REMAT_DEBUG=1 shows the traceback)",
-                highlight=False, markup=False, soft_wrap=True,
+                f"remat: internal error: {type(exc).__name__}: {_one_line(str(exc))} (please report it; REMAT_DEBUG=1 shows the traceback)",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
             )
             ctx.exit(EXIT_FAILED)
 
@@ -233,36 +236,115 @@ class SizeType(click.ParamType):
 
 
 def _opt(param: click.Parameter | None) -> str:
-    return (param.opts[0] if param is not None and getattr(param, "opts", None) else "option")
+    return param.opts[0] if param is not None and getattr(param, "opts", None) else "option"
 
 
 _D = DEFAULT_LIMITS
 LIMIT_OPTIONS = [
-    click.option("--max-file-size", type=SizeType(), default=None, help=f"Refuse graph and plan files larger than this [default: {_D.max_file_bytes >> 30}GiB]."),
-    click.option("--max-dim", type=click.IntRange(min=1), default=None, help=f"Refuse --dim values larger than this [default: 2^40 = {_D.max_dim}]."),
-    click.option("--max-total-size", type=SizeType(), default=None, help="Refuse graphs whose sizes (outputs, workspaces, fixed memory) sum above this [default: 1EiB]."),
-    click.option("--max-memory", type=SizeType(allow_none=True), default=None, help="Memory this process (and each batch worker) may use; beyond it remat stops with one line [default: 80% of RAM; none: no limit]."),
+    click.option(
+        "--max-file-size",
+        type=SizeType(),
+        default=None,
+        help=f"Refuse graph and plan files larger than this [default: {_D.max_file_bytes >> 30}GiB].",
+    ),
+    click.option(
+        "--max-dim", type=click.IntRange(min=1), default=None, help=f"Refuse --dim values larger than this [default: 2^40 = {_D.max_dim}]."
+    ),
+    click.option(
+        "--max-total-size",
+        type=SizeType(),
+        default=None,
+        help="Refuse graphs whose sizes (outputs, workspaces, fixed memory) sum above this [default: 1EiB].",
+    ),
+    click.option(
+        "--max-memory",
+        type=SizeType(allow_none=True),
+        default=None,
+        help="Memory this process (and each batch worker) may use; beyond it remat stops with one line [default: 80% of RAM; none: no limit].",
+    ),
 ]
 _MAX_NODES_OPTION = click.option(
-    "--max-nodes", type=click.IntRange(min=1), default=None,
+    "--max-nodes",
+    type=click.IntRange(min=1),
+    default=None,
     help=f"Refuse graphs with more nodes than this [default: {_D.max_nodes}]; batch and check report them as too-large rows.",
 )
 
 
 _GRAPH_OPTIONS = [
-    click.option("--dim", "dims", type=DimType(), multiple=True, help="Set a symbolic dimension of an ONNX model, e.g. --dim batch=32 (repeatable)."),
-    click.option("--training/--inference", "training", default=None, help="Schedule the training graph (ONNX default) or the forward pass alone. JSON graphs are taken as given unless --training."),
-    click.option("--convention", type=click.Choice(["checkmate", "autograd"]), default=None, help="How to build the training graph [ONNX: autograd; JSON: checkmate]."),
-    click.option("--optimizer", type=click.Choice(["sgd", "momentum", "adam"]), default="sgd", show_default=True, help="Optimizer state in fixed memory: 0, 1 or 2 copies of the parameters."),
-    click.option("--cost", "cost", type=click.Choice(["flops", "bytes", "unit", "roofline"]), default="roofline", show_default=True, help="What a node's cost means for ONNX models; roofline = seconds on --device."),
-    click.option("--device", default="a100", show_default=True, metavar="NAME|FILE.json", help="Device for roofline time: cpu, a100, h100, or a JSON profile."),
-    click.option("--keep-views", is_flag=True, default=False, help="Keep zero-copy view ops (Reshape, Squeeze, …) as nodes instead of folding them."),
-    click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16", "amp"]), default="fp32", show_default=True, help="Training precision of an ONNX model: sizes, fixed memory and roofline peaks per dtype (docs/precision.md)."),
-    click.option("--world-size", type=click.IntRange(min=1), default=1, show_default=True, help="Data-parallel devices; --dim batch stays the per-device batch (docs/sharding.md)."),
-    click.option("--shard", type=click.Choice(["none", "optimizer", "gradients", "parameters"]), default="none", show_default=True, help="ZeRO stage 1/2/3 (FSDP): which fixed memory is divided over --world-size devices."),
-    click.option("--profile", "profile", default=None, metavar="FILE", help="Measured per-op seconds (torch.profiler Chrome trace JSON or node,seconds CSV) used instead of the roofline where they match."),
     click.option(
-        "--attention", type=click.Choice(["fused", "unfused"]), default="fused", show_default=True,
+        "--dim", "dims", type=DimType(), multiple=True, help="Set a symbolic dimension of an ONNX model, e.g. --dim batch=32 (repeatable)."
+    ),
+    click.option(
+        "--training/--inference",
+        "training",
+        default=None,
+        help="Schedule the training graph (ONNX default) or the forward pass alone. JSON graphs are taken as given unless --training.",
+    ),
+    click.option(
+        "--convention",
+        type=click.Choice(["checkmate", "autograd"]),
+        default=None,
+        help="How to build the training graph [ONNX: autograd; JSON: checkmate].",
+    ),
+    click.option(
+        "--optimizer",
+        type=click.Choice(["sgd", "momentum", "adam"]),
+        default="sgd",
+        show_default=True,
+        help="Optimizer state in fixed memory: 0, 1 or 2 copies of the parameters.",
+    ),
+    click.option(
+        "--cost",
+        "cost",
+        type=click.Choice(["flops", "bytes", "unit", "roofline"]),
+        default="roofline",
+        show_default=True,
+        help="What a node's cost means for ONNX models; roofline = seconds on --device.",
+    ),
+    click.option(
+        "--device",
+        default="a100",
+        show_default=True,
+        metavar="NAME|FILE.json",
+        help="Device for roofline time: cpu, a100, h100, or a JSON profile.",
+    ),
+    click.option(
+        "--keep-views", is_flag=True, default=False, help="Keep zero-copy view ops (Reshape, Squeeze, …) as nodes instead of folding them."
+    ),
+    click.option(
+        "--precision",
+        type=click.Choice(["fp32", "bf16", "fp16", "amp"]),
+        default="fp32",
+        show_default=True,
+        help="Training precision of an ONNX model: sizes, fixed memory and roofline peaks per dtype (docs/precision.md).",
+    ),
+    click.option(
+        "--world-size",
+        type=click.IntRange(min=1),
+        default=1,
+        show_default=True,
+        help="Data-parallel devices; --dim batch stays the per-device batch (docs/sharding.md).",
+    ),
+    click.option(
+        "--shard",
+        type=click.Choice(["none", "optimizer", "gradients", "parameters"]),
+        default="none",
+        show_default=True,
+        help="ZeRO stage 1/2/3 (FSDP): which fixed memory is divided over --world-size devices.",
+    ),
+    click.option(
+        "--profile",
+        "profile",
+        default=None,
+        metavar="FILE",
+        help="Measured per-op seconds (torch.profiler Chrome trace JSON or node,seconds CSV) used instead of the roofline where they match.",
+    ),
+    click.option(
+        "--attention",
+        type=click.Choice(["fused", "unfused"]),
+        default="fused",
+        show_default=True,
         help="ONNX attention (MatMul, scale, mask, Softmax, MatMul): fused = one kernel keeping output and logsumexp, "
         "as PyTorch ≥2.0 runs scaled_dot_product_attention, which exports as that pattern; unfused = as exported, "
         "keeping the [batch, heads, seq, seq] probabilities (a model that writes its own softmax).",
@@ -354,8 +436,20 @@ def _load_options(**kwargs: Any) -> LoadOptions:
 
 
 # command-line parameter -> the LoadOptions field it sets
-_LOAD_FIELDS = {"dims": "dims", "training": "training", "convention": "convention", "optimizer": "optimizer", "cost": "cost", "device": "device", "keep_views": "keep_views",
-               "precision": "precision", "world_size": "world_size", "shard": "shard", "profile": "profile", "attention": "attention"}
+_LOAD_FIELDS = {
+    "dims": "dims",
+    "training": "training",
+    "convention": "convention",
+    "optimizer": "optimizer",
+    "cost": "cost",
+    "device": "device",
+    "keep_views": "keep_views",
+    "precision": "precision",
+    "world_size": "world_size",
+    "shard": "shard",
+    "profile": "profile",
+    "attention": "attention",
+}
 
 
 def _given_load_fields(ctx: click.Context) -> frozenset[str]:
@@ -423,7 +517,12 @@ def cli() -> None:
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("graph_file", metavar="GRAPH")
-@click.option("--decompose/--no-decompose", default=True, show_default=True, help="Also find treewidth and pathwidth upper bounds (moral skeleton) and time them.")
+@click.option(
+    "--decompose/--no-decompose",
+    default=True,
+    show_default=True,
+    help="Also find treewidth and pathwidth upper bounds (moral skeleton) and time them.",
+)
 @graph_options
 @node_limit_option
 @FORMAT_OPTION
@@ -446,14 +545,44 @@ def info(graph_file: str, fmt: str, decompose: bool, **graph_kw: Any) -> None:
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("graph_file", metavar="GRAPH")
-@click.option("-s", "--strategy", default="auto", show_default=True, metavar="NAME", help="Strategy to plan with; see `remat strategies`. auto runs every fast one and keeps the cheapest plan that fits.")
-@click.option("-b", "--budget", type=BudgetType(), default="none", show_default=True, help="Memory budget, fixed memory included: 12GiB, 800MB, 123456, 0.5x or 50% (of the store-all peak), 0.5act (of the activation memory: 0act = the lower bound, 1act = the store-all peak) or none.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the plan: remat-plan JSON, or twremat c/f text if it ends in .txt.")
-@click.option("--timeline", type=click.Path(dir_okay=False), metavar="OUT.png|svg", help="Plot memory over the schedule (needs remat-cli[plot]).")
-@click.option("--trace", type=click.Path(dir_okay=False), metavar="OUT.json", help="Write a Chrome trace (Perfetto, chrome://tracing): memory counter + one slice per compute.")
-@click.option("--dot", type=click.Path(dir_okay=False), metavar="OUT.dot", help="Write the graph as Graphviz DOT, kept / recomputed / target nodes styled.")
+@click.option(
+    "-s",
+    "--strategy",
+    default="auto",
+    show_default=True,
+    metavar="NAME",
+    help="Strategy to plan with; see `remat strategies`. auto runs every fast one and keeps the cheapest plan that fits.",
+)
+@click.option(
+    "-b",
+    "--budget",
+    type=BudgetType(),
+    default="none",
+    show_default=True,
+    help="Memory budget, fixed memory included: 12GiB, 800MB, 123456, 0.5x or 50% (of the store-all peak), 0.5act (of the activation memory: 0act = the lower bound, 1act = the store-all peak) or none.",
+)
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False), help="Write the plan: remat-plan JSON, or twremat c/f text if it ends in .txt."
+)
+@click.option(
+    "--timeline", type=click.Path(dir_okay=False), metavar="OUT.png|svg", help="Plot memory over the schedule (needs remat-cli[plot])."
+)
+@click.option(
+    "--trace",
+    type=click.Path(dir_okay=False),
+    metavar="OUT.json",
+    help="Write a Chrome trace (Perfetto, chrome://tracing): memory counter + one slice per compute.",
+)
+@click.option(
+    "--dot",
+    type=click.Path(dir_okay=False),
+    metavar="OUT.dot",
+    help="Write the graph as Graphviz DOT, kept / recomputed / target nodes styled.",
+)
 @time_limit_option(60.0)
-@click.option("-v", "--verbose", is_flag=True, help="Also the strategy's internals (decomposition bounds, solver details) and full node names.")
+@click.option(
+    "-v", "--verbose", is_flag=True, help="Also the strategy's internals (decomposition bounds, solver details) and full node names."
+)
 @graph_options
 @node_limit_option
 @FORMAT_OPTION
@@ -543,16 +672,42 @@ def plan(
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("graph_file", metavar="GRAPH", type=click.Path(dir_okay=False))
-@click.option("-S", "--strategies", "strategy_list", metavar="A,B,…", default=None, help="Strategies to compare (default: every fast one; 'all' adds the slow ones).")
-@click.option("-n", "--points", type=click.IntRange(min=1), default=8, show_default=True, help="Number of budgets, evenly spaced from the lower bound to the store-all peak.")
+@click.option(
+    "-S",
+    "--strategies",
+    "strategy_list",
+    metavar="A,B,…",
+    default=None,
+    help="Strategies to compare (default: every fast one; 'all' adds the slow ones).",
+)
+@click.option(
+    "-n",
+    "--points",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="Number of budgets, evenly spaced from the lower bound to the store-all peak.",
+)
 @click.option("--budgets", "budget_list", metavar="B1,B2,…", default=None, help="Explicit budgets instead of --points: 0.9x,0.7x,8GiB,…")
-@click.option("--plot", type=click.Path(dir_okay=False), metavar="OUT.png|svg", help="Plot overhead (and est. step time) against peak memory (needs remat-cli[plot]).")
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False),
+    metavar="OUT.png|svg",
+    help="Plot overhead (and est. step time) against peak memory (needs remat-cli[plot]).",
+)
 @time_limit_option(None)
 @graph_options
 @node_limit_option
 @format_option(ROW_FORMATS, help="table for people; csv or json for machines.")
 def tradeoff(
-    graph_file: str, strategy_list: str | None, points: int, budget_list: str | None, plot: str | None, fmt: str, time_limit: float | None, **graph_kw: Any
+    graph_file: str,
+    strategy_list: str | None,
+    points: int,
+    budget_list: str | None,
+    plot: str | None,
+    fmt: str,
+    time_limit: float | None,
+    **graph_kw: Any,
 ) -> None:
     """Sweep budgets from the lower bound to the store-all peak and compare strategies.
 
@@ -700,7 +855,13 @@ def validate(graph_file: str, plan_file: str, budget: Budget, fmt: str, **graph_
 @cli.command(context_settings=CONTEXT)
 @click.argument("input_file", metavar="IN")
 @click.argument("output_file", metavar="OUT", type=click.Path(dir_okay=False))
-@click.option("--to", "to", type=click.Choice(["remat-json", "twremat"]), default=None, help="Output format (default: twremat for .txt, else remat JSON).")
+@click.option(
+    "--to",
+    "to",
+    type=click.Choice(["remat-json", "twremat"]),
+    default=None,
+    help="Output format (default: twremat for .txt, else remat JSON).",
+)
 @graph_options
 @node_limit_option
 def convert(input_file: str, output_file: str, to: str | None, **graph_kw: Any) -> None:
@@ -749,9 +910,21 @@ def strategies(fmt: str) -> None:
 
 EXECUTOR_OPTIONS = [
     click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Worker processes (default: one per core)."),
-    click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True, help="Where to run: local worker processes, or a Dask distributed cluster (pip install 'remat-cli[dask]')."),
+    click.option(
+        "--executor",
+        type=click.Choice(["local", "dask"]),
+        default="local",
+        show_default=True,
+        help="Where to run: local worker processes, or a Dask distributed cluster (pip install 'remat-cli[dask]').",
+    ),
     click.option("--scheduler", metavar="ADDRESS", help="Dask scheduler address for --executor dask, e.g. tcp://10.0.0.5:8786."),
-    click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS", help="Stop a file's worker after this long and report it (default: no limit)."),
+    click.option(
+        "--timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=None,
+        metavar="SECONDS",
+        help="Stop a file's worker after this long and report it (default: no limit).",
+    ),
     click.option("--max-nodes", type=click.IntRange(min=1), default=None, help="Skip (and report) graphs with more nodes than this."),
 ]
 
@@ -765,18 +938,49 @@ def executor_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("paths", metavar="PATH...", nargs=-1, required=True, type=click.Path())
-@click.option("-s", "--strategy", "strategies", multiple=True, metavar="NAME", help=f"Strategy to plan with (repeat for several; default: {DEFAULT_STRATEGY}).")
-@click.option("-b", "--budget", type=BudgetType(), default="none", show_default=True, help="Memory budget for every file: 12GiB, 800MB, 0.5x, 50% or none.")
-@click.option("--budgets", "budget_list", metavar="LIST", help="A budget sweep instead of --budget: comma-separated, e.g. 1x,0.8x,0.6x,0.5x.")
-@click.option("--glob", "globs", multiple=True, metavar="PATTERN", help="Only files whose path below PATH (or name) matches, e.g. '*.onnx' (repeatable).")
+@click.option(
+    "-s",
+    "--strategy",
+    "strategies",
+    multiple=True,
+    metavar="NAME",
+    help=f"Strategy to plan with (repeat for several; default: {DEFAULT_STRATEGY}).",
+)
+@click.option(
+    "-b",
+    "--budget",
+    type=BudgetType(),
+    default="none",
+    show_default=True,
+    help="Memory budget for every file: 12GiB, 800MB, 0.5x, 50% or none.",
+)
+@click.option(
+    "--budgets", "budget_list", metavar="LIST", help="A budget sweep instead of --budget: comma-separated, e.g. 1x,0.8x,0.6x,0.5x."
+)
+@click.option(
+    "--glob",
+    "globs",
+    multiple=True,
+    metavar="PATTERN",
+    help="Only files whose path below PATH (or name) matches, e.g. '*.onnx' (repeatable).",
+)
 @time_limit_option(None)
 @executor_options
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write one CSV row per file, strategy and budget.")
-@click.option("--jsonl", "jsonl_path", type=click.Path(dir_okay=False), help="Write one JSON record per line per file, strategy and budget.")
+@click.option(
+    "--jsonl", "jsonl_path", type=click.Path(dir_okay=False), help="Write one JSON record per line per file, strategy and budget."
+)
 @click.option("--out-dir", type=click.Path(file_okay=False), help="Write each plan there (remat-plan JSON, mirroring the input tree).")
 @click.option("--resume", is_flag=True, help="Reuse results already in --jsonl/--csv for files (and options) that have not changed.")
-@click.option("--fail-fast/--keep-going", default=False, show_default=True, help="Stop at the first failing file, or plan every file whatever fails.")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Take each model's dims from this remat.toml's [[models]] tables (--dim still wins).")
+@click.option(
+    "--fail-fast/--keep-going", default=False, show_default=True, help="Stop at the first failing file, or plan every file whatever fails."
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False),
+    help="Take each model's dims from this remat.toml's [[models]] tables (--dim still wins).",
+)
 @graph_options
 @format_option(ROW_FORMATS, help="Summary on stdout: table for people, csv or json for machines.")
 @click.option("-v", "--verbose", is_flag=True, help="All columns (graph size, solve time) in the table.")
@@ -876,13 +1080,24 @@ def _config_dims(config_file: str | None) -> dict[str, tuple[tuple[str, int], ..
 @click.argument("models", metavar="[MODEL]...", nargs=-1, type=click.Path())
 @click.option("-b", "--budget", type=BudgetType(), default=None, help="Memory budget every model must fit (overrides the configuration).")
 @click.option("--max-overhead", default=None, metavar="PCT", help="Also fail when the plan adds more compute than this: 30% or 0.3.")
-@click.option("-s", "--strategy", default=None, metavar="NAME", help=f"Strategy to plan with (default: the configuration's, else {DEFAULT_STRATEGY}).")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Configuration file (default: the nearest remat.toml or pyproject.toml with [tool.remat]).")
+@click.option(
+    "-s", "--strategy", default=None, metavar="NAME", help=f"Strategy to plan with (default: the configuration's, else {DEFAULT_STRATEGY})."
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False),
+    help="Configuration file (default: the nearest remat.toml or pyproject.toml with [tool.remat]).",
+)
 @click.option("--junit", type=click.Path(dir_okay=False), help="Write a JUnit XML report (one test case per model) for CI dashboards.")
 @time_limit_option(None)
 @executor_options
 @graph_options
-@format_option(("text", "json"), default="text", help="text: one line per model saying why it passes or fails (not a table: CI logs are read line by line); json for machines.")
+@format_option(
+    ("text", "json"),
+    default="text",
+    help="text: one line per model saying why it passes or fails (not a table: CI logs are read line by line); json for machines.",
+)
 def check(
     models: tuple[str, ...],
     budget: Budget | None,
@@ -934,7 +1149,13 @@ def check(
     run_on = make_executor(executor, scheduler, run.jobs, run.timeout, memory_limit=_memory_guard(graph_kw))
     with batch_mod.interrupt_flag() as stop, BatchProgress(_stderr(), len(run.specs), "checking") as progress:
         report = check_mod.run_check(
-            run.specs, executor=run_on, on_start=progress.start, on_done=progress.done, stop=stop, warn=_warn, note=_note,
+            run.specs,
+            executor=run_on,
+            on_start=progress.start,
+            on_done=progress.done,
+            stop=stop,
+            warn=_warn,
+            note=_note,
             plan_options=_time_limit(time_limit),
         )
     if run.junit:
@@ -986,8 +1207,7 @@ def capture_cmd(factory: str, output_file: str, device: str) -> None:
     from remat_cli.units import fmt_bytes
 
     _stdout().print(
-        f"captured {graph.name}: {graph.n} nodes, fixed {fmt_bytes(graph.fixed_mem)}, "
-        f"lower bound {fmt_bytes(graph.lb)} -> {output_file}",
+        f"captured {graph.name}: {graph.n} nodes, fixed {fmt_bytes(graph.fixed_mem)}, lower bound {fmt_bytes(graph.lb)} -> {output_file}",
         markup=False,
         soft_wrap=True,
     )
@@ -995,8 +1215,22 @@ def capture_cmd(factory: str, output_file: str, device: str) -> None:
 
 @cli.command("fidelity", context_settings=CONTEXT)
 @click.argument("factory", metavar="FILE.py:FACTORY")
-@click.option("-b", "--budget", type=BudgetType(), default="0.5x", show_default=True, help="Memory budget of the plans: 12GiB, 0.5x, … (raised to the lower bound if below it).")
-@click.option("-s", "--strategy", "strategy_list", multiple=True, metavar="NAME", help="Strategy to plan with (repeat; default: chain-dp, dtr, treewidth).")
+@click.option(
+    "-b",
+    "--budget",
+    type=BudgetType(),
+    default="0.5x",
+    show_default=True,
+    help="Memory budget of the plans: 12GiB, 0.5x, … (raised to the lower bound if below it).",
+)
+@click.option(
+    "-s",
+    "--strategy",
+    "strategy_list",
+    multiple=True,
+    metavar="NAME",
+    help="Strategy to plan with (repeat; default: chain-dp, dtr, treewidth).",
+)
 @click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True, help="Timed steps per plan (seconds are their median).")
 @click.option("--device", default="cpu", show_default=True, help="Device to run on (cpu, cuda, cuda:1).")
 @click.option("--no-sac", is_flag=True, help="Skip measuring each plan's keep-set as a selective-checkpointing policy.")
@@ -1054,22 +1288,44 @@ def fit_graph_options(func: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(_GRAPH_OPTIONS[1:] + LIMIT_OPTIONS):
         func = option(func)
     return click.option(
-        "--dim", "dims", type=FitDimType(), multiple=True,
+        "--dim",
+        "dims",
+        type=FitDimType(),
+        multiple=True,
         help="NAME=? names the dimension to search (exactly one); NAME=VALUE sets another (repeatable).",
     )(func)
 
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("model", metavar="MODEL")
-@click.option("-b", "--budget", type=BudgetType(), required=True, help="Memory budget per device, fixed memory included: 80GiB, 24GB, 123456.")
-@click.option("--max-overhead", default=None, metavar="PCT", help="Only plans adding at most this much compute count as fitting: 20% or 0.2.")
-@click.option("-s", "--strategy", default="auto", show_default=True, metavar="NAME", help="Strategy to plan each probe with (store-all: no recomputation).")
+@click.option(
+    "-b", "--budget", type=BudgetType(), required=True, help="Memory budget per device, fixed memory included: 80GiB, 24GB, 123456."
+)
+@click.option(
+    "--max-overhead", default=None, metavar="PCT", help="Only plans adding at most this much compute count as fitting: 20% or 0.2."
+)
+@click.option(
+    "-s",
+    "--strategy",
+    default="auto",
+    show_default=True,
+    metavar="NAME",
+    help="Strategy to plan each probe with (store-all: no recomputation).",
+)
 @click.option("--max-value", type=click.IntRange(min=1), default=1 << 20, show_default=True, help="Largest value of the dimension to try.")
-@click.option("--min-value", type=click.IntRange(min=1), default=1, show_default=True, help="Value the doubling starts from (the answer is at least this, or none).")
+@click.option(
+    "--min-value",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Value the doubling starts from (the answer is at least this, or none).",
+)
 @fit_graph_options
 @node_limit_option
 @FORMAT_OPTION
-def fit(model: str, budget: Budget, max_overhead: str | None, strategy: str, max_value: int, min_value: int, fmt: str, **graph_kw: Any) -> None:
+def fit(
+    model: str, budget: Budget, max_overhead: str | None, strategy: str, max_value: int, min_value: int, fmt: str, **graph_kw: Any
+) -> None:
     """Find the largest value of one dimension (--dim batch=?) whose training step fits.
 
     Doubles the value (1, 2, 4, …) until a plan no longer fits, then bisects; every probe
@@ -1116,11 +1372,14 @@ def fit(model: str, budget: Budget, max_overhead: str | None, strategy: str, max
             return graph
 
     with _working(f"fitting {dim} of {model}") as status:
+
         def progress(msg: str) -> None:
             if status is not None and hasattr(status, "update"):
                 status.update(f"fitting {dim} of {model}: {msg}")
 
-        result = fit_dimension(load, dim, budget.bytes, strategy=strategy, max_overhead=overhead, max_value=max_value, min_value=min_value, progress=progress)
+        result = fit_dimension(
+            load, dim, budget.bytes, strategy=strategy, max_overhead=overhead, max_value=max_value, min_value=min_value, progress=progress
+        )
     if fmt == "json":
         click.echo(json.dumps(fit_to_json(result), indent=1))
     else:
@@ -1131,8 +1390,22 @@ def fit(model: str, budget: Budget, max_overhead: str | None, strategy: str, max
 
 #: graph options that describe how an ONNX model is turned into a training graph; a
 #: captured PyTorch step is planned as it ran, so remat fit refuses them for factories
-_ONNX_ONLY = ("training", "convention", "optimizer", "cost", "device", "keep_views", "precision",
-              "world_size", "shard", "profile", "attention", "max_file_size", "max_total_size", "max_dim")
+_ONNX_ONLY = (
+    "training",
+    "convention",
+    "optimizer",
+    "cost",
+    "device",
+    "keep_views",
+    "precision",
+    "world_size",
+    "shard",
+    "profile",
+    "attention",
+    "max_file_size",
+    "max_total_size",
+    "max_dim",
+)
 
 
 def _fit_factory_loader(spec: str, dim: str, fixed: tuple[tuple[str, int], ...], graph_kw: dict[str, Any]) -> Any:

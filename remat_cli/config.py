@@ -136,7 +136,7 @@ def load_config(path: str | Path, cwd: str | Path | None = None) -> CheckConfig:
         mwhere = f"{where}: models #{k}"
         _check_keys(mdoc, _MODEL_KEYS, mwhere)
         if not isinstance(mdoc.get("path"), str) or not mdoc["path"]:
-            raise InputError(f"{mwhere}: needs path = \"…\" (a model file, a glob or a directory)")
+            raise InputError(f'{mwhere}: needs path = "…" (a model file, a glob or a directory)')
         for file in _expand(mdoc["path"], base_dir, mwhere):
             shown = _shown(file, Path(cwd or os.getcwd()))
             name = str(mdoc.get("name") or shown)
@@ -221,7 +221,7 @@ def parse_dims(value: Any, where: str = "--dim") -> dict[str, int]:
             key, _, val = item.partition("=")
             items.append((key.strip(), val.strip()))
     else:
-        raise InputError(f"{where}: dims must be a table {{ batch = 32 }} or a list of \"batch=32\"")
+        raise InputError(f'{where}: dims must be a table {{ batch = 32 }} or a list of "batch=32"')
     out: dict[str, int] = {}
     for key, val in items:
         try:
@@ -239,7 +239,7 @@ def _budget(doc: dict[str, Any], where: str) -> Budget | None:
         return None
     value = doc["budget"]
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise InputError(f"{where}: budget must be a string such as \"24GiB\" or \"0.8x\", or a number of bytes")
+        raise InputError(f'{where}: budget must be a string such as "24GiB" or "0.8x", or a number of bytes')
     try:
         return parse_budget(str(value))
     except InputError as exc:

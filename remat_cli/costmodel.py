@@ -85,7 +85,15 @@ PROFILES: dict[str, DeviceProfile] = {
     # FP8 1,979, FP64 34; HBM3 3,350 GB/s.
     "h100": DeviceProfile(
         name="h100",
-        peak_flops={"default": 67e12, "float32": 67e12, "float16": 989.4e12, "bfloat16": 989.4e12, "float64": 34e12, "tf32": 494.7e12, "float8": 1979e12},
+        peak_flops={
+            "default": 67e12,
+            "float32": 67e12,
+            "float16": 989.4e12,
+            "bfloat16": 989.4e12,
+            "float64": 34e12,
+            "tf32": 494.7e12,
+            "float8": 1979e12,
+        },
         bandwidth=3350e9,
         memory_bytes=80 * 10**9,
         source="NVIDIA H100 SXM datasheet",
@@ -136,7 +144,9 @@ def load_device(spec: str) -> DeviceProfile:
     memory = doc.get("memory_bytes")
     if memory is not None:
         memory = int(_positive(memory, f'{spec}: "memory_bytes"'))
-    return DeviceProfile(name=str(doc.get("name") or path.stem), peak_flops=peaks, bandwidth=bandwidth, memory_bytes=memory, source=str(path))
+    return DeviceProfile(
+        name=str(doc.get("name") or path.stem), peak_flops=peaks, bandwidth=bandwidth, memory_bytes=memory, source=str(path)
+    )
 
 
 def _positive(value: Any, what: str) -> float:
@@ -166,14 +176,47 @@ def cost_vector(kind: str, flops: np.ndarray, nbytes: np.ndarray, units: np.ndar
 #: FLOPs per output element of elementwise ops
 ELEMENTWISE: dict[str, float] = {
     **dict.fromkeys(
-        ["Add", "Sub", "Mul", "Div", "Neg", "Abs", "Relu", "Max", "Min", "Where", "Equal", "Less", "LessOrEqual",
-         "Greater", "GreaterOrEqual", "And", "Or", "Xor", "Not", "Sign", "Floor", "Ceil", "Round", "Reciprocal",
-         "Mod", "BitShift", "IsNaN", "IsInf", "Sqrt", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot"],
+        [
+            "Add",
+            "Sub",
+            "Mul",
+            "Div",
+            "Neg",
+            "Abs",
+            "Relu",
+            "Max",
+            "Min",
+            "Where",
+            "Equal",
+            "Less",
+            "LessOrEqual",
+            "Greater",
+            "GreaterOrEqual",
+            "And",
+            "Or",
+            "Xor",
+            "Not",
+            "Sign",
+            "Floor",
+            "Ceil",
+            "Round",
+            "Reciprocal",
+            "Mod",
+            "BitShift",
+            "IsNaN",
+            "IsInf",
+            "Sqrt",
+            "BitwiseAnd",
+            "BitwiseOr",
+            "BitwiseXor",
+            "BitwiseNot",
+        ],
         1.0,
     ),
     **dict.fromkeys(["LeakyRelu", "PRelu", "Clip", "ThresholdedRelu", "Shrink"], 2.0),
-    **dict.fromkeys(["Exp", "Log", "Tanh", "Erf", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh",
-                     "Asinh", "Acosh", "Atanh", "Pow"], 4.0),
+    **dict.fromkeys(
+        ["Exp", "Log", "Tanh", "Erf", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Pow"], 4.0
+    ),
     "Sigmoid": 6.0,  # exp, add, divide
     "HardSigmoid": 3.0,
     "HardSwish": 4.0,
@@ -227,15 +270,43 @@ POOLS = frozenset(["MaxPool", "AveragePool", "LpPool", "MaxRoiPool", "RoiAlign",
 GLOBAL_POOLS = frozenset(["GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"])
 #: ops with a formula of their own in :func:`op_flops`
 SPECIAL = frozenset(
-    ["Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "MatMul", "MatMulInteger", "QLinearMatMul", "Gemm",
-     "Einsum", "Resize", "Upsample", "Attention", "Sum", "Mean", "Det", "GridSample",
-     "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "LSTM", "GRU", "RNN"]
+    [
+        "Conv",
+        "ConvTranspose",
+        "ConvInteger",
+        "QLinearConv",
+        "MatMul",
+        "MatMulInteger",
+        "QLinearMatMul",
+        "Gemm",
+        "Einsum",
+        "Resize",
+        "Upsample",
+        "Attention",
+        "Sum",
+        "Mean",
+        "Det",
+        "GridSample",
+        "NegativeLogLikelihoodLoss",
+        "SoftmaxCrossEntropyLoss",
+        "LSTM",
+        "GRU",
+        "RNN",
+    ]
 )
 
 
 def known_op(op: str) -> bool:
     """Whether :func:`op_flops` has a formula for ``op`` (default ONNX domain)."""
-    return op in ELEMENTWISE or op in DATA_MOVEMENT or op in REDUCTIONS or op in NORMALIZATIONS or op in POOLS or op in GLOBAL_POOLS or op in SPECIAL
+    return (
+        op in ELEMENTWISE
+        or op in DATA_MOVEMENT
+        or op in REDUCTIONS
+        or op in NORMALIZATIONS
+        or op in POOLS
+        or op in GLOBAL_POOLS
+        or op in SPECIAL
+    )
 
 
 def op_flops(op: str, attrs: Mapping[str, Any], ins: Sequence[Shape | None], outs: Sequence[Shape | None]) -> tuple[float, bool]:

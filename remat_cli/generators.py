@@ -11,8 +11,23 @@ import numpy as np
 from remat_cli.graph import Graph
 
 __all__ = [
-    "chain", "random_dag", "ladder", "grid", "unet", "diamonds", "skip_chain", "series_parallel", "partial_ktree",
-    "transformer", "from_edges", "resnet", "mobilenet", "vgg", "fcn", "segnet", "unet_cnn",
+    "chain",
+    "random_dag",
+    "ladder",
+    "grid",
+    "unet",
+    "diamonds",
+    "skip_chain",
+    "series_parallel",
+    "partial_ktree",
+    "transformer",
+    "from_edges",
+    "resnet",
+    "mobilenet",
+    "vgg",
+    "fcn",
+    "segnet",
+    "unet_cnn",
 ]
 
 
@@ -216,11 +231,21 @@ def transformer(layers: int, seq: int = 512, hidden: int = 768, heads: int = 12,
         down = add("MatMul", act, 4 * mm, [g])
         x = add("Add", act, float(seq * hidden), [r, down])
     n = len(mem)
-    graph = from_edges(n, edges, mem=np.asarray(mem), cost=np.asarray(cost), name=kw.pop("name", f"transformer{layers}"), cost_unit="FLOP", **kw)
+    graph = from_edges(
+        n, edges, mem=np.asarray(mem), cost=np.asarray(cost), name=kw.pop("name", f"transformer{layers}"), cost_unit="FLOP", **kw
+    )
     return Graph.from_arrays(
-        ids=graph.ids, ops=ops, kinds=graph.kinds, mem=graph.mem, cost=graph.cost,
-        src=graph.edges()[0], dst=graph.edges()[1], name=graph.name, cost_unit="FLOP",
-        fixed_mem=graph.fixed_mem, _checked=True,
+        ids=graph.ids,
+        ops=ops,
+        kinds=graph.kinds,
+        mem=graph.mem,
+        cost=graph.cost,
+        src=graph.edges()[0],
+        dst=graph.edges()[1],
+        name=graph.name,
+        cost_unit="FLOP",
+        fixed_mem=graph.fixed_mem,
+        _checked=True,
     )
 
 
@@ -268,12 +293,28 @@ class _CNN:
         g = from_edges(n, self.edges, mem=np.asarray(self.mem), cost=np.asarray(self.cost), name=name, cost_unit="FLOP")
         src, dst = g.edges()
         return Graph.from_arrays(
-            ids=[f"{op.lower()}{i}" for i, op in enumerate(self.ops)], ops=self.ops, kinds=g.kinds,
-            mem=g.mem, cost=g.cost, src=src, dst=dst, name=name, cost_unit="FLOP", _checked=True,
+            ids=[f"{op.lower()}{i}" for i, op in enumerate(self.ops)],
+            ops=self.ops,
+            kinds=g.kinds,
+            mem=g.mem,
+            cost=g.cost,
+            src=src,
+            dst=dst,
+            name=name,
+            cost_unit="FLOP",
+            _checked=True,
         )
 
 
-def resnet(blocks: tuple[int, ...] = (2, 2, 2, 2), *, batch: int = 8, side: int = 224, width: int = 64, dtype_bytes: int = 4, name: str | None = None) -> Graph:
+def resnet(
+    blocks: tuple[int, ...] = (2, 2, 2, 2),
+    *,
+    batch: int = 8,
+    side: int = 224,
+    width: int = 64,
+    dtype_bytes: int = 4,
+    name: str | None = None,
+) -> Graph:
     """ResNet-shaped (basic blocks): stem conv + pool, then per stage ``blocks[i]`` blocks of
     conv → conv → add(skip), the first of each later stage strided with a 1×1 projection."""
     net = _CNN(batch, dtype_bytes)
@@ -291,7 +332,14 @@ def resnet(blocks: tuple[int, ...] = (2, 2, 2, 2), *, batch: int = 8, side: int 
     return net.finish(name or f"resnet{'-'.join(map(str, blocks))}")
 
 
-def mobilenet(blocks: tuple[tuple[int, int, int, int], ...] = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 2, 2), (6, 96, 1, 1)), *, batch: int = 8, side: int = 224, dtype_bytes: int = 4, name: str | None = None) -> Graph:
+def mobilenet(
+    blocks: tuple[tuple[int, int, int, int], ...] = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 2, 2), (6, 96, 1, 1)),
+    *,
+    batch: int = 8,
+    side: int = 224,
+    dtype_bytes: int = 4,
+    name: str | None = None,
+) -> Graph:
     """MobileNetV2-shaped: inverted residual blocks (expand 1×1 → depthwise 3×3 → project
     1×1, add when shape is kept); ``blocks`` are (expansion, channels, repeats, stride)."""
     net = _CNN(batch, dtype_bytes)
@@ -309,7 +357,15 @@ def mobilenet(blocks: tuple[tuple[int, int, int, int], ...] = ((1, 16, 1, 1), (6
     return net.finish(name or "mobilenet")
 
 
-def vgg(stages: tuple[int, ...] = (2, 2, 3, 3, 3), *, batch: int = 8, side: int = 224, width: int = 64, dtype_bytes: int = 4, name: str | None = None) -> Graph:
+def vgg(
+    stages: tuple[int, ...] = (2, 2, 3, 3, 3),
+    *,
+    batch: int = 8,
+    side: int = 224,
+    width: int = 64,
+    dtype_bytes: int = 4,
+    name: str | None = None,
+) -> Graph:
     """VGG-shaped: ``stages[i]`` 3×3 convs then a max-pool per stage, channels doubling up to
     8× ``width``; two fully connected layers at the end."""
     net = _CNN(batch, dtype_bytes)
@@ -337,7 +393,16 @@ def _encoder(net: _CNN, stages: tuple[int, ...], side: int, width: int) -> tuple
     return x, before, pools
 
 
-def fcn(stages: tuple[int, ...] = (2, 2, 3, 3, 3), *, classes: int = 21, batch: int = 8, side: int = 224, width: int = 64, dtype_bytes: int = 4, name: str | None = None) -> Graph:
+def fcn(
+    stages: tuple[int, ...] = (2, 2, 3, 3, 3),
+    *,
+    classes: int = 21,
+    batch: int = 8,
+    side: int = 224,
+    width: int = 64,
+    dtype_bytes: int = 4,
+    name: str | None = None,
+) -> Graph:
     """FCN-8s-shaped: a VGG encoder, 1×1 class scores at the last three pools, upsampled ×2
     and added (skip edges from pool3 and pool4), then upsampled to the input size."""
     net = _CNN(batch, dtype_bytes)
@@ -351,7 +416,16 @@ def fcn(stages: tuple[int, ...] = (2, 2, 3, 3, 3), *, classes: int = 21, batch: 
     return net.finish(name or "fcn8s")
 
 
-def segnet(stages: tuple[int, ...] = (2, 2, 3, 3, 3), *, classes: int = 21, batch: int = 8, side: int = 224, width: int = 64, dtype_bytes: int = 4, name: str | None = None) -> Graph:
+def segnet(
+    stages: tuple[int, ...] = (2, 2, 3, 3, 3),
+    *,
+    classes: int = 21,
+    batch: int = 8,
+    side: int = 224,
+    width: int = 64,
+    dtype_bytes: int = 4,
+    name: str | None = None,
+) -> Graph:
     """SegNet-shaped: a VGG encoder whose max-pools keep their indices, and a mirrored
     decoder whose unpooling reads the matching pool (edges across the network)."""
     net = _CNN(batch, dtype_bytes)
@@ -366,7 +440,9 @@ def segnet(stages: tuple[int, ...] = (2, 2, 3, 3, 3), *, classes: int = 21, batc
     return net.finish(name or "segnet")
 
 
-def unet_cnn(depth: int = 4, *, convs: int = 2, batch: int = 8, side: int = 256, width: int = 64, dtype_bytes: int = 4, name: str | None = None) -> Graph:
+def unet_cnn(
+    depth: int = 4, *, convs: int = 2, batch: int = 8, side: int = 256, width: int = 64, dtype_bytes: int = 4, name: str | None = None
+) -> Graph:
     """U-Net-shaped with realistic sizes: ``depth`` encoder levels of ``convs`` 3×3 convs and a
     pool, a bottleneck, and a decoder of up-convolution → concat(skip) → convs."""
     net = _CNN(batch, dtype_bytes)

@@ -106,9 +106,7 @@ class Graph:
             for name_in in node.inputs:
                 j = index.get(name_in)
                 if j is None:
-                    raise InputError(
-                        f"{source}: node {node.id!r}: input {name_in!r} names no node"
-                    )
+                    raise InputError(f"{source}: node {node.id!r}: input {name_in!r} names no node")
                 if j == i:
                     raise InputError(f"{source}: node {node.id!r} reads its own output (cycle)")
                 if j not in seen:
@@ -117,25 +115,18 @@ class Graph:
                     dst.append(i)
         mem = [_number(nd.mem, "mem", nd.id, source, integer=True) for nd in nodes]
         cost = np.array([_number(nd.cost, "cost", nd.id, source) for nd in nodes], dtype=np.float64)
-        workspace = [
-            _number(nd.workspace, "workspace", nd.id, source, integer=True) for nd in nodes
-        ]
+        workspace = [_number(nd.workspace, "workspace", nd.id, source, integer=True) for nd in nodes]
         seconds = None
         if any(nd.seconds is not None for nd in nodes):
             seconds = np.array(
-                [
-                    0.0 if nd.seconds is None else _number(nd.seconds, "seconds", nd.id, source)
-                    for nd in nodes
-                ],
+                [0.0 if nd.seconds is None else _number(nd.seconds, "seconds", nd.id, source) for nd in nodes],
                 dtype=np.float64,
             )
         kinds = []
         for nd in nodes:
             kind = nd.kind or ""
             if kind and kind not in KINDS:
-                raise InputError(
-                    f"{source}: node {nd.id!r}: kind {kind!r} is not one of {', '.join(KINDS)}"
-                )
+                raise InputError(f"{source}: node {nd.id!r}: kind {kind!r} is not one of {', '.join(KINDS)}")
             kinds.append(kind)
         target_idx = None
         if targets is not None:
@@ -464,9 +455,7 @@ def _costs(values: Any, label: str, ids: Sequence[str], source: str) -> np.ndarr
     bad = np.flatnonzero(~np.isfinite(arr) | (arr < 0) | (arr > MAX_COST))
     if bad.size:
         i = int(bad[0])
-        raise InputError(
-            f"{source}: node {ids[i]!r}: {label} {arr[i]:g} is not a finite number in [0, {MAX_COST:g}]"
-        )
+        raise InputError(f"{source}: node {ids[i]!r}: {label} {arr[i]:g} is not a finite number in [0, {MAX_COST:g}]")
     return arr + 0.0
 
 

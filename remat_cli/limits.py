@@ -127,10 +127,7 @@ def read_regular_file(path: str | Path, max_bytes: int | None = None, what: str 
 
 
 def _too_big(path: str | Path, size: int, limit: int) -> LimitError:
-    return LimitError(
-        f"{path}: {size} bytes is more than the {format_bytes(limit)} file size limit "
-        "(raise it with --max-file-size)"
-    )
+    return LimitError(f"{path}: {size} bytes is more than the {format_bytes(limit)} file size limit (raise it with --max-file-size)")
 
 
 # --------------------------------------------------------------------------- memory guard

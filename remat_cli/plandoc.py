@@ -190,14 +190,8 @@ def plan_to_twremat(plan: Plan) -> str:
     used = set(plan.schedule.nodes.tolist())
     bad = next((ids[v] for v in sorted(used) if not ids[v] or any(c.isspace() for c in ids[v])), None)
     if bad is not None:
-        raise InputError(
-            f"node id {bad!r} holds whitespace, which twremat c/f text cannot hold; "
-            "write the plan as JSON (-o plan.json)"
-        )
-    lines = [
-        f"{'c' if op == COMPUTE else 'f'} {ids[v]}"
-        for op, v in zip(plan.schedule.ops.tolist(), plan.schedule.nodes.tolist())
-    ]
+        raise InputError(f"node id {bad!r} holds whitespace, which twremat c/f text cannot hold; write the plan as JSON (-o plan.json)")
+    lines = [f"{'c' if op == COMPUTE else 'f'} {ids[v]}" for op, v in zip(plan.schedule.ops.tolist(), plan.schedule.nodes.tolist())]
     return "\n".join(lines) + "\n"
 
 
@@ -250,7 +244,7 @@ def read_plan(
 
 def _plan_from_json(doc: Any, graph: Graph, path: Path, load: Mapping[str, Any] | None = None) -> Schedule:
     if not isinstance(doc, dict) or doc.get("format") != PLAN_FORMAT:
-        raise InputError(f"{path}: not a remat-plan file (no \"format\": \"{PLAN_FORMAT}\")")
+        raise InputError(f'{path}: not a remat-plan file (no "format": "{PLAN_FORMAT}")')
     version = doc.get("version")
     if isinstance(version, bool) or version != PLAN_VERSION:
         raise InputError(f"{path}: remat-plan version {version!r} is not supported")
@@ -268,20 +262,16 @@ def _plan_from_json(doc: Any, graph: Graph, path: Path, load: Mapping[str, Any] 
             diff = load_differences(recorded, load)
             if diff:
                 raise InputError(
-                    f"{path}: this plan was made under other load options: {'; '.join(diff)}; "
-                    "validate with the plan's options"
+                    f"{path}: this plan was made under other load options: {'; '.join(diff)}; validate with the plan's options"
                 )
             raise InputError(
                 f"{path}: this plan was made for another graph with the same load options "
                 f"(sha256 {str(sha)[:12]}…, this graph is {graph.sha256[:12]}…): the model file differs"
             )
-        raise InputError(
-            f"{path}: this plan was made for another graph (sha256 {str(sha)[:12]}…, "
-            f"this graph is {graph.sha256[:12]}…)"
-        )
+        raise InputError(f"{path}: this plan was made for another graph (sha256 {str(sha)[:12]}…, this graph is {graph.sha256[:12]}…)")
     steps = doc.get("schedule")
     if not isinstance(steps, list):
-        raise InputError(f"{path}: \"schedule\" must be a list of [\"compute\"|\"free\", id] steps")
+        raise InputError(f'{path}: "schedule" must be a list of ["compute"|"free", id] steps')
     index = graph.index
     for k, step in enumerate(steps):
         if not (
@@ -291,7 +281,7 @@ def _plan_from_json(doc: Any, graph: Graph, path: Path, load: Mapping[str, Any] 
             and step[0] in ("compute", "free")
             and isinstance(step[1], str)
         ):
-            raise InputError(f"{path}: step {k} is not [\"compute\"|\"free\", id]: {_short(step)}")
+            raise InputError(f'{path}: step {k} is not ["compute"|"free", id]: {_short(step)}')
         if step[1] not in index:
             raise InputError(f"{path}: step {k} names unknown node {step[1]!r}")
     return Schedule.from_named(steps, index)
@@ -396,9 +386,7 @@ def validate_claims(doc: Mapping[str, Any], graph: Graph, metrics: Metrics, path
             value = None if value is None else _float_claim(value, f"metrics.{key}", path)
             checked.append(f"metrics.{key}")
             actual = replay[key]
-            same = value is actual is None or (
-                value is not None and actual is not None and _close(value, actual)
-            )
+            same = value is actual is None or (value is not None and actual is not None and _close(value, actual))
             if wrong is None and not same:
                 wrong = (f"metrics.{key}", value, actual)
     if stated and "valid" in stated:
@@ -417,8 +405,7 @@ def _int_claim(value: Any, name: str, path: str | Path) -> int:
 
 def _float_claim(value: Any, name: str, path: str | Path) -> float:
     ok = not isinstance(value, bool) and (
-        (isinstance(value, int) and abs(value) < 2**1000)
-        or (isinstance(value, float) and math.isfinite(value))
+        (isinstance(value, int) and abs(value) < 2**1000) or (isinstance(value, float) and math.isfinite(value))
     )
     if not ok:
         raise InputError(f'{path}: "{name}" must be a finite number, not {_short(value)}')
@@ -435,9 +422,7 @@ def _kind(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return "a boolean"
-    return {str: "a string", int: "a number", float: "a number", list: "a list", dict: "an object"}.get(
-        type(value), type(value).__name__
-    )
+    return {str: "a string", int: "a number", float: "a number", list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
 
 
 def _short(value: Any, limit: int = 60) -> str:

@@ -102,8 +102,7 @@ def _make_plan(graph: Graph, strat: Strategy, budget_bytes: int | None, opts: An
     sim = simulate(graph, result.schedule)
     if sim.error is not None:
         raise InvalidScheduleError(
-            f"internal error: strategy {strategy!r} produced an invalid schedule "
-            f"({sim.error}); please report this with the graph file"
+            f"internal error: strategy {strategy!r} produced an invalid schedule ({sim.error}); please report this with the graph file"
         )
     assert sim.metrics is not None
     if budget_bytes is not None and sim.metrics.peak_bytes > budget_bytes:
@@ -182,7 +181,11 @@ def _with_smallest(
         head = (
             f"{asked} is below the lower bound {_forms(graph, graph.lb, reference_peak)}: node "
             f"{graph.ids[v]!r} ({graph.ops[v] or 'op'}) needs its inputs, its output and its workspace resident at once"
-            + (f", on top of {fmt_bytes(graph.fixed_mem)} fixed memory (an x budget counts it, an act budget does not)" if graph.fixed_mem else "")
+            + (
+                f", on top of {fmt_bytes(graph.fixed_mem)} fixed memory (an x budget counts it, an act budget does not)"
+                if graph.fixed_mem
+                else ""
+            )
         )
     else:
         head = f"{strat.name} cannot fit {asked}"

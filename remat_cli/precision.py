@@ -88,9 +88,7 @@ def run_dtypes(fwd: Graph, facts: ForwardFacts | None, precision: str) -> list[s
     return out
 
 
-def apply_precision(
-    fwd: Graph, facts: ForwardFacts | None, precision: str, device: DeviceProfile
-) -> tuple[Graph, ForwardFacts | None]:
+def apply_precision(fwd: Graph, facts: ForwardFacts | None, precision: str, device: DeviceProfile) -> tuple[Graph, ForwardFacts | None]:
     """The forward graph ``fwd`` and its ``facts`` (from the ONNX loader) as trained under
     ``precision``.
 

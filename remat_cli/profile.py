@@ -181,14 +181,16 @@ def _read_trace(path: Path, text: str) -> tuple[dict[str, list[float]], int]:
             steps += 1
             continue
         if name.startswith(_AUTOGRAD_PREFIX):
-            name = name[len(_AUTOGRAD_PREFIX):]
+            name = name[len(_AUTOGRAD_PREFIX) :]
         out.setdefault(name, []).append(dur)
     if not out:
         raise InputError(f'{path}: the trace has no complete ("ph": "X") events with a name and a dur')
     return out, max(steps, 1)
 
 
-def apply_profile(graph: Graph, path: str | Path, *, max_bytes: int | None = None, warn: Callable[[str], None] | None = None) -> tuple[Graph, ProfileMatch]:
+def apply_profile(
+    graph: Graph, path: str | Path, *, max_bytes: int | None = None, warn: Callable[[str], None] | None = None
+) -> tuple[Graph, ProfileMatch]:
     """``graph`` with measured seconds where ``path`` times its nodes (see the module doc),
     and how many it timed."""
     fmt, entries, steps = read_profile(path, max_bytes)
@@ -230,8 +232,15 @@ def apply_profile(graph: Graph, path: str | Path, *, max_bytes: int | None = Non
             used_names.add(name)
     unmatched = tuple(sorted(set(entries) - used_names))[:5]
     fact = ProfileMatch(
-        source=str(path), format=fmt, matched_by=how, matched_nodes=int(matched.sum()), nodes=graph.n,
-        entries=len(entries), unmatched_entries=unmatched, op_types=tuple(op_types), steps=steps,
+        source=str(path),
+        format=fmt,
+        matched_by=how,
+        matched_nodes=int(matched.sum()),
+        nodes=graph.n,
+        entries=len(entries),
+        unmatched_entries=unmatched,
+        op_types=tuple(op_types),
+        steps=steps,
     )
     if fact.matched_nodes == 0 and warn is not None:
         warn(f"{path}: --profile matched none of {graph.name}'s {graph.n} nodes (by node id or op type); the roofline stays")

@@ -99,9 +99,7 @@ def apply_sharding(graph: Graph, world_size: int, shard: str, source: str = "") 
     if world_size == 1 and shard == "none":
         return graph
     if "parameter_bytes" not in graph.meta or not isinstance(graph.meta.get("fixed_parts"), dict):
-        raise InputError(
-            f"{source or graph.name}: --world-size/--shard need parameter sizes, which only ONNX models state"
-        )
+        raise InputError(f"{source or graph.name}: --world-size/--shard need parameter sizes, which only ONNX models state")
     parts = {str(k): int(v) for k, v in graph.meta["fixed_parts"].items()}
     if sum(parts.values()) != int(graph.fixed_mem):
         parts = {"fixed": int(graph.fixed_mem)}

@@ -51,9 +51,7 @@ class GraphSummary:
     structural_bound: StructuralBound | None = None  # proven over all schedules (bounds.py)
 
 
-def summarize(
-    graph: Graph, *, top: int = 10, decompose: bool = False, companion: tuple[str, Graph] | None = None
-) -> GraphSummary:
+def summarize(graph: Graph, *, top: int = 10, decompose: bool = False, companion: tuple[str, Graph] | None = None) -> GraphSummary:
     """Summarize ``graph``; runs store-all through the simulator for its peak.
 
     With ``decompose``, also the treewidth and pathwidth upper bounds of the moral

@@ -108,8 +108,8 @@ class SmallestBudget:
     @property
     def found(self) -> bool:
         return self.budget_bytes is not None
-    complete: bool = True  # False: the search stopped at its deadline; a smaller budget may fit
 
+    complete: bool = True  # False: the search stopped at its deadline; a smaller budget may fit
 
 
 def search_tolerance(store_all_peak: int) -> int:

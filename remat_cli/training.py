@@ -80,9 +80,34 @@ AUTOGRAD: dict[str, Saves] = {
     **dict.fromkeys(["Relu", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "Exp", "Sqrt", "Reciprocal", "Elu", "Dropout"], _OUTPUT),
     # y = f(x) whose derivative needs x
     **dict.fromkeys(
-        ["LeakyRelu", "Gelu", "FastGelu", "QuickGelu", "Erf", "Log", "Sin", "Cos", "Tan", "Abs", "Clip", "HardSigmoid",
-         "HardSwish", "Softplus", "Softsign", "Mish", "Selu", "Celu", "ThresholdedRelu", "Shrink", "Atan", "Asin",
-         "Acos", "Sinh", "Cosh", "ReduceSumSquare"],
+        [
+            "LeakyRelu",
+            "Gelu",
+            "FastGelu",
+            "QuickGelu",
+            "Erf",
+            "Log",
+            "Sin",
+            "Cos",
+            "Tan",
+            "Abs",
+            "Clip",
+            "HardSigmoid",
+            "HardSwish",
+            "Softplus",
+            "Softsign",
+            "Mish",
+            "Selu",
+            "Celu",
+            "ThresholdedRelu",
+            "Shrink",
+            "Atan",
+            "Asin",
+            "Acos",
+            "Sinh",
+            "Cosh",
+            "ReduceSumSquare",
+        ],
         _INPUT,
     ),
     # products: each input's gradient needs the other inputs
@@ -91,9 +116,37 @@ AUTOGRAD: dict[str, Saves] = {
     "Pow": Saves(inputs="all", output=True, factor=2.0),
     # linear in the inputs or pure data movement: the gradient needs shapes only
     **dict.fromkeys(
-        ["Add", "Sub", "Neg", "Sum", "Mean", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose",
-         "Concat", "Split", "Slice", "Pad", "Expand", "Tile", "Cast", "CastLike", "DepthToSpace", "SpaceToDepth",
-         "Resize", "Upsample", "AveragePool", "GlobalAveragePool", "ReduceSum", "ReduceMean", "CumSum", "Trilu"],
+        [
+            "Add",
+            "Sub",
+            "Neg",
+            "Sum",
+            "Mean",
+            "Identity",
+            "Reshape",
+            "Flatten",
+            "Squeeze",
+            "Unsqueeze",
+            "Transpose",
+            "Concat",
+            "Split",
+            "Slice",
+            "Pad",
+            "Expand",
+            "Tile",
+            "Cast",
+            "CastLike",
+            "DepthToSpace",
+            "SpaceToDepth",
+            "Resize",
+            "Upsample",
+            "AveragePool",
+            "GlobalAveragePool",
+            "ReduceSum",
+            "ReduceMean",
+            "CumSum",
+            "Trilu",
+        ],
         _NOTHING,
     ),
     # indexing: the gradient is scattered back by the indices
@@ -103,12 +156,21 @@ AUTOGRAD: dict[str, Saves] = {
     **dict.fromkeys(["Conv", "ConvTranspose", "MatMul", "Gemm", "Einsum"], _CONTRACTION),
     # normalizations: the input and the statistics computed from it
     **dict.fromkeys(
-        ["BatchNormalization", "LayerNormalization", "GroupNormalization", "InstanceNormalization",
-         "RMSNormalization", "SimplifiedLayerNormalization"],
+        [
+            "BatchNormalization",
+            "LayerNormalization",
+            "GroupNormalization",
+            "InstanceNormalization",
+            "RMSNormalization",
+            "SimplifiedLayerNormalization",
+        ],
         _NORM,
     ),
     # selections: where the maximum was (input and output locate it)
-    **dict.fromkeys(["MaxPool", "GlobalMaxPool", "ReduceMax", "ReduceMin", "TopK", "ReduceL2", "ReduceLogSumExp", "ReduceProd", "LpNormalization"], Saves(inputs=(0,), output=True, factor=1.0)),
+    **dict.fromkeys(
+        ["MaxPool", "GlobalMaxPool", "ReduceMax", "ReduceMin", "TopK", "ReduceL2", "ReduceLogSumExp", "ReduceProd", "LpNormalization"],
+        Saves(inputs=(0,), output=True, factor=1.0),
+    ),
     "Attention": Saves(inputs="all", output=True, factor=2.5),
     **dict.fromkeys(["SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"], Saves(inputs="all", factor=1.0)),
 }
@@ -200,14 +262,10 @@ def training_fixed_memory(graph: Graph, optimizer: str) -> tuple[int, dict[str, 
     """Fixed memory of training: forward fixed + gradients + optimizer state, and its parts."""
     params = graph.meta.get("parameter_bytes", 0) or 0
     if isinstance(params, bool) or not isinstance(params, int) or not 0 <= params <= MAX_VALUE_BYTES:
-        raise InputError(
-            f"{graph.name}: meta parameter_bytes {params!r} is not a whole number of bytes in [0, 2**53]"
-        )
+        raise InputError(f"{graph.name}: meta parameter_bytes {params!r} is not a whole number of bytes in [0, 2**53]")
     copies = OPTIMIZERS[optimizer]
     given = graph.meta.get("fixed_parts")
-    sound = isinstance(given, dict) and all(
-        isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in given.values()
-    )
+    sound = isinstance(given, dict) and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in given.values())
     parts = dict(given) if sound and sum(given.values()) == graph.fixed_mem else {"forward": int(graph.fixed_mem)}
     parts["gradients"] = params
     parts[f"optimizer state ({optimizer})"] = copies * params
@@ -371,7 +429,9 @@ def autograd_training_graph(fwd: Graph, *, optimizer: str = "sgd", facts: Forwar
     f_sec = fwd.seconds.tolist() if fwd.seconds is not None else None
     seconds: list[float] = []
 
-    def add(node_id: str, op: str, kind: str, m: int, fl: float, nb: float, unit: float, peak: float, w: int = 0, sec: float | None = None) -> int:
+    def add(
+        node_id: str, op: str, kind: str, m: int, fl: float, nb: float, unit: float, peak: float, w: int = 0, sec: float | None = None
+    ) -> int:
         ids.append(node_id)
         gops.append(op)
         kinds.append(kind)
@@ -439,7 +499,9 @@ def autograd_training_graph(fwd: Graph, *, optimizer: str = "sgd", facts: Forwar
         fl = entry.factor * f_flops[v]
         nb = float(mem[v] + saved_bytes + m + 2 * p_bytes[v])
         sec = None if f_sec is None else entry.factor * f_sec[v]
-        b = add(f"bwd:{fwd.ids[v]}", f"{ops[v]}Grad" if ops[v] else "Grad", "backward", m, fl, nb, entry.factor, f_peak[v], f_ws[v], sec=sec)
+        b = add(
+            f"bwd:{fwd.ids[v]}", f"{ops[v]}Grad" if ops[v] else "Grad", "backward", m, fl, nb, entry.factor, f_peak[v], f_ws[v], sec=sec
+        )
         bwd[v] = b
         for r in dict.fromkeys(reads):
             src.append(r)
@@ -462,7 +524,9 @@ def autograd_training_graph(fwd: Graph, *, optimizer: str = "sgd", facts: Forwar
     fixed, parts = training_fixed_memory(fwd, optimizer)
     meta = {k: val for k, val in fwd.meta.items() if not k.startswith("_")}
     n_bwd = sum(has_bwd)
-    extra = {"training graph": f"autograd convention: {n_bwd} backward nodes, {sum(1 for s in stats_of if s >= 0)} statistics nodes, optimizer {optimizer}"}
+    extra = {
+        "training graph": f"autograd convention: {n_bwd} backward nodes, {sum(1 for s in stats_of if s >= 0)} statistics nodes, optimizer {optimizer}"
+    }
     if not given:
         from remat_cli.units import fmt_cost
 

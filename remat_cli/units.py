@@ -15,8 +15,19 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 __all__ = [
-    "fmt_bytes", "fmt_seconds", "fmt_pct", "fmt_ratio", "fmt_count", "fmt_cost", "fmt_bytes_pair", "shorten",
-    "shorten_all", "fmt_bytes_exact", "Fact", "Phrase", "say",
+    "fmt_bytes",
+    "fmt_seconds",
+    "fmt_pct",
+    "fmt_ratio",
+    "fmt_count",
+    "fmt_cost",
+    "fmt_bytes_pair",
+    "shorten",
+    "shorten_all",
+    "fmt_bytes_exact",
+    "Fact",
+    "Phrase",
+    "say",
 ]
 
 _BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB")
@@ -147,7 +158,7 @@ def shorten(text: str, width: int) -> str:
         return "…"
     tail = (width - 1) * 3 // 5  # the end tells names apart: give it more room
     head = width - 1 - tail
-    return text[:head] + "…" + text[len(text) - tail:]
+    return text[:head] + "…" + text[len(text) - tail :]
 
 
 def shorten_all(texts: list[str], width: int) -> list[str]:

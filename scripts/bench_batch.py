@@ -51,7 +51,23 @@ def write_graphs(directory: Path, files: int, nodes: int) -> None:
 
 def run(directory: Path, jobs: int, budgets: str, strategy: str, out: Path) -> float:
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    cmd = [sys.executable, "-m", "remat_cli", "batch", str(directory), "-j", str(jobs), "-s", strategy, "--budgets", budgets, "--jsonl", str(out), "--format", "csv"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "remat_cli",
+        "batch",
+        str(directory),
+        "-j",
+        str(jobs),
+        "-s",
+        strategy,
+        "--budgets",
+        budgets,
+        "--jsonl",
+        str(out),
+        "--format",
+        "csv",
+    ]
     started = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - started

@@ -48,10 +48,13 @@ def main() -> None:
         plan = make_plan(g, "exact", budget, opts)
         dt = time.perf_counter() - t0
         i = plan.info
-        print(f"{g.name:<28} n={int(g.needed.sum()):3d} {x:.1f}x  {i['status']:<10} gap {100 * i['gap']:6.2f}%  "
-              f"cost {plan.metrics.cost:g} lb {i['lower_bound']:g} (all schedules) "
-              f"model bound {i.get('model_bound', i['lower_bound']):g}  {dt:6.1f}s  "
-              f"peak {plan.metrics.peak_bytes}<={budget}", flush=True)
+        print(
+            f"{g.name:<28} n={int(g.needed.sum()):3d} {x:.1f}x  {i['status']:<10} gap {100 * i['gap']:6.2f}%  "
+            f"cost {plan.metrics.cost:g} lb {i['lower_bound']:g} (all schedules) "
+            f"model bound {i.get('model_bound', i['lower_bound']):g}  {dt:6.1f}s  "
+            f"peak {plan.metrics.peak_bytes}<={budget}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -39,16 +39,19 @@ def main() -> None:
     ap.add_argument("--budgets", default="1x,0.7x,0.5x")
     ap.add_argument("--models", nargs="*", default=MODELS)
     ap.add_argument("--no-sac", action="store_true")
-    ap.add_argument("--threads", type=int, default=None,
-                    help="torch.set_num_threads (1 on a loaded machine: spinning threads distort times)")
+    ap.add_argument(
+        "--threads", type=int, default=None, help="torch.set_num_threads (1 on a loaded machine: spinning threads distort times)"
+    )
     args = ap.parse_args()
     if args.threads:
         import torch
 
         torch.set_num_threads(args.threads)
     strategies = args.strategy or ["chain-dp", "dtr", "treewidth"]
-    print(f"{'model':<12} {'budget':>6} {'strategy':<14} {'pred peak':>10} {'measured':>10} {'ratio':>6} "
-          f"{'+FLOPs pred':>11} {'measured':>9} {'t pred':>8} {'t meas':>8} {'exec':>6} {'fb':>3} grads")
+    print(
+        f"{'model':<12} {'budget':>6} {'strategy':<14} {'pred peak':>10} {'measured':>10} {'ratio':>6} "
+        f"{'+FLOPs pred':>11} {'measured':>9} {'t pred':>8} {'t meas':>8} {'exec':>6} {'fb':>3} grads"
+    )
     for spec in args.models:
         model, inputs, loss_fn = load_factory(str(ROOT / spec), args.device)
         name = Path(spec.split(":")[0]).stem
@@ -57,8 +60,9 @@ def main() -> None:
         print(f"{name:<12} captured: {captured[0].n} nodes in {time.perf_counter() - started:.0f} s")
         for b in args.budgets.split(","):
             started = time.perf_counter()
-            rep = fidelity(model, inputs, loss_fn, parse_budget(b), strategies, factory=spec, runs=args.runs,
-                           sac=not args.no_sac, captured=captured)
+            rep = fidelity(
+                model, inputs, loss_fn, parse_budget(b), strategies, factory=spec, runs=args.runs, sac=not args.no_sac, captured=captured
+            )
             for row in rep.rows:
                 if b != args.budgets.split(",")[0] and row.strategy in ("store-all", "eager"):
                     continue
@@ -68,12 +72,16 @@ def main() -> None:
                 ratio = row.peak_ratio or 0.0
                 grads = "equal" if row.grads_match else f"DIFFER {row.max_grad_error:.1e}"
                 fb = "-" if row.fallbacks is None else str(row.fallbacks)
-                print(f"{name:<12} {b:>6} {row.strategy:<14} {fmt_bytes(row.predicted_peak_bytes):>10} "
-                      f"{fmt_bytes(row.measured_peak_bytes):>10} {ratio:6.3f} {fmt_pct(row.predicted_overhead):>11} "
-                      f"{fmt_pct(row.measured_flops_overhead):>9} {fmt_seconds(row.predicted_seconds):>8} "
-                      f"{fmt_seconds(row.measured_seconds):>8} {_ovh(row.executor_overhead):>6} {fb:>3} {grads}")
-            print(f"{name:<12} {b:>6} (store-all {fmt_bytes(rep.store_all_peak)}, LB {fmt_bytes(rep.lower_bound)}, "
-                  f"fixed {fmt_bytes(rep.fixed_bytes)}; {time.perf_counter() - started:.0f} s)")
+                print(
+                    f"{name:<12} {b:>6} {row.strategy:<14} {fmt_bytes(row.predicted_peak_bytes):>10} "
+                    f"{fmt_bytes(row.measured_peak_bytes):>10} {ratio:6.3f} {fmt_pct(row.predicted_overhead):>11} "
+                    f"{fmt_pct(row.measured_flops_overhead):>9} {fmt_seconds(row.predicted_seconds):>8} "
+                    f"{fmt_seconds(row.measured_seconds):>8} {_ovh(row.executor_overhead):>6} {fb:>3} {grads}"
+                )
+            print(
+                f"{name:<12} {b:>6} (store-all {fmt_bytes(rep.store_all_peak)}, LB {fmt_bytes(rep.lower_bound)}, "
+                f"fixed {fmt_bytes(rep.fixed_bytes)}; {time.perf_counter() - started:.0f} s)"
+            )
 
 
 def _ovh(x: float | None) -> str:

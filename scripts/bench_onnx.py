@@ -95,7 +95,8 @@ def synthetic_model(n_ops: int, hidden: int = 256, heads: int = 4):
         x = node("Add", [res1, down])
         block += 1
     graph = helper.make_graph(
-        nodes, "synthetic",
+        nodes,
+        "synthetic",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", seq, hidden])],
         [helper.make_tensor_value_info(x, TensorProto.FLOAT, ["batch", seq, hidden])],
         initializer=inits,
@@ -144,7 +145,17 @@ def main(argv: list[str] | None = None) -> int:
         build = time.perf_counter() - t0
         rows.append(bench(path, {"batch": args.batch}, f"synthetic ({len(m.graph.node)} ops)"))
         print(f"built the synthetic model in {build:.2f} s")
-    cols = ["model", "inference_nodes", "inference_load_s", "training_nodes", "training_load_s", "training_store_all_s", "inference_peak_GiB", "training_peak_GiB", "training_est_ms"]
+    cols = [
+        "model",
+        "inference_nodes",
+        "inference_load_s",
+        "training_nodes",
+        "training_load_s",
+        "training_store_all_s",
+        "inference_peak_GiB",
+        "training_peak_GiB",
+        "training_est_ms",
+    ]
     widths = [max(len(c), *(len(str(r[c])) for r in rows)) for c in cols]
     print("  ".join(c.ljust(w) for c, w in zip(cols, widths)))
     for r in rows:

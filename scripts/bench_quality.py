@@ -134,8 +134,7 @@ def bound_row(graph: Graph) -> None:
     ratio = f"{smallest / bound.bytes:.3f}" if smallest else "-"
     state = "" if bound.complete else " cut short"
     print(
-        f"  {graph.name[:26]:26} {graph.lb:>14,} {bound.bytes:>14,} {bound.gain:6.3f}x{state} {took:5.2f}s"
-        f" {smallest or 0:>14,} {ratio:>7}x"
+        f"  {graph.name[:26]:26} {graph.lb:>14,} {bound.bytes:>14,} {bound.gain:6.3f}x{state} {took:5.2f}s {smallest or 0:>14,} {ratio:>7}x"
     )
 
 
@@ -216,11 +215,18 @@ def main() -> None:
     ap.add_argument("--budgets", default="0.9,0.7,0.5,0.3")
     ap.add_argument("--exact-max-nodes", type=int, default=80)
     ap.add_argument("--no-generated", action="store_true")
-    ap.add_argument("--section", choices=["all", "exact", "reference", "bound"], default="all",
-                    help="exact: every strategy vs the exact solver; reference: treewidth/pathwidth/auto vs "
-                    "the paper's recursion with twremat's memory-limit pass; bound: the structural lower bound")
-    ap.add_argument("--families", default="samples,generated,cnn", help="graphs of the exact section: "
-                    "samples (sample_graphs/), generated (small families), cnn (CNN-shaped, realistic sizes)")
+    ap.add_argument(
+        "--section",
+        choices=["all", "exact", "reference", "bound"],
+        default="all",
+        help="exact: every strategy vs the exact solver; reference: treewidth/pathwidth/auto vs "
+        "the paper's recursion with twremat's memory-limit pass; bound: the structural lower bound",
+    )
+    ap.add_argument(
+        "--families",
+        default="samples,generated,cnn",
+        help="graphs of the exact section: samples (sample_graphs/), generated (small families), cnn (CNN-shaped, realistic sizes)",
+    )
     args = ap.parse_args()
     ratios = [float(x) for x in args.budgets.split(",")]
     samples = sample_graphs(args.graphs)
@@ -243,8 +249,9 @@ def main() -> None:
         print()
     if args.section in ("all", "exact"):
         families = set(args.families.split(","))
-        graphs = (samples if "samples" in families else []) + ([] if args.no_generated else (
-            (generated() if "generated" in families else []) + (cnn_shaped() if "cnn" in families else [])))
+        graphs = (samples if "samples" in families else []) + (
+            [] if args.no_generated else ((generated() if "generated" in families else []) + (cnn_shaped() if "cnn" in families else []))
+        )
         for g in graphs:
             bench(g, ratios, args.time_limit, args.exact_max_nodes)
 

@@ -133,7 +133,10 @@ def main() -> None:
                 for s in strategies:
                     run = timed(remat + ["plan", str(path), "-s", s, "-b", args.budget, "--format", "json"], args.timeout)
                     cells.append(fmt(*run, args.timeout))
-                print(f"{shape + str(size):14s} {graph.n:7d} {fmt(*info, args.timeout):>{w}s} " + " ".join(f"{c:>{w}s}" for c in cells), flush=True)
+                print(
+                    f"{shape + str(size):14s} {graph.n:7d} {fmt(*info, args.timeout):>{w}s} " + " ".join(f"{c:>{w}s}" for c in cells),
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

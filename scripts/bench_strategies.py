@@ -103,13 +103,19 @@ def quality_sweep(graphs: list[Graph]) -> None:
                 cells.append("-" if m is None else f"{m.cost / m.base_cost:.2f}")
             m, _, info = run(g, name, None)
             bare = f"{m.peak_bytes / sa:.2f}x/{m.cost / m.base_cost:.1f}x"
-            print(f"{g.name:>24} {name:>10} " + " ".join(f"{c:>6}" for c in cells) + f" {bare:>14}  w={info['width']} d={info['separator depth']}")
+            print(
+                f"{g.name:>24} {name:>10} "
+                + " ".join(f"{c:>6}" for c in cells)
+                + f" {bare:>14}  w={info['width']} d={info['separator depth']}"
+            )
 
 
 def performance(graphs: list[Graph]) -> None:
     print("\n== performance (seconds; targets: 1,000 nodes < 2 s, 10,000 nodes < 30 s) ==")
     print("plan = the whole strategy run (its own decomposition included); simulate = the replay that measures it")
-    print(f"{'graph':>24} {'nodes':>6} {'tree dec':>9} {'tw':>3} {'sep':>6} {'d':>3} {'path dec':>9} {'pw':>3} {'strategy':>10} {'budget':>6} {'plan':>9} {'simulate':>9} {'total':>7} {'cost':>7}")
+    print(
+        f"{'graph':>24} {'nodes':>6} {'tree dec':>9} {'tw':>3} {'sep':>6} {'d':>3} {'path dec':>9} {'pw':>3} {'strategy':>10} {'budget':>6} {'plan':>9} {'simulate':>9} {'total':>7} {'cost':>7}"
+    )
     for g in graphs:
         t0 = time.perf_counter()
         td = D.tree_decomposition(g)
@@ -144,8 +150,12 @@ def main() -> None:
     args = parser.parse_args()
     T = checkmate_training_graph
     quality_chain()
-    quality_min_budget([T(vgg_like()), T(vgg_like((1, 1, 2, 2, 2))), T(vgg_like((1, 1, 1))), T(G.unet(3)), T(G.skip_chain(60)), T(G.transformer(4))])
-    quality_sweep([T(G.skip_chain(500)), T(G.transformer(36)), T(G.unet(4)), T(G.ladder(100)), T(G.grid(4, 30)), T(G.random_dag(60, 0.1, seed=1))])
+    quality_min_budget(
+        [T(vgg_like()), T(vgg_like((1, 1, 2, 2, 2))), T(vgg_like((1, 1, 1))), T(G.unet(3)), T(G.skip_chain(60)), T(G.transformer(4))]
+    )
+    quality_sweep(
+        [T(G.skip_chain(500)), T(G.transformer(36)), T(G.unet(4)), T(G.ladder(100)), T(G.grid(4, 30)), T(G.random_dag(60, 0.1, seed=1))]
+    )
     perf = [T(G.skip_chain(500)), T(G.transformer(36))]
     if not args.quick:
         perf += [T(G.skip_chain(5000)), T(G.transformer(357))]

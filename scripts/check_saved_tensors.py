@@ -47,11 +47,7 @@ def remat_saved_bytes(path: Path, batch: int) -> int:
 
     g = load_graph(path, LoadOptions(dims=(("batch", batch),)))
     backward = [k == "backward" for k in g.kinds]
-    return sum(
-        int(g.mem[v])
-        for v in range(g.n)
-        if g.kinds[v] == "forward" and any(backward[w] for w in g.succ_lists[v])
-    )
+    return sum(int(g.mem[v]) for v in range(g.n) if g.kinds[v] == "forward" and any(backward[w] for w in g.succ_lists[v]))
 
 
 def main(argv: list[str] | None = None) -> int:

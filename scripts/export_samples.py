@@ -44,7 +44,10 @@ def main(argv: list[str] | None = None) -> int:
         import onnx  # noqa: F401
         import torch
     except ImportError as exc:
-        print(f"export_samples: needs torch, torchvision, transformers and onnx ({exc}); pip install 'remat-cli[export-samples]'", file=sys.stderr)
+        print(
+            f"export_samples: needs torch, torchvision, transformers and onnx ({exc}); pip install 'remat-cli[export-samples]'",
+            file=sys.stderr,
+        )
         return 2
     names = args.names or list(SAMPLES)
     unknown = [n for n in names if n not in SAMPLES]
@@ -294,7 +297,9 @@ def render_readme(index: dict) -> str:
     for entry in index.values():
         inputs = "; ".join(f"`{k}` [{', '.join(str(d) for d in v)}]" for k, v in entry["inputs"].items())
         dims = " ".join(f"`--dim {k}={v}`" for k, v in entry["example_dims"].items())
-        lines.append(f"| `{entry['file'].split('/')[-1]}` | {entry['description']} | {inputs} | {entry['nodes']} | {entry['parameters']:,} | {dims} |")
+        lines.append(
+            f"| `{entry['file'].split('/')[-1]}` | {entry['description']} | {inputs} | {entry['nodes']} | {entry['parameters']:,} | {dims} |"
+        )
     lines += ["", "Machine-readable: `scripts/sample_shapes.json` (inputs, example dims, op counts, exporter)."]
     return "\n".join(lines) + "\n"
 

@@ -296,15 +296,15 @@ def main(argv: list[str] | None = None) -> int:
                 args.save_dir.mkdir(parents=True, exist_ok=True)
                 stem = f"{case['index']:05d}-{result['outcome']}-{case['kind']}"
                 (args.save_dir / f"{stem}-{case['name'].replace('/', '_')}").write_bytes(case["data"])
-                (args.save_dir / f"{stem}.why.txt").write_text(
-                    f"strategy {case['strategy']} budget {case['budget']}\n{result['detail']}\n"
-                )
+                (args.save_dir / f"{stem}.why.txt").write_text(f"strategy {case['strategy']} budget {case['budget']}\n{result['detail']}\n")
         done += 1
         if done % 200 == 0:
             print(f"  {done}/{len(cases)} inputs, {time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
     elapsed = time.monotonic() - start
-    print(f"remat fuzz: {len(cases)} inputs, seed {args.seed}, {args.jobs} jobs, "
-          f"{args.timeout:g} s and {args.max_memory:g} GiB per input, {elapsed:.0f} s")
+    print(
+        f"remat fuzz: {len(cases)} inputs, seed {args.seed}, {args.jobs} jobs, "
+        f"{args.timeout:g} s and {args.max_memory:g} GiB per input, {elapsed:.0f} s"
+    )
     print("  ".join(f"{o}: {counts[o]}" for o in OUTCOMES))
     width = max(len(k) for k in per_kind) if per_kind else 4
     print(f"{'kind':<{width}}  " + "  ".join(f"{o:>11}" for o in OUTCOMES))

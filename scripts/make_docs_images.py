@@ -44,9 +44,19 @@ def make_sample(path: Path) -> None:
     g = training.checkmate_training_graph(fwd)
     src, dst = g.edges()
     g = Graph.from_arrays(
-        ids=g.ids, ops=g.ops, kinds=g.kinds, mem=g.mem, cost=g.cost, workspace=g.workspace,
-        src=src, dst=dst, fixed_mem=1 << 30, cost_unit=g.cost_unit,
-        seconds=g.cost * 2e-6, name=g.name, meta=dict(g.meta),
+        ids=g.ids,
+        ops=g.ops,
+        kinds=g.kinds,
+        mem=g.mem,
+        cost=g.cost,
+        workspace=g.workspace,
+        src=src,
+        dst=dst,
+        fixed_mem=1 << 30,
+        cost_unit=g.cost_unit,
+        seconds=g.cost * 2e-6,
+        name=g.name,
+        meta=dict(g.meta),
     )
     path.write_text(remat_json.dumps(g))
 

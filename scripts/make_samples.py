@@ -28,8 +28,13 @@ def node_link(graph) -> dict:
         "multigraph": False,
         "graph": {"name": graph.name},
         "nodes": [
-            {"id": v, "name": graph.ids[v], "backward": graph.kinds[v] == "backward",
-             "cost_cpu": float(graph.cost[v]), "cost_ram": int(graph.mem[v])}
+            {
+                "id": v,
+                "name": graph.ids[v],
+                "backward": graph.kinds[v] == "backward",
+                "cost_cpu": float(graph.cost[v]),
+                "cost_ram": int(graph.mem[v]),
+            }
             for v in range(graph.n)
         ],
         "links": [{"source": int(u), "target": int(v)} for u, v in zip(src, dst)],
@@ -47,9 +52,17 @@ def main() -> None:
     dag = checkmate_training_graph(G.random_dag(40, 0.08, seed=7, max_size=50, name="randdag40"))
     from remat_cli.graph import Graph
 
-    ints = Graph.from_arrays(ids=[str(i) for i in range(dag.n)], ops=list(dag.ops), kinds=list(dag.kinds),
-                             mem=dag.mem, cost=dag.cost, src=dag.edges()[0], dst=dag.edges()[1],
-                             targets=dag.targets, name="randdag40")
+    ints = Graph.from_arrays(
+        ids=[str(i) for i in range(dag.n)],
+        ops=list(dag.ops),
+        kinds=list(dag.kinds),
+        mem=dag.mem,
+        cost=dag.cost,
+        src=dag.edges()[0],
+        dst=dag.edges()[1],
+        targets=dag.targets,
+        name="randdag40",
+    )
     (OUT / "random_dag.twremat.txt").write_text(twremat.dumps(ints))
     for path in sorted(OUT.iterdir()):
         print(f"{path.name:32s} {path.stat().st_size:>9,d} bytes")

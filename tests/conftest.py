@@ -21,9 +21,7 @@ from remat_cli.simulate import simulate
 from remat_cli.strategies import Strategy, StrategyResult
 from remat_cli.strategies.store_all import memory_greedy_order
 
-settings.register_profile(
-    "ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+settings.register_profile("ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", max_examples=200, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 

@@ -22,8 +22,16 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "Chooser", "RandomChooser", "GENERATORS", "PLAN_GENERATORS", "Verdict", "check_answer", "check_claims",
-    "check_validated", "NAMES", "NUMBERS",
+    "Chooser",
+    "RandomChooser",
+    "GENERATORS",
+    "PLAN_GENERATORS",
+    "Verdict",
+    "check_answer",
+    "check_claims",
+    "check_validated",
+    "NAMES",
+    "NUMBERS",
 ]
 
 
@@ -56,14 +64,73 @@ class RandomChooser(Chooser):
 # Names that have broken renderers, parsers and writers before: markup, newlines, spaces,
 # control characters, non-ASCII digits, very long, empty, numeric, JSON-ish.
 NAMES = (
-    "a", "b", "x1", "[/x]", "[bold red]boom[/]", "a\nb", "x y", "tab\there", "\x00nul", "é", "名字",
-    "²", "", " ", "0", "-1", "1e5", '"q"', "{", "#c", "node", "cpu", "mem", "target", "c", "f",
-    "a" * 300, "\u202eevil", "🙂", "..", "../x", "<script>", "%s%n", "\r",
+    "a",
+    "b",
+    "x1",
+    "[/x]",
+    "[bold red]boom[/]",
+    "a\nb",
+    "x y",
+    "tab\there",
+    "\x00nul",
+    "é",
+    "名字",
+    "²",
+    "",
+    " ",
+    "0",
+    "-1",
+    "1e5",
+    '"q"',
+    "{",
+    "#c",
+    "node",
+    "cpu",
+    "mem",
+    "target",
+    "c",
+    "f",
+    "a" * 300,
+    "\u202eevil",
+    "🙂",
+    "..",
+    "../x",
+    "<script>",
+    "%s%n",
+    "\r",
 )
 # Numbers at every edge: zero, negatives, int64 and float limits, non-finite, wrong types.
 NUMBERS = (
-    0, 1, 2, 7, 100, 4096, -1, -4096, 2**31, 2**53 + 1, 2**62, 2**63 - 1, 2**63, 2**64, 10**30, 10**400,
-    0.5, -0.0, 1e308, 1e-300, float("inf"), float("-inf"), float("nan"), "12", "", None, True, False, [], {},
+    0,
+    1,
+    2,
+    7,
+    100,
+    4096,
+    -1,
+    -4096,
+    2**31,
+    2**53 + 1,
+    2**62,
+    2**63 - 1,
+    2**63,
+    2**64,
+    10**30,
+    10**400,
+    0.5,
+    -0.0,
+    1e308,
+    1e-300,
+    float("inf"),
+    float("-inf"),
+    float("nan"),
+    "12",
+    "",
+    None,
+    True,
+    False,
+    [],
+    {},
 )
 
 
@@ -111,8 +178,13 @@ def remat_json(c: Chooser) -> tuple[str, bytes]:
     ids, inputs = _graph_shape(c)
     nodes = []
     for v, ins in zip(ids, inputs):
-        node: dict[str, Any] = {"id": v, "op": c.choice(["Relu", "MatMul", "", "[/x]", "a\nb"]), "inputs": ins,
-                                "mem": _number(c), "cost": _number(c, (0, 10))}
+        node: dict[str, Any] = {
+            "id": v,
+            "op": c.choice(["Relu", "MatMul", "", "[/x]", "a\nb"]),
+            "inputs": ins,
+            "mem": _number(c),
+            "cost": _number(c, (0, 10)),
+        }
         if c.chance(0.3):
             node["workspace"] = _number(c, (0, 8))
         if c.chance(0.3):
@@ -123,9 +195,14 @@ def remat_json(c: Chooser) -> tuple[str, bytes]:
             elif c.chance(0.02):
                 del node[key]
         nodes.append(node)
-    doc: dict[str, Any] = {"format": "remat-graph", "version": 1 if c.chance(0.95) else c.choice(NUMBERS),
-                           "name": c.choice(NAMES), "cost_unit": c.choice(["flops", "seconds", "units", "[/x]"]),
-                           "fixed_mem": _number(c), "nodes": nodes}
+    doc: dict[str, Any] = {
+        "format": "remat-graph",
+        "version": 1 if c.chance(0.95) else c.choice(NUMBERS),
+        "name": c.choice(NAMES),
+        "cost_unit": c.choice(["flops", "seconds", "units", "[/x]"]),
+        "fixed_mem": _number(c),
+        "nodes": nodes,
+    }
     if c.chance(0.4):
         doc["targets"] = [_name(c, ids) for _ in range(c.integer(0, 3))]
     depth = c.integer(1, 3000) if c.chance(0.1) else 0
@@ -159,8 +236,12 @@ def node_link(c: Chooser) -> tuple[str, bytes]:
     links = [{"source": id_of.get(u, u), "target": id_of[v]} for v, ins in zip(ids, inputs) for u in ins]
     if c.chance(0.1):
         links.append({"source": c.choice(NUMBERS), "target": nodes[0][key] if key in nodes[0] else 0})
-    doc: dict[str, Any] = {"directed": c.choice([True, True, False]), "multigraph": c.chance(0.1), "nodes": nodes,
-                           c.choice(["links", "links", "edges"]): links}
+    doc: dict[str, Any] = {
+        "directed": c.choice([True, True, False]),
+        "multigraph": c.chance(0.1),
+        "nodes": nodes,
+        c.choice(["links", "links", "edges"]): links,
+    }
     return "g.json", _dumps(doc)
 
 
@@ -226,7 +307,7 @@ def onnx_model(c: Chooser) -> tuple[str, bytes]:
     data = model.SerializeToString()
     if c.chance(0.1):  # truncated or bit-flipped
         cut = c.integer(1, max(1, len(data) - 1))
-        data = data[:cut] if c.chance(0.5) else data[:cut] + bytes([data[cut] ^ 0xFF]) + data[cut + 1:]
+        data = data[:cut] if c.chance(0.5) else data[:cut] + bytes([data[cut] ^ 0xFF]) + data[cut + 1 :]
     return "m.onnx", data
 
 
@@ -242,7 +323,11 @@ GENERATORS: dict[str, Callable[[Chooser], tuple[str, bytes]]] = {
 
 
 SAFE_GRAPH = {
-    "format": "remat-graph", "version": 1, "name": "g", "cost_unit": "flops", "fixed_mem": 10,
+    "format": "remat-graph",
+    "version": 1,
+    "name": "g",
+    "cost_unit": "flops",
+    "fixed_mem": 10,
     "nodes": [
         {"id": "a", "op": "x", "inputs": [], "mem": 100, "cost": 1},
         {"id": "b", "op": "x", "inputs": ["a"], "mem": 50, "cost": 2},
@@ -264,10 +349,14 @@ def plan_json(c: Chooser) -> tuple[str, bytes]:
         steps.append([op, c.choice(["a", "b", "c", "a", "b", "c", "d", [], None, 1, "[/x]"])])
         if c.chance(0.03):
             steps[-1] = c.choice(NUMBERS)
-    doc: dict[str, Any] = {"format": "remat-plan", "version": 1 if c.chance(0.9) else c.choice(NUMBERS),
-                           "graph": {"name": "g", "nodes": 3} if c.chance(0.9) else c.choice(NUMBERS + ("g",)),
-                           "strategy": c.choice(["store-all", "[/x]", 3]), "budget_bytes": _number(c, (0, 400)),
-                           "schedule": steps if c.chance(0.95) else c.choice(NUMBERS)}
+    doc: dict[str, Any] = {
+        "format": "remat-plan",
+        "version": 1 if c.chance(0.9) else c.choice(NUMBERS),
+        "graph": {"name": "g", "nodes": 3} if c.chance(0.9) else c.choice(NUMBERS + ("g",)),
+        "strategy": c.choice(["store-all", "[/x]", 3]),
+        "budget_bytes": _number(c, (0, 400)),
+        "schedule": steps if c.chance(0.95) else c.choice(NUMBERS),
+    }
     if c.chance(0.5):
         doc["metrics"] = {"peak_bytes": _number(c, (0, 400)), "cost": _number(c, (0, 20)), "valid": c.choice([True, False, 1])}
     return "plan.json", _dumps(doc)
@@ -297,9 +386,16 @@ class Verdict:
     detail: str = ""
 
 
-def check_answer(exit_code: int, stdout: str, stderr: str, *, json_out: bool = False,
-                 graph_path: Path | None = None, plan_path: Path | None = None,
-                 dims: tuple[tuple[str, int], ...] = ()) -> Verdict:
+def check_answer(
+    exit_code: int,
+    stdout: str,
+    stderr: str,
+    *,
+    json_out: bool = False,
+    graph_path: Path | None = None,
+    plan_path: Path | None = None,
+    dims: tuple[tuple[str, int], ...] = (),
+) -> Verdict:
     """Judge one CLI answer against the contract (see the module docstring)."""
     err_lines = [ln for ln in stderr.splitlines() if ln.strip()]
     errors = [ln for ln in err_lines if ln.startswith("remat: error:")]

@@ -25,8 +25,15 @@ def gpt2_model(layers: int = 1, scale: str = "div", mask: str = "where", batch="
     """A GPT-2-style stack: per layer Q, K, V projections, heads split by Reshape/Transpose,
     MatMul(Q, Kᵀ) → scale (Div/Mul/none) → mask (Where/Add/none) → Softmax → MatMul(·, V),
     heads merged, output projection, residual Add and LayerNorm."""
-    nodes, inits = [], [init("split", (4,), np.int64, [0, 0, HEADS, HEAD_DIM]), init("merge", (3,), np.int64, [0, 0, EMBED]),
-                        init("c", (), np.float32, [HEAD_DIM**0.5]), init("neg", (), np.float32, [-1e9])]
+    nodes, inits = (
+        [],
+        [
+            init("split", (4,), np.int64, [0, 0, HEADS, HEAD_DIM]),
+            init("merge", (3,), np.int64, [0, 0, EMBED]),
+            init("c", (), np.float32, [HEAD_DIM**0.5]),
+            init("neg", (), np.float32, [-1e9]),
+        ],
+    )
     inputs = [tensor("x", [batch, seq, EMBED])]
     if mask == "where":
         inputs.append(tensor("causal", [1, 1, seq, seq], TensorProto.BOOL))
@@ -116,8 +123,13 @@ def test_fused_backward_costs_two_and_a_half_forward(tmp_path):
 
 
 @settings(max_examples=12, deadline=None)
-@given(layers=st.integers(1, 3), scale=st.sampled_from(["div", "mul", "none"]), mask=st.sampled_from(["where", "add", "none"]),
-       b=st.integers(1, 3), s=st.integers(2, 24))
+@given(
+    layers=st.integers(1, 3),
+    scale=st.sampled_from(["div", "mul", "none"]),
+    mask=st.sampled_from(["where", "add", "none"]),
+    b=st.integers(1, 3),
+    s=st.integers(2, 24),
+)
 def test_every_block_is_recognised_and_fused_saves_memory_beyond_head_dim(tmp_path_factory, layers, scale, mask, b, s):
     """Fused keeps the output O [b,h,s,d] and the logsumexp [b,h,s] where unfused keeps the
     probabilities P [b,h,s,s] (both keep Q, Kᵀ, V): exactly that difference per layer (fused
@@ -160,7 +172,12 @@ def test_cli_reports_the_blocks(tmp_path):
     runner = CliRunner()
     res = runner.invoke(cli, ["plan", path, "--dim", "batch=2", "--dim", "seq=8", "-s", "store-all", "--format", "json"])
     assert res.exit_code == 0, res.output
-    assert json.loads(res.stdout)["attention"] == {"mode": "fused", "blocks": 3, "native_ops": 0, "probability_bytes": 3 * 2 * HEADS * 64 * 4}
+    assert json.loads(res.stdout)["attention"] == {
+        "mode": "fused",
+        "blocks": 3,
+        "native_ops": 0,
+        "probability_bytes": 3 * 2 * HEADS * 64 * 4,
+    }
     res = runner.invoke(cli, ["plan", path, "--dim", "batch=2", "--dim", "seq=8", "-s", "store-all", "--attention", "unfused"])
     assert res.exit_code == 0, res.output
     assert "attention: 3 block(s) recognised; unfused" in res.stdout

@@ -33,8 +33,16 @@ SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[Healt
 def _with_workspace(g: Graph, ws: np.ndarray) -> Graph:
     src, dst = g.edges()
     return Graph.from_arrays(
-        ids=g.ids, ops=g.ops, kinds=g.kinds, mem=g.mem, cost=g.cost, workspace=ws, src=src, dst=dst,
-        fixed_mem=g.fixed_mem, name=g.name,
+        ids=g.ids,
+        ops=g.ops,
+        kinds=g.kinds,
+        mem=g.mem,
+        cost=g.cost,
+        workspace=ws,
+        src=src,
+        dst=dst,
+        fixed_mem=g.fixed_mem,
+        name=g.name,
     )
 
 
@@ -275,11 +283,14 @@ def test_segments_of_a_chain_are_single_nodes_and_a_grid_has_few() -> None:
     assert bwd == [] and len(fwd) == int(plain.needed.sum())
 
 
-@pytest.mark.parametrize("graph", [
-    checkmate_training_graph(gen.diamonds(3)),
-    checkmate_training_graph(gen.unet(2, convs=1, base_mem=16)),
-    gen.random_dag(10, 0.3, seed=4),
-])
+@pytest.mark.parametrize(
+    "graph",
+    [
+        checkmate_training_graph(gen.diamonds(3)),
+        checkmate_training_graph(gen.unet(2, convs=1, base_mem=16)),
+        gen.random_dag(10, 0.3, seed=4),
+    ],
+)
 def test_checkpoint_sequences_are_valid_for_any_kept_set(graph: Graph) -> None:
     seg = segment(graph)
     rng = np.random.default_rng(0)
@@ -337,17 +348,25 @@ def test_cli_plan_with_exact_and_a_declining_baseline(tmp_path) -> None:
     assert "chen-sqrt" in low.output
 
 
-@pytest.mark.parametrize("graph", [
-    Graph.from_nodes([NodeSpec("a", mem=4, cost=1.0)]),
-    Graph.from_nodes([NodeSpec("a", mem=4, cost=1.0, kind="backward"), NodeSpec("b", ["a"], mem=2, cost=1.0, kind="backward")]),
-    Graph.from_nodes([
-        NodeSpec("x", mem=3, cost=1.0), NodeSpec("g", ["x"], mem=1, cost=1.0, kind="backward"),
-        NodeSpec("y", ["g"], mem=2, cost=1.0, kind="forward"), NodeSpec("z", ["y", "x"], mem=2, cost=1.0, kind="backward"),
-    ]),
-    checkmate_training_graph(gen.chain(5, mem=0)),
-    checkmate_training_graph(gen.chain(5, cost=0.0)),
-    checkmate_training_graph(gen.chain(6, fixed_mem=1000)),
-], ids=["single", "all-backward", "forward-after-backward", "zero-sizes", "zero-costs", "fixed-memory"])
+@pytest.mark.parametrize(
+    "graph",
+    [
+        Graph.from_nodes([NodeSpec("a", mem=4, cost=1.0)]),
+        Graph.from_nodes([NodeSpec("a", mem=4, cost=1.0, kind="backward"), NodeSpec("b", ["a"], mem=2, cost=1.0, kind="backward")]),
+        Graph.from_nodes(
+            [
+                NodeSpec("x", mem=3, cost=1.0),
+                NodeSpec("g", ["x"], mem=1, cost=1.0, kind="backward"),
+                NodeSpec("y", ["g"], mem=2, cost=1.0, kind="forward"),
+                NodeSpec("z", ["y", "x"], mem=2, cost=1.0, kind="backward"),
+            ]
+        ),
+        checkmate_training_graph(gen.chain(5, mem=0)),
+        checkmate_training_graph(gen.chain(5, cost=0.0)),
+        checkmate_training_graph(gen.chain(6, fixed_mem=1000)),
+    ],
+    ids=["single", "all-backward", "forward-after-backward", "zero-sizes", "zero-costs", "fixed-memory"],
+)
 def test_odd_graphs_get_valid_plans_or_a_clear_decline(graph: Graph) -> None:
     peak = store_all_peak(graph)
     for name in STRATEGIES:

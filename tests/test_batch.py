@@ -65,8 +65,9 @@ def make_tree(root: Path) -> Path:
     links = [{"source": i, "target": i + 1} for i in range(5)] + [{"source": 0, "target": 5}]
     (root / "b/nodelink.json").write_text(json.dumps({"directed": True, "nodes": nodes, "links": links}))
     (root / "a/broken.json").write_text('{"format": "remat-graph", "nodes": [')
-    (root / "a/cycle.json").write_text(json.dumps({"format": "remat-graph", "nodes": [
-        {"id": "x", "inputs": ["y"], "mem": 1}, {"id": "y", "inputs": ["x"], "mem": 1}]}))
+    (root / "a/cycle.json").write_text(
+        json.dumps({"format": "remat-graph", "nodes": [{"id": "x", "inputs": ["y"], "mem": 1}, {"id": "y", "inputs": ["x"], "mem": 1}]})
+    )
     (root / "b/empty.onnx").write_bytes(b"")
     (root / "b/garbage.onnx").write_bytes(b"\x08\x07garbage that is not a protobuf model\xff\xfe")
     (root / "b/nomem.json").write_text(json.dumps({"format": "remat-graph", "nodes": [{"id": "x", "inputs": []}]}))
@@ -135,9 +136,16 @@ def test_prepare_batch_decides_the_run_before_any_work(tmp_path: Path) -> None:
     writer = RowWriter(tmp_path / "r.csv")
     writer.append([Row(file="x.json", strategy="store-all", budget="none", status=OK, nodes=3)])
     writer.close()
-    resumed = prepare_batch(BatchRequest(
-        paths=(str(root),), load=load, budgets=none, resume=True, jsonl_path=str(tmp_path / "r.jsonl"), csv_path=str(tmp_path / "r.csv"),
-    ))
+    resumed = prepare_batch(
+        BatchRequest(
+            paths=(str(root),),
+            load=load,
+            budgets=none,
+            resume=True,
+            jsonl_path=str(tmp_path / "r.jsonl"),
+            csv_path=str(tmp_path / "r.csv"),
+        )
+    )
     assert [(r.file, r.nodes) for r in resumed.previous] == [("x.json", 3)]
     with pytest.raises(InputError, match="no graph files found"):
         prepare_batch(BatchRequest(paths=(str(root),), load=load, budgets=none, globs=("*.nothing",)))
@@ -164,9 +172,7 @@ def test_mixed_directory_gives_expected_rows_and_exit_code(tmp_path: Path) -> No
     root = make_tree(tmp_path / "models")
     out = tmp_path / "out.jsonl"
     plans = tmp_path / "plans"
-    res = CliRunner().invoke(
-        cli, ["batch", str(root), "-j", "2", "--jsonl", str(out), "--out-dir", str(plans), "--format", "json"]
-    )
+    res = CliRunner().invoke(cli, ["batch", str(root), "-j", "2", "--jsonl", str(out), "--out-dir", str(plans), "--format", "json"])
     assert res.exit_code == 1, res.output
     rows = [Row.from_record(r) for r in json.loads(res.stdout)]
     assert rows == read_rows(out)
@@ -270,8 +276,13 @@ def test_resume_recomputes_only_changed_files(tmp_path: Path) -> None:
         tasks = make_tasks(discover([root]), strategies=["store-all"], budgets=budgets, **kw)
         writer = RowWriter(out)
         try:
-            result = run_batch(tasks, executor=LocalExecutor(2), previous=previous, writers=[writer],
-                               on_done=lambda task, _r: computed.append(Path(task.path).name))
+            result = run_batch(
+                tasks,
+                executor=LocalExecutor(2),
+                previous=previous,
+                writers=[writer],
+                on_done=lambda task, _r: computed.append(Path(task.path).name),
+            )
         finally:
             writer.close()
         assert result.reused == len(tasks) - len(computed)
@@ -384,8 +395,25 @@ def test_ctrl_c_stops_workers_and_keeps_results_so_far(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "remat_cli", "batch", str(root), "-j", "1", "-s", "store-all", "--budgets", "none,0.9x,0.8x", "--jsonl", str(out)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "remat_cli",
+            "batch",
+            str(root),
+            "-j",
+            "1",
+            "-s",
+            "store-all",
+            "--budgets",
+            "none,0.9x,0.8x",
+            "--jsonl",
+            str(out),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.poll() is None:
@@ -406,8 +434,24 @@ def test_ctrl_c_stops_workers_and_keeps_results_so_far(tmp_path: Path) -> None:
     assert [r.file for r in rows] == sorted((r.file for r in rows), key=lambda f: Path(f).parts)
     # and a resumed run finishes the job, reusing what the interrupted one kept
     res = subprocess.run(
-        [sys.executable, "-m", "remat_cli", "batch", str(root), "-s", "store-all", "--budgets", "none,0.9x,0.8x", "--jsonl", str(out), "--resume"],
-        env=env, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "remat_cli",
+            "batch",
+            str(root),
+            "-s",
+            "store-all",
+            "--budgets",
+            "none,0.9x,0.8x",
+            "--jsonl",
+            str(out),
+            "--resume",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert f"({len(files)} reused" in res.stderr
     assert len(read_rows(out)) == 120
@@ -492,8 +536,11 @@ def test_parallel_rows_equal_serial_in_process_rows(tmp_path_factory, kinds, job
         elif kind == "broken":
             path.write_text('{"format": "remat-graph", "nodes": [{"id": 1}]')
         else:
-            path.write_text(json.dumps({"format": "remat-graph", "nodes": [
-                {"id": "a", "inputs": ["b"], "mem": 1}, {"id": "b", "inputs": ["a"], "mem": 1}]}))
+            path.write_text(
+                json.dumps(
+                    {"format": "remat-graph", "nodes": [{"id": "a", "inputs": ["b"], "mem": 1}, {"id": "b", "inputs": ["a"], "mem": 1}]}
+                )
+            )
     tasks = make_tasks(discover([root]), strategies=["store-all"], budgets=[parse_budget(b) for b in budgets])
     result = run_batch(tasks, executor=LocalExecutor(jobs))
     serial = [r for t in tasks for r in plan_file(t).rows]
@@ -517,7 +564,9 @@ def test_one_dim_list_serves_models_with_and_without_that_dimension(tmp_path: Pa
     samples = REPO / "sample_graphs"
     for name in ("resnet18.onnx", "gpt2.onnx"):
         shutil.copy(samples / name, tmp_path / name)
-    res = CliRunner().invoke(cli, ["batch", str(tmp_path), "-j", "1", "--dim", "batch=2", "--dim", "sequence=16", "--jsonl", str(tmp_path / "o.jsonl")])
+    res = CliRunner().invoke(
+        cli, ["batch", str(tmp_path), "-j", "1", "--dim", "batch=2", "--dim", "sequence=16", "--jsonl", str(tmp_path / "o.jsonl")]
+    )
     rows = read_rows(tmp_path / "o.jsonl")
     assert res.exit_code == 0, res.output
     assert [r.status for r in rows] == ["ok", "ok"]
@@ -551,8 +600,24 @@ def test_fifos_become_rows_and_never_block_the_run(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "named.onnx")
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run(
-        [sys.executable, "-m", "remat_cli", "batch", str(root), str(tmp_path / "named.onnx"), "-j", "1", "-s", "store-all", "--format", "json"],
-        env=env, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "remat_cli",
+            "batch",
+            str(root),
+            str(tmp_path / "named.onnx"),
+            "-j",
+            "1",
+            "-s",
+            "store-all",
+            "--format",
+            "json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 1, proc.stderr
     rows = [Row.from_record(r) for r in json.loads(proc.stdout)]

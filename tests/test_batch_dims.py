@@ -56,7 +56,9 @@ def test_without_the_config_the_other_model_says_which_dim_is_unset(tmp_path: Pa
 
 def test_a_dim_that_no_file_has_is_an_error(tmp_path: Path) -> None:
     root = _models(tmp_path)
-    res = CliRunner().invoke(cli, ["batch", str(root), "-j", "1", "-s", "store-all", "--dim", "batch=4", "--dim", "n=2", "--dim", "seqlen=8"])
+    res = CliRunner().invoke(
+        cli, ["batch", str(root), "-j", "1", "-s", "store-all", "--dim", "batch=4", "--dim", "n=2", "--dim", "seqlen=8"]
+    )
     assert res.exit_code == 2, res.output
     assert "--dim seqlen: no file has a dimension named 'seqlen'" in res.output
     assert "Traceback" not in res.output

@@ -16,7 +16,16 @@ from remat_cli.planner import activation_at_least, ratio_at_least
 
 @pytest.mark.parametrize(
     "text, nbytes",
-    [("123456", 123456), ("12GiB", 12 * 2**30), ("800MB", 800 * 10**6), ("1.5KiB", 1536), ("2kb", 2000), ("3G", 3 * 2**30), ("7 B", 7), ("1e3", 1000)],
+    [
+        ("123456", 123456),
+        ("12GiB", 12 * 2**30),
+        ("800MB", 800 * 10**6),
+        ("1.5KiB", 1536),
+        ("2kb", 2000),
+        ("3G", 3 * 2**30),
+        ("7 B", 7),
+        ("1e3", 1000),
+    ],
 )
 def test_absolute(text, nbytes):
     b = parse_budget(text)

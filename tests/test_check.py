@@ -99,7 +99,9 @@ def test_verdict_overhead_limit() -> None:
     assert verdict(spec, row).verdict == "pass"
     over = verdict(spec, Row(**{**row.to_record(), "overhead": 0.31}))
     assert over.verdict == "fail" and "+31.0%" in over.reason and "+30.0%" in over.reason
-    no_plan = verdict(spec, Row(file="m.json", strategy="x", budget="100", status=NO_PLAN, message="m.json: too small", min_budget_bytes=120))
+    no_plan = verdict(
+        spec, Row(file="m.json", strategy="x", budget="100", status=NO_PLAN, message="m.json: too small", min_budget_bytes=120)
+    )
     assert no_plan.verdict == "fail" and no_plan.reason.startswith("no plan fits: too small") and "120 B" in no_plan.reason
     crashed = verdict(spec, Row(file="m.json", strategy="x", budget="100", status="crash", message="m.json: the worker died"))
     assert crashed.verdict == "error" and not crashed.bad_input
@@ -144,7 +146,7 @@ def test_junit_xml_structure(models: tuple[Path, list[int]]) -> None:
 
 
 def test_junit_escapes_awkward_text(tmp_path: Path) -> None:
-    spec = CheckSpec(path="a<b>&\"c\".json", name="a<b>&\"c\"", load=LoadOptions(), budget=parse_budget("1"), strategy="s")
+    spec = CheckSpec(path='a<b>&"c".json', name='a<b>&"c"', load=LoadOptions(), budget=parse_budget("1"), strategy="s")
     row = Row(file=spec.path, strategy="s", budget="1", status="error", message="boom <&> \x1b")
     path = tmp_path / "r.xml"
     write_junit(CheckReport((verdict(spec, row),), models=1), path)
@@ -183,7 +185,10 @@ budget = "{peaks[0] - 1}"
     assert res.exit_code == 1, res.output
     lines = res.stdout.splitlines()
     assert [ln.split()[:2] for ln in lines[:4]] == [
-        ["PASS", "models/m0.json:"], ["PASS", "models/m1.json:"], ["PASS", "models/m2.json:"], ["FAIL", "tight:"]
+        ["PASS", "models/m0.json:"],
+        ["PASS", "models/m1.json:"],
+        ["PASS", "models/m2.json:"],
+        ["FAIL", "tight:"],
     ]
     assert ET.parse(root / "reports" / "remat.xml").getroot().get("failures") == "1"
     # a command-line budget wins over the file's; a subdirectory finds the same file
@@ -220,8 +225,7 @@ def test_resolve_check_merges_the_command_line_over_the_file(tmp_path: Path, mon
 def test_pyproject_tool_remat_and_config_errors(models: tuple[Path, list[int]]) -> None:
     root, peaks = models
     (root / "pyproject.toml").write_text(
-        f'[project]\nname = "x"\n\n[tool.remat]\nbudget = "{max(peaks)}"\nstrategy = "store-all"\n'
-        '[[tool.remat.models]]\npath = "models"\n'
+        f'[project]\nname = "x"\n\n[tool.remat]\nbudget = "{max(peaks)}"\nstrategy = "store-all"\n[[tool.remat.models]]\npath = "models"\n'
     )
     assert find_config(root / "models") == root / "pyproject.toml"
     res = _run([], cwd=root)
@@ -269,9 +273,7 @@ def test_merge_load_keeps_base_where_override_is_default() -> None:
     assert merged == LoadOptions(dims=(("a", 1), ("b", 2)), training=True, optimizer="adam")
 
 
-@pytest.mark.parametrize(
-    ("text", "value"), [("30%", 0.3), ("0.3", 0.3), (0.25, 0.25), ("0%", 0.0), ("150%", 1.5)]
-)
+@pytest.mark.parametrize(("text", "value"), [("30%", 0.3), ("0.3", 0.3), (0.25, 0.25), ("0%", 0.0), ("150%", 1.5)])
 def test_parse_overhead(text: object, value: float) -> None:
     assert parse_overhead(text) == pytest.approx(value)
 

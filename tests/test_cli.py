@@ -132,7 +132,7 @@ BAD_GRAPHS = {
     "non_numeric": (_graph_doc([{"id": "a", "mem": "lots"}]), "node 'a': mem 'lots' is not a number"),
     "bad_target": (_graph_doc([{"id": "a", "mem": 1}], targets=["zz"]), "target 'zz' is not a node"),
     "no_nodes": (_graph_doc([]), "no nodes"),
-    "missing_mem": (_graph_doc([{"id": "a"}]), "missing \"mem\""),
+    "missing_mem": (_graph_doc([{"id": "a"}]), 'missing "mem"'),
     "bad_twremat": ("p remat2\nnode 1 deps cpu x mem 3\n", "cpu 'x' is not a number"),
     "binary": (b"\xff\xfe\x00garbage", "not a graph file"),
 }

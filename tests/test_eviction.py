@@ -59,8 +59,13 @@ def _check_replay(graph: Graph, name: str, budget: int) -> int:
             first.append(v)
     assert first == store_all_plan(graph).schedule.compute_nodes.tolist(), "first computations replay store-all"
     state = SimpleNamespace(
-        mem=mem, cost=graph.cost.tolist(), preds=preds, succs=graph.succ_lists,
-        evicted=bytearray(graph.n), last_access=[0] * graph.n, clock=0,
+        mem=mem,
+        cost=graph.cost.tolist(),
+        preds=preds,
+        succs=graph.succ_lists,
+        evicted=bytearray(graph.n),
+        last_access=[0] * graph.n,
+        clock=0,
     )
     resident: set[int] = set()
     cur = graph.fixed_mem
@@ -122,7 +127,12 @@ def test_dtr_score_is_the_summarys_formula() -> None:
     # v (cost 3, size 5) read 4 clock ticks ago; one evicted neighbour of cost 2, one
     # resident neighbour of cost 7: h = (3 + 2) / (5 · 4)
     state = SimpleNamespace(
-        mem=[5, 1, 1], cost=[3.0, 2.0, 7.0], preds=[[], [0], [0]], succs=[[1, 2], [], []],
-        evicted=bytearray([0, 1, 0]), last_access=[7, 0, 0], clock=10,
+        mem=[5, 1, 1],
+        cost=[3.0, 2.0, 7.0],
+        preds=[[], [0], [0]],
+        succs=[[1, 2], [], []],
+        evicted=bytearray([0, 1, 0]),
+        last_access=[7, 0, 0],
+        clock=10,
     )
     assert dtr_score(state, 0)[0] == (3 + 2) / (5 * 4)

@@ -69,7 +69,9 @@ def _graph_case(kind: str, data: Any) -> None:
         plan_path = Path(tmp) / "out.plan.json"
         _assert_contract(
             ["plan", str(path), "-s", strategy, "-b", budget, "-o", str(plan_path), "--format", "json"],
-            json_out=True, graph_path=path, plan_path=plan_path,
+            json_out=True,
+            graph_path=path,
+            plan_path=plan_path,
         )
         conv = Path(tmp) / "conv.json"
         code, out, err = _run(["convert", str(path), str(conv)])

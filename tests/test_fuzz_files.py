@@ -22,7 +22,11 @@ from remat_cli.cli import cli
 
 REPO = Path(__file__).resolve().parents[1]
 GRAPH = {
-    "format": "remat-graph", "version": 1, "name": "g", "cost_unit": "flops", "fixed_mem": 0,
+    "format": "remat-graph",
+    "version": 1,
+    "name": "g",
+    "cost_unit": "flops",
+    "fixed_mem": 0,
     "nodes": [
         {"id": "a", "op": "x", "inputs": [], "mem": 100, "cost": 1},
         {"id": "b", "op": "x", "inputs": ["a"], "mem": 50, "cost": 2},

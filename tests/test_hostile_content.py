@@ -155,7 +155,9 @@ def test_plan_json_of_the_wrong_types_is_one_line_and_exit_2(honest_plan, change
     one_line(run("validate", CHAIN, path), 2)
 
 
-@pytest.mark.parametrize("text", ['{"format": "remat-plan", "version": 1, "schedule": [], "budget_bytes": NaN}', "[" * 100_000 + "]" * 100_000])
+@pytest.mark.parametrize(
+    "text", ['{"format": "remat-plan", "version": 1, "schedule": [], "budget_bytes": NaN}', "[" * 100_000 + "]" * 100_000]
+)
 def test_plan_json_that_is_not_strict_or_too_deep_is_refused(tmp_path, text):
     path = tmp_path / "p.json"
     path.write_text(text if text.startswith("{") else '{"x": ' + text + "}")
@@ -258,7 +260,7 @@ def test_negative_zero_cost_does_not_change_the_graph_hash(tmp_path):
     plain = load_graph(write_json(tmp_path, doc, "a.json"))
     doc["nodes"][0]["cost"] = -0.0
     path = write_json(tmp_path, doc, "b.json")
-    assert '-0.0' in path.read_text()
+    assert "-0.0" in path.read_text()
     signed = load_graph(path)
     assert signed.sha256 == plain.sha256
     out = tmp_path / "c.json"
@@ -266,18 +268,16 @@ def test_negative_zero_cost_does_not_change_the_graph_hash(tmp_path):
     assert load_graph(out).sha256 == plain.sha256
 
 
-_ODD = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=8
-)
+_ODD = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=8)
 
 
 @settings(max_examples=30)
-@given(ids=st.lists(_ODD, min_size=1, max_size=5, unique=True), costs=st.lists(st.sampled_from([0.0, -0.0, 1.5, 2.0, 1e-300, MAX_COST]), min_size=5, max_size=5))
+@given(
+    ids=st.lists(_ODD, min_size=1, max_size=5, unique=True),
+    costs=st.lists(st.sampled_from([0.0, -0.0, 1.5, 2.0, 1e-300, MAX_COST]), min_size=5, max_size=5),
+)
 def test_remat_json_round_trips_any_ids_exactly(tmp_path_factory, ids, costs):
-    nodes = [
-        NodeSpec(id=x, inputs=ids[:k][-2:], mem=k * 7, cost=costs[k], op=f"[bold]{x}")
-        for k, x in enumerate(ids)
-    ]
+    nodes = [NodeSpec(id=x, inputs=ids[:k][-2:], mem=k * 7, cost=costs[k], op=f"[bold]{x}") for k, x in enumerate(ids)]
     g = Graph.from_nodes(nodes, fixed_mem=3)
     path = tmp_path_factory.mktemp("rt") / "g.json"
     path.write_text(remat_json.dumps(g))
@@ -549,8 +549,15 @@ def test_twremat_text_reads_back_what_it_wrote(raw, scale):
     """twremat keeps sizes, costs, edges and targets (ids are renumbered, as documented)."""
     g = raw.build()
     g = Graph.from_arrays(
-        ids=g.ids, ops=g.ops, kinds=g.kinds, mem=g.mem, cost=g.cost * scale, src=g.edges()[0],
-        dst=g.edges()[1], targets=g.targets, fixed_mem=0,
+        ids=g.ids,
+        ops=g.ops,
+        kinds=g.kinds,
+        mem=g.mem,
+        cost=g.cost * scale,
+        src=g.edges()[0],
+        dst=g.edges()[1],
+        targets=g.targets,
+        fixed_mem=0,
     )
     back = twremat.read(twremat.dumps(g), source="t")
     assert back.n == g.n and back.mem.tolist() == g.mem.tolist()

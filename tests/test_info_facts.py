@@ -95,10 +95,14 @@ def test_plan_json_info_reads_as_before_the_facts() -> None:
     formatted inside the strategies (timing fields left out)."""
     assert _info("training_chain_32.json", "chen-greedy", 0.5) == {"segments": 33, "groups": 11, "threshold": "2 B"}
     assert _info("unet_train.json", "treewidth", 0.5) == {
-        "decomposition": "tree (min-fill)", "width": 5, "separator depth": 5, "bare bound (w+1)(depth+1)": 36,
+        "decomposition": "tree (min-fill)",
+        "width": 5,
+        "separator depth": 5,
+        "bare bound (w+1)(depth+1)": 36,
         "bare peak (bytes)": 603979776,
         "mode": "budgeted recursion with cache (cheap evicted first) and prefetch at 495 MiB + memory-limit pass",
-        "candidates tried": 8, "peak (values)": 22,
+        "candidates tried": 8,
+        "peak (values)": 22,
     }
     auto = _info("training_chain_32.json", "auto", 0.5)
     assert auto["winner"] == "treewidth"

@@ -45,8 +45,13 @@ def test_load_options_carry_no_callables():
 )
 def test_meta_is_plain_data_for_every_graph_option(training, precision, attention, world, convention):
     options = LoadOptions(
-        dims=(("batch", 2), ("sequence", 16)), training=training, precision=precision, attention=attention,
-        world_size=world, shard="optimizer" if world > 1 else "none", convention=convention,
+        dims=(("batch", 2), ("sequence", 16)),
+        training=training,
+        precision=precision,
+        attention=attention,
+        world_size=world,
+        shard="optimizer" if world > 1 else "none",
+        convention=convention,
     )
     loaded = read_file(SAMPLES / "gpt2.onnx", options)
     assert _plain(loaded.graph.meta)
@@ -77,7 +82,11 @@ def test_read_file_returns_the_forward_graph_and_its_facts():
 
 
 def test_json_graphs_have_no_facts_and_no_other_variant():
-    for name, kind in (("unet_train.json", "remat-json"), ("diamond_dag.nodelink.json", "node-link"), ("random_dag.twremat.txt", "twremat")):
+    for name, kind in (
+        ("unet_train.json", "remat-json"),
+        ("diamond_dag.nodelink.json", "node-link"),
+        ("random_dag.twremat.txt", "twremat"),
+    ):
         loaded = read_file(SAMPLES / name)
         assert loaded.format == kind and loaded.facts is None and loaded.warnings == ()
         assert other_variant(loaded) is None

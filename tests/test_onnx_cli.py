@@ -98,8 +98,17 @@ def test_info_on_onnx_shows_model_facts():
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     extra = doc["extra"]
-    for key in ("ONNX ops", "parameters", "forward FLOPs", "step FLOPs", "device", "estimated sizes",
-                "unknown ops", "fixed memory parts", "store-all peak (inference)"):
+    for key in (
+        "ONNX ops",
+        "parameters",
+        "forward FLOPs",
+        "step FLOPs",
+        "device",
+        "estimated sizes",
+        "unknown ops",
+        "fixed memory parts",
+        "store-all peak (inference)",
+    ):
         assert key in extra, key
     assert extra["parameters"].startswith("11,689,512")
     assert doc["kinds"]["backward"] > 0 and doc["base_seconds"] > 0

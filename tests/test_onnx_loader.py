@@ -131,7 +131,12 @@ def test_shape_arithmetic_is_folded_and_sizes_exact(tmp_path):
         helper.make_node("Reshape", ["r", "target"], ["rr"], name="reshape"),
         helper.make_node("Transpose", ["rr"], ["out"], name="t", perm=[1, 0]),
     ]
-    inits = [init("zero", (), np.int64, 0), init("two", (), np.int64, 2), init("axes", (1,), np.int64, [0]), init("minus1", (1,), np.int64, [-1])]
+    inits = [
+        init("zero", (), np.int64, 0),
+        init("two", (), np.int64, 2),
+        init("axes", (1,), np.int64, [0]),
+        init("minus1", (1,), np.int64, [-1]),
+    ]
     g = load(save(model(nodes, [tensor("x", ["batch", 6])], [tensor("out", None)], inits), tmp_path), training=False, dims={"batch": 4})
     assert set(g.ids) == {"relu", "t"}
     assert g.mem[g.index["t"]] == 4 * 6 * 4
@@ -167,7 +172,9 @@ def test_unknown_ops_are_warned_once(tmp_path):
         helper.make_node("Frob", ["b"], ["c"], name="f2", domain="acme"),
         helper.make_node("Relu", ["c"], ["out"], name="relu"),
     ]
-    m = model(nodes, [tensor("x", [2, 4])], [tensor("out", [2, 4])], [init("W", (4, 4))], value_info=[tensor("b", [2, 4]), tensor("c", [2, 4])])
+    m = model(
+        nodes, [tensor("x", [2, 4])], [tensor("out", [2, 4])], [init("W", (4, 4))], value_info=[tensor("b", [2, 4]), tensor("c", [2, 4])]
+    )
     m.opset_import.append(helper.make_opsetid("acme", 1))
     seen: list[str] = []
     g = load_graph(save(m, tmp_path), LoadOptions(training=False), warn=seen.append)
@@ -250,7 +257,10 @@ def test_sample_batch_scales_activations():
 def test_local_functions_are_expanded(tmp_path):
     # gelu(x) = x * sigmoid(1.702 x), written as a model-local function
     fn = helper.make_function(
-        "local", "QuickGelu", ["x"], ["y"],
+        "local",
+        "QuickGelu",
+        ["x"],
+        ["y"],
         [
             helper.make_node("Constant", [], ["k"], value=helper.make_tensor("k", 1, [], [1.702])),
             helper.make_node("Mul", ["x", "k"], ["kx"]),

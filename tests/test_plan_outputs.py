@@ -58,7 +58,18 @@ def plan():
     from remat_cli.graph import Graph
 
     src, dst = fwd.edges()
-    fwd = Graph.from_arrays(ids=fwd.ids, ops=["Conv"] * fwd.n, kinds=fwd.kinds, mem=fwd.mem, cost=fwd.cost, src=src, dst=dst, seconds=secs, fixed_mem=1 << 18, name="unet2")
+    fwd = Graph.from_arrays(
+        ids=fwd.ids,
+        ops=["Conv"] * fwd.n,
+        kinds=fwd.kinds,
+        mem=fwd.mem,
+        cost=fwd.cost,
+        src=src,
+        dst=dst,
+        seconds=secs,
+        fixed_mem=1 << 18,
+        name="unet2",
+    )
     p = _tight_plan(_train(fwd))
     assert p.metrics.recomputations > 0
     return p
@@ -256,8 +267,25 @@ def test_cli_plan_writes_all_outputs_headless(tmp_path):
     )
     out = {s: tmp_path / f"o.{s}" for s in ("png", "json", "dot")}
     res = subprocess.run(
-        [sys.executable, "-c", code, "plan", str(g), "--budget", "1.0x", "--timeline", str(out["png"]), "--trace", str(out["json"]), "--dot", str(out["dot"])],
-        env=env, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-c",
+            code,
+            "plan",
+            str(g),
+            "--budget",
+            "1.0x",
+            "--timeline",
+            str(out["png"]),
+            "--trace",
+            str(out["json"]),
+            "--dot",
+            str(out["dot"]),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert res.returncode == 0, res.stderr
     assert "backend-ok" in res.stdout and "timeline written to" in res.stdout
@@ -288,7 +316,9 @@ def test_cli_plan_json_report(tmp_path, monkeypatch):
     g = tmp_path / "g.json"
     graph = _train(generators.unet(2, base_mem=1 << 16))
     g.write_text(remat_json.dumps(graph))
-    res = CliRunner().invoke(cli, ["plan", str(g), "-s", "every-kth", "--budget", "0.9x", "--format", "json", "--trace", str(tmp_path / "t.json")])
+    res = CliRunner().invoke(
+        cli, ["plan", str(g), "-s", "every-kth", "--budget", "0.9x", "--format", "json", "--trace", str(tmp_path / "t.json")]
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["strategy"] == "every-kth" and doc["fits"] and doc["metrics"]["peak_bytes"] <= doc["budget_bytes"]

@@ -28,8 +28,19 @@ def _graph(seconds: str) -> Graph:
     rng = np.random.default_rng(0)
     secs = g.cost * 1e-6 if seconds == "proportional" else g.cost * 1e-6 * rng.uniform(0.2, 5.0, g.n)
     return Graph.from_arrays(
-        ids=g.ids, ops=g.ops, kinds=g.kinds, mem=g.mem, cost=g.cost, workspace=g.workspace,
-        src=src, dst=dst, fixed_mem=1 << 20, cost_unit=g.cost_unit, seconds=secs, name=g.name, meta=dict(g.meta),
+        ids=g.ids,
+        ops=g.ops,
+        kinds=g.kinds,
+        mem=g.mem,
+        cost=g.cost,
+        workspace=g.workspace,
+        src=src,
+        dst=dst,
+        fixed_mem=1 << 20,
+        cost_unit=g.cost_unit,
+        seconds=secs,
+        name=g.name,
+        meta=dict(g.meta),
     )
 
 

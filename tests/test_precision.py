@@ -139,7 +139,9 @@ def test_roofline_uses_the_half_precision_peak(tmp_path):
     g16 = load(path, dims={"batch": 4096}, device="a100", precision="fp16")
     mm32, mm16 = g32.index["mm0"], g16.index["mm0"]
     flops = 2 * 4096 * 64 * 64
-    assert g32.seconds[mm32] == pytest.approx(max(flops / 19.5e12, 3 * 4096 * 64 * 4 / 2039e9, (2 * 4096 * 64 + 64 * 64) * 4 / 2039e9), rel=0.01)
+    assert g32.seconds[mm32] == pytest.approx(
+        max(flops / 19.5e12, 3 * 4096 * 64 * 4 / 2039e9, (2 * 4096 * 64 + 64 * 64) * 4 / 2039e9), rel=0.01
+    )
     bytes16 = (2 * 4096 * 64 + 64 * 64) * 2
     assert g16.seconds[mm16] == pytest.approx(max(flops / 312e12, bytes16 / 2039e9), rel=1e-6)
 

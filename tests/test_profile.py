@@ -48,11 +48,16 @@ def _trace(events, steps=1):
 
 def test_trace_aggregates_per_op_type_when_names_do_not_match(mlp, tmp_path):
     trace = tmp_path / "trace.json"
-    trace.write_text(_trace([
-        {"name": "aten::matmul", "dur": 10.0}, {"name": "aten::matmul", "dur": 30.0},
-        {"name": "autograd::engine::evaluate_function: MmBackward0", "dur": 50.0},
-        {"name": "aten::relu", "dur": 4.0},
-    ]))
+    trace.write_text(
+        _trace(
+            [
+                {"name": "aten::matmul", "dur": 10.0},
+                {"name": "aten::matmul", "dur": 30.0},
+                {"name": "autograd::engine::evaluate_function: MmBackward0", "dur": 50.0},
+                {"name": "aten::relu", "dur": 4.0},
+            ]
+        )
+    )
     plain = load(mlp, dims={"batch": 4})
     timed = load(mlp, dims={"batch": 4}, profile=str(trace))
     mm = [timed.index["mm1"], timed.index["mm2"]]

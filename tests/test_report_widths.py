@@ -36,12 +36,21 @@ def _rows() -> list[Row]:
     for k in range(6):
         path = f"/home/someone/projects/vision/checkpoints/exported/2024-05-0{k}/densenet121_variant_{k}.onnx"
         for strategy in ("chen-greedy", "treewidth"):
-            rows.append(Row(
-                file=path, strategy=strategy, budget="0.55x", status="ok" if k % 3 else "no-plan",
-                message=f"{path}: budget 1.01 GiB is below the lower bound 1.23 GiB: node 'bwd:/features/x' needs more",
-                nodes=12345, dims="batch=32 sequence=128", budget_bytes=1084000000 + k, peak_bytes=1070000000 + k,
-                overhead=0.1234, solve_seconds=12.5,
-            ))
+            rows.append(
+                Row(
+                    file=path,
+                    strategy=strategy,
+                    budget="0.55x",
+                    status="ok" if k % 3 else "no-plan",
+                    message=f"{path}: budget 1.01 GiB is below the lower bound 1.23 GiB: node 'bwd:/features/x' needs more",
+                    nodes=12345,
+                    dims="batch=32 sequence=128",
+                    budget_bytes=1084000000 + k,
+                    peak_bytes=1070000000 + k,
+                    overhead=0.1234,
+                    solve_seconds=12.5,
+                )
+            )
     return rows
 
 

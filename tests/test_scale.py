@@ -42,7 +42,13 @@ def _checked(graph: Graph, plan_schedule, budget: int | None) -> None:
 
 
 @settings(max_examples=25)
-@given(n=st.integers(6, 40), p=st.floats(0.1, 0.9), seed=st.integers(0, 99), cap=st.integers(0, 6), method=st.sampled_from(["min-degree", "min-fill"]))
+@given(
+    n=st.integers(6, 40),
+    p=st.floats(0.1, 0.9),
+    seed=st.integers(0, 99),
+    cap=st.integers(0, 6),
+    method=st.sampled_from(["min-degree", "min-fill"]),
+)
 def test_capped_elimination_is_a_valid_decomposition(n, p, seed, cap, method):
     g = G.random_dag(n, p=p, seed=seed)
     nodes, adj = D.skeleton(g)

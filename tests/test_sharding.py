@@ -21,8 +21,13 @@ def _peak(graph) -> int:
 
 
 @settings(max_examples=8, deadline=None)
-@given(layers=st.integers(1, 4), width=st.sampled_from([4, 8, 12]), world=st.sampled_from([2, 3, 8]),
-       optimizer=st.sampled_from(["sgd", "momentum", "adam"]), precision=st.sampled_from(["fp32", "bf16", "amp"]))
+@given(
+    layers=st.integers(1, 4),
+    width=st.sampled_from([4, 8, 12]),
+    world=st.sampled_from([2, 3, 8]),
+    optimizer=st.sampled_from(["sgd", "momentum", "adam"]),
+    precision=st.sampled_from(["fp32", "bf16", "amp"]),
+)
 def test_zero3_divides_parameters_gradients_and_optimizer_up_to_the_gathered_layer(
     tmp_path_factory, layers, width, world, optimizer, precision
 ):
@@ -77,8 +82,7 @@ def test_remat_toml_sets_precision_and_sharding(tmp_path):
 
     save(linear_stack(2, 8), tmp_path)
     (tmp_path / "remat.toml").write_text(
-        'budget = "1GiB"\nprecision = "bf16"\nworld_size = 8\nshard = "parameters"\n'
-        '[[models]]\npath = "m.onnx"\ndims = { batch = 2 }\n'
+        'budget = "1GiB"\nprecision = "bf16"\nworld_size = 8\nshard = "parameters"\n[[models]]\npath = "m.onnx"\ndims = { batch = 2 }\n'
     )
     conf = config_mod.load_config(tmp_path / "remat.toml")
     (spec,) = check_mod.specs_from_entries(conf.models, default_strategy="store-all")

@@ -163,8 +163,13 @@ def test_million_steps_replay():
     """Linear-time replay: a 10^6-step schedule runs (time is printed by the benchmark)."""
     n = 1000
     g = Graph.from_arrays(
-        ids=[str(i) for i in range(n)], ops=["x"] * n, kinds=[""] * n,
-        mem=np.ones(n, np.int64), cost=np.ones(n), src=np.arange(n - 1), dst=np.arange(1, n),
+        ids=[str(i) for i in range(n)],
+        ops=["x"] * n,
+        kinds=[""] * n,
+        mem=np.ones(n, np.int64),
+        cost=np.ones(n),
+        src=np.arange(n - 1),
+        dst=np.arange(1, n),
     )
     ops = np.tile(np.array([COMPUTE, FREE], np.int8), 500_000)
     nodes = np.repeat(np.arange(n, dtype=np.int32)[:1], 1_000_000)

@@ -268,17 +268,24 @@ def test_cli_capture_then_plan_then_fidelity(tmp_path):
     reference = _grads(eager_step(model, loss_fn), model, inputs)
     step = apply(model, str(plan_file), inputs, loss_fn)
     assert _equal(_grads(step, model, inputs), reference) and step.fallbacks == 0
-    res = runner.invoke(
-        cli, ["fidelity", f"{factory}:make", "-b", "0.8x", "-s", "chain-dp", "--runs", "1", "--format", "json"]
-    )
+    res = runner.invoke(cli, ["fidelity", f"{factory}:make", "-b", "0.8x", "-s", "chain-dp", "--runs", "1", "--format", "json"])
     assert res.exit_code == 0, res.output
     report = json.loads(res.output)
     rows = {r["strategy"]: r for r in report["plans"]}
     assert {"store-all", "eager", "chain-dp", "chain-dp+sac"} <= set(rows)
     for name in ("store-all", "chain-dp"):
         r = rows[name]
-        for key in ("budget_bytes", "predicted_peak_bytes", "measured_peak_bytes", "predicted_overhead",
-                    "measured_flops_overhead", "predicted_seconds", "measured_seconds", "fallbacks", "grads_match"):
+        for key in (
+            "budget_bytes",
+            "predicted_peak_bytes",
+            "measured_peak_bytes",
+            "predicted_overhead",
+            "measured_flops_overhead",
+            "predicted_seconds",
+            "measured_seconds",
+            "fallbacks",
+            "grads_match",
+        ):
             assert key in r
         assert r["grads_match"] is True and r["fallbacks"] == 0
         assert abs(r["measured_peak_bytes"] / r["predicted_peak_bytes"] - 1) <= 0.05

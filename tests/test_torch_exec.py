@@ -41,8 +41,10 @@ def _leaf(*shape):
 
 CASES = {
     # bias [4] broadcast into an [8, 4] output: the node returns [8, 4], the leaf wants [4]
-    "addmm+permute": lambda: (lambda b, x, w: aten.addmm.default(b, x, aten.permute.default(w, [1, 0])),
-                              [_leaf(4), _leaf(8, 3), _leaf(4, 3)]),
+    "addmm+permute": lambda: (
+        lambda b, x, w: aten.addmm.default(b, x, aten.permute.default(w, [1, 0])),
+        [_leaf(4), _leaf(8, 3), _leaf(4, 3)],
+    ),
     "mul broadcast": lambda: (lambda a, b: aten.mul.Tensor(a, b), [_leaf(5, 6), _leaf(6)]),
     "same input twice": lambda: (lambda a: aten.mul.Tensor(a, a), [_leaf(3, 3)]),
     "relu": lambda: (lambda a: aten.relu.default(a), [_leaf(7)]),
@@ -118,8 +120,7 @@ class FakeCuda:
         monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: self.calls.append("sync"))
         monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device=None: self.calls.append("reset"))
         monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: self.base)
-        monkeypatch.setattr(torch.cuda, "max_memory_allocated",
-                            lambda device=None: self.calls.append("max") or self.base + self.extra)
+        monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: self.calls.append("max") or self.base + self.extra)
 
 
 def test_cuda_measure_path_reads_the_allocator(small_mlp, monkeypatch):

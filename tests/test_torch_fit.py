@@ -24,7 +24,7 @@ from remat_cli.fit import factory_loader, fit_dimension  # noqa: E402
 from remat_cli.graph import Graph  # noqa: E402
 from remat_cli.planner import make_plan  # noqa: E402
 
-FACTORY = '''
+FACTORY = """
 import torch
 from torch import nn
 
@@ -46,7 +46,7 @@ def fails_above_8(batch=1):
     if batch > 8:
         raise RuntimeError("DefaultCPUAllocator: not enough memory: you tried to allocate 1 TiB")
     return make(batch)
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -108,8 +108,22 @@ def run(*args):
 def test_cli_fit_factory_json(factory_file, captured):
     """The CLI captures FACTORY(batch=v) itself; v fits and v + 1 does not, checked here."""
     budget = make_plan(captured(20), "store-all").metrics.peak_bytes + 100
-    res = run("fit", f"{factory_file}:make", "--budget", budget, "--dim", "batch=?", "-s", "store-all",
-              "--min-value", 16, "--max-value", 24, "--format", "json")
+    res = run(
+        "fit",
+        f"{factory_file}:make",
+        "--budget",
+        budget,
+        "--dim",
+        "batch=?",
+        "-s",
+        "store-all",
+        "--min-value",
+        16,
+        "--max-value",
+        24,
+        "--format",
+        "json",
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     v = doc["value"]
@@ -122,8 +136,24 @@ def test_cli_fixed_dims_are_keywords(factory_file):
     """--dim width=8 reaches the factory: a narrower MLP fits a larger batch in the same budget."""
     narrow = factory_loader(f"{factory_file}:make", "batch", {"width": 8})
     budget = make_plan(narrow(4), "store-all").metrics.peak_bytes
-    res = run("fit", f"{factory_file}:make", "--budget", budget, "--dim", "width=8", "--dim", "batch=?",
-              "-s", "store-all", "--min-value", 4, "--max-value", 5, "--format", "json")
+    res = run(
+        "fit",
+        f"{factory_file}:make",
+        "--budget",
+        budget,
+        "--dim",
+        "width=8",
+        "--dim",
+        "batch=?",
+        "-s",
+        "store-all",
+        "--min-value",
+        4,
+        "--max-value",
+        5,
+        "--format",
+        "json",
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["value"] == 4 and doc["first_too_large"] == 5
@@ -139,8 +169,22 @@ def test_factory_without_the_keyword_is_one_line(factory_file):
 
 def test_failing_capture_is_a_failing_probe(factory_file):
     """A factory that raises (out of memory) above 8: batch=8 is the answer, batch=9 the probe that failed."""
-    res = run("fit", f"{factory_file}:fails_above_8", "--budget", "1GiB", "--dim", "batch=?", "-s", "store-all",
-              "--min-value", 8, "--max-value", 9, "--format", "json")
+    res = run(
+        "fit",
+        f"{factory_file}:fails_above_8",
+        "--budget",
+        "1GiB",
+        "--dim",
+        "batch=?",
+        "-s",
+        "store-all",
+        "--min-value",
+        8,
+        "--max-value",
+        9,
+        "--format",
+        "json",
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["value"] == 8 and doc["first_too_large"] == 9

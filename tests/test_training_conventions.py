@@ -53,11 +53,20 @@ def test_checkmate_edges_match_hand_derivation():
     loss = {("e", "loss"), ("loss", "bwd:e")}
     own = {("a", "bwd:a"), ("b", "bwd:b"), ("c", "bwd:c"), ("d", "bwd:d"), ("e", "bwd:e")}
     grad_chain = {  # bwd(v) -> bwd(u) per forward edge u -> v
-        ("bwd:b", "bwd:a"), ("bwd:c", "bwd:a"), ("bwd:d", "bwd:b"), ("bwd:d", "bwd:c"),
-        ("bwd:e", "bwd:d"), ("bwd:e", "bwd:a"),
+        ("bwd:b", "bwd:a"),
+        ("bwd:c", "bwd:a"),
+        ("bwd:d", "bwd:b"),
+        ("bwd:d", "bwd:c"),
+        ("bwd:e", "bwd:d"),
+        ("bwd:e", "bwd:a"),
     }
     consumer = {  # v -> bwd(u) per forward edge u -> v
-        ("b", "bwd:a"), ("c", "bwd:a"), ("d", "bwd:b"), ("d", "bwd:c"), ("e", "bwd:d"), ("e", "bwd:a"),
+        ("b", "bwd:a"),
+        ("c", "bwd:a"),
+        ("d", "bwd:b"),
+        ("d", "bwd:c"),
+        ("e", "bwd:d"),
+        ("e", "bwd:a"),
     }
     expected = forward | loss | own | grad_chain | consumer
     assert len(expected) == 25

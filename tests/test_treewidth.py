@@ -64,8 +64,16 @@ def _weighted(g: Graph, seed: int) -> Graph:
     rng = np.random.default_rng(seed)
     src, dst = g.edges()
     return Graph.from_arrays(
-        ids=g.ids, ops=g.ops, kinds=g.kinds, mem=rng.integers(1, 10, g.n), cost=rng.integers(1, 6, g.n).astype(float),
-        src=src, dst=dst, targets=g.targets, fixed_mem=int(rng.integers(0, 5)), name=g.name + "-w",
+        ids=g.ids,
+        ops=g.ops,
+        kinds=g.kinds,
+        mem=rng.integers(1, 10, g.n),
+        cost=rng.integers(1, 6, g.n).astype(float),
+        src=src,
+        dst=dst,
+        targets=g.targets,
+        fixed_mem=int(rng.integers(0, 5)),
+        name=g.name + "-w",
     )
 
 

@@ -144,9 +144,20 @@ def test_store_all_overhead_is_exactly_zero(raw, costs) -> None:
 def test_float_noise_in_costs_gives_zero_overhead() -> None:
     """Costs whose sum depends on the order still give overhead exactly 0 (these twelve
     gave -1.1e-16 when the plan's cost and the base cost were summed differently)."""
-    costs = [803856.280984168, 907153.7669968901, 840718.5222468971, 746184.8854047761, 689595.179300575,
-             178154.86564514544, 432638.0009768043, 157896.94375300268, 714824.4519690964, 667778.7396858742,
-             252586.40779463082, 64414.193348596884]
+    costs = [
+        803856.280984168,
+        907153.7669968901,
+        840718.5222468971,
+        746184.8854047761,
+        689595.179300575,
+        178154.86564514544,
+        432638.0009768043,
+        157896.94375300268,
+        714824.4519690964,
+        667778.7396858742,
+        252586.40779463082,
+        64414.193348596884,
+    ]
     needed = [k for k in range(12) if k not in (0, 1, 4)]
     nodes = [NodeSpec(id=f"n{i}", op="op", mem=1, cost=c) for i, c in enumerate(costs)]
     graph = Graph.from_nodes(nodes, targets=[f"n{k}" for k in needed], source="test")

@@ -695,7 +695,9 @@ def path_separator_tree(graph: Graph, pd: PathDecomposition) -> SeparatorTree:
 
 
 # ---------------------------------------------------------------------- validation
-def validate_decomposition(graph: Graph, bags: Sequence[Sequence[int]], tree_edges: Sequence[tuple[int, int]], *, moral: bool = True) -> list[str]:
+def validate_decomposition(
+    graph: Graph, bags: Sequence[Sequence[int]], tree_edges: Sequence[tuple[int, int]], *, moral: bool = True
+) -> list[str]:
     """Problems with a decomposition of the (moral) skeleton of the needed nodes; [] if valid.
 
     Checks: the bags form a tree; every needed node is in some bag; every edge has both

@@ -55,9 +55,7 @@ class Segmentation:
         """Group consecutive segments: group g covers segments ``starts[g] .. starts[g+1]-1``."""
         bounds = list(starts) + [self.count]
         nodes = tuple(tuple(v for k in range(a, b) for v in self.nodes[k]) for a, b in zip(bounds, bounds[1:]))
-        bwd = tuple(
-            tuple(v for k in reversed(range(a, b)) for v in self.bwd[k]) for a, b in zip(bounds, bounds[1:])
-        )
+        bwd = tuple(tuple(v for k in reversed(range(a, b)) for v in self.bwd[k]) for a, b in zip(bounds, bounds[1:]))
         return Segmentation(self.forward, nodes, bwd)
 
 

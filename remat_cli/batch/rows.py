@@ -112,7 +112,17 @@ class Row:
 
 
 _INT_FIELDS = frozenset(
-    {"nodes", "edges", "budget_bytes", "peak_bytes", "fixed_bytes", "lower_bound_bytes", "store_all_peak_bytes", "min_budget_bytes", "recomputations"}
+    {
+        "nodes",
+        "edges",
+        "budget_bytes",
+        "peak_bytes",
+        "fixed_bytes",
+        "lower_bound_bytes",
+        "store_all_peak_bytes",
+        "min_budget_bytes",
+        "recomputations",
+    }
 )
 _FLOAT_FIELDS = frozenset({"budget_ratio", "cost", "base_cost", "overhead", "est_seconds", "solve_seconds"})
 COLUMNS = tuple(f.name for f in fields(Row))

@@ -110,8 +110,7 @@ class BatchJob:
         unused = unused_dims(result.rows, [k for k, _ in self.request.load.dims])
         if unused:
             raise InputError(
-                f"--dim {unused[0]}: no file has a dimension named {unused[0]!r} "
-                "(each row's dims column shows what every file used)"
+                f"--dim {unused[0]}: no file has a dimension named {unused[0]!r} (each row's dims column shows what every file used)"
             )
 
 
@@ -125,8 +124,15 @@ def prepare_batch(request: BatchRequest) -> BatchJob:
     load = replace(request.load, strict_dims=len(files) == 1)
     loads = loads_per_file(files, load, request.dims_by_file)
     tasks = make_tasks(
-        files, strategies=request.strategies, budgets=request.budgets, load=loads, max_nodes=request.max_nodes, out_dir=request.out_dir,
-        warn=request.warn, note=request.note, plan_options=request.plan_options,
+        files,
+        strategies=request.strategies,
+        budgets=request.budgets,
+        load=loads,
+        max_nodes=request.max_nodes,
+        out_dir=request.out_dir,
+        warn=request.warn,
+        note=request.note,
+        plan_options=request.plan_options,
     )
     previous: list[Row] = []
     if request.resume:

@@ -27,7 +27,17 @@ from remat_cli.loaders import LoadOptions, load_graph
 from remat_cli.plandoc import finite_or_none as _finite, load_record, plan_to_json
 from remat_cli.planner import make_plan, resolve_budget, store_all_peak
 
-__all__ = ["DEFAULT_STRATEGY", "FileTask", "make_tasks", "loads_per_file", "file_sha256", "row_key", "plan_name", "plan_file", "failure_result"]
+__all__ = [
+    "DEFAULT_STRATEGY",
+    "FileTask",
+    "make_tasks",
+    "loads_per_file",
+    "file_sha256",
+    "row_key",
+    "plan_name",
+    "plan_file",
+    "failure_result",
+]
 
 # The strategy `remat batch` and `remat check` use when none is given.
 DEFAULT_STRATEGY = "auto"
@@ -152,9 +162,7 @@ def plan_name(stem: str, strategy: str, budget: Budget, sweep: bool) -> str:
     return f"{stem}.{strategy}{slug}.plan.json"
 
 
-def loads_per_file(
-    files: Sequence[str], load: LoadOptions, dims_by_file: Mapping[str, Sequence[tuple[str, int]]]
-) -> list[LoadOptions]:
+def loads_per_file(files: Sequence[str], load: LoadOptions, dims_by_file: Mapping[str, Sequence[tuple[str, int]]]) -> list[LoadOptions]:
     """Per file, ``load`` with that model's own dims (from remat.toml's ``[[models]]``,
     keyed by path) under the command line's ``--dim`` values, which win."""
     own = {os.path.realpath(p): dict(d) for p, d in dims_by_file.items()}

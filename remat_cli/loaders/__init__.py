@@ -106,9 +106,7 @@ def detect_format(path: str | Path, data: bytes) -> str:
         return "onnx"
     if path.suffix.lower() == ".json":
         return "json"
-    raise InputError(
-        f"{path}: not a graph file remat reads (ONNX, remat JSON, node-link JSON, twremat text)"
-    )
+    raise InputError(f"{path}: not a graph file remat reads (ONNX, remat JSON, node-link JSON, twremat text)")
 
 
 _BOM = b"\xef\xbb\xbf"
@@ -151,9 +149,7 @@ def read_file(path: str | Path, options: LoadOptions | None = None, *, warn: Say
     return Loaded(str(path), graph, "onnx", facts=facts, export_signs=signs, warnings=tuple(said))
 
 
-def build_graph(
-    loaded: Loaded, options: LoadOptions | None = None, *, warn: Say | None = None, note: Say | None = None
-) -> Loaded:
+def build_graph(loaded: Loaded, options: LoadOptions | None = None, *, warn: Say | None = None, note: Say | None = None) -> Loaded:
     """The graph to schedule from what :func:`read_file` found, as ``options`` ask.
 
     ONNX: attention and precision, then the training graph unless ``--inference``; other
@@ -179,9 +175,7 @@ def build_graph(
             graph = _training(graph, options, path)
     graph = _how_trained(graph, options, path, say, say_note)
     graph = check_limits(graph, options.limits, path)
-    return replace(
-        loaded, graph=graph, facts=facts, warnings=loaded.warnings + tuple(said), notes=loaded.notes + tuple(said_notes)
-    )
+    return replace(loaded, graph=graph, facts=facts, warnings=loaded.warnings + tuple(said), notes=loaded.notes + tuple(said_notes))
 
 
 def other_variant(loaded: Loaded, options: LoadOptions | None = None) -> tuple[str, Graph] | None:

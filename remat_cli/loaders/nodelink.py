@@ -28,11 +28,7 @@ _COST_KEYS = ("cost_cpu", "duration", "cost")
 
 def accepts(doc: Any) -> bool:
     """Whether ``doc`` has the node-link shape."""
-    return (
-        isinstance(doc, dict)
-        and isinstance(doc.get("nodes"), list)
-        and isinstance(doc.get("links", doc.get("edges")), list)
-    )
+    return isinstance(doc, dict) and isinstance(doc.get("nodes"), list) and isinstance(doc.get("links", doc.get("edges")), list)
 
 
 def read(doc: dict[str, Any], *, source: str, name: str = "graph") -> Graph:
@@ -54,7 +50,7 @@ def read(doc: dict[str, Any], *, source: str, name: str = "graph") -> Graph:
     links = doc.get("links", doc.get("edges"))
     for k, link in enumerate(links):
         if not isinstance(link, dict) or "source" not in link or "target" not in link:
-            raise InputError(f"{source}: link #{k} needs \"source\" and \"target\"")
+            raise InputError(f'{source}: link #{k} needs "source" and "target"')
         src, dst = str(link["source"]), str(link["target"])
         if dst not in inputs:
             raise InputError(f"{source}: link #{k} targets {dst!r}, which names no node")

@@ -93,8 +93,25 @@ __all__ = ["read", "forward_graph", "training_graph", "read_model", "inference_e
 
 #: ops whose cost or statistics need attributes
 NEEDS_ATTRS = frozenset(
-    ["Gemm", "Einsum", "MaxPool", "AveragePool", "LpPool", "Resize", "Upsample", "LSTM", "GRU", "RNN",
-     "LayerNormalization", "GroupNormalization", "Loop", "If", "Scan", "RMSNormalization", "SimplifiedLayerNormalization"]
+    [
+        "Gemm",
+        "Einsum",
+        "MaxPool",
+        "AveragePool",
+        "LpPool",
+        "Resize",
+        "Upsample",
+        "LSTM",
+        "GRU",
+        "RNN",
+        "LayerNormalization",
+        "GroupNormalization",
+        "Loop",
+        "If",
+        "Scan",
+        "RMSNormalization",
+        "SimplifiedLayerNormalization",
+    ]
 )
 
 
@@ -133,7 +150,11 @@ def forward_graph(fwd: Graph, facts: ForwardFacts, options: Any) -> tuple[Graph,
 
 
 def training_graph(
-    fwd: Graph, facts: ForwardFacts | None, export_signs: tuple[str, ...], options: Any, path: Path,
+    fwd: Graph,
+    facts: ForwardFacts | None,
+    export_signs: tuple[str, ...],
+    options: Any,
+    path: Path,
     warn: Callable[[str], None],
 ) -> Graph:
     """The training graph of the forward graph (``options.convention``, autograd by
@@ -291,8 +312,7 @@ class _TopLevel:
                 trainable[t.name] = b
         if init_bytes > MAX_TOTAL_BYTES:
             raise InputError(
-                f"{source}: the initializers hold {init_bytes:.3g} B, above the {MAX_TOTAL_BYTES:.3g} B "
-                "(2**62) remat can count"
+                f"{source}: the initializers hold {init_bytes:.3g} B, above the {MAX_TOTAL_BYTES:.3g} B (2**62) remat can count"
             )
         return cls(nodes_pb, order, initializers, graph_inputs, input_names, used, trainable, init_bytes)
 
@@ -344,8 +364,7 @@ class _Reader:
         default = nd.domain in DEFAULT_DOMAINS
         outs = [o for o in nd.output if o]
         static = default and (
-            op == "Constant"
-            or (op not in CONTROL_FLOW and op not in RANDOM_OPS and foldable(outs, self.shapes, self.small))
+            op == "Constant" or (op not in CONTROL_FLOW and op not in RANDOM_OPS and foldable(outs, self.shapes, self.small))
         )
         return ReadOp(op=op, default=default, inputs=tuple(nd.input), outputs=tuple(outs), scheduled=not static)
 
@@ -475,9 +494,7 @@ def _targets(g: Any, top: _TopLevel, reader: _Reader, source: str) -> list[int]:
             raise InputError(f"{source}: graph output {o.name!r} is produced by no node, input or initializer")
     targets = sorted({reader.producer[o.name] for o in g.output if o.name in reader.producer})
     if not targets:
-        raise InputError(
-            f"{source}: the graph's outputs depend on no operation (they are inputs or constants); nothing to schedule"
-        )
+        raise InputError(f"{source}: the graph's outputs depend on no operation (they are inputs or constants); nothing to schedule")
     return targets
 
 
@@ -501,8 +518,17 @@ def _forward_facts(nodes: list[_Node], device: DeviceProfile, cost: str) -> Forw
 
 
 def _describe(
-    model: Any, top: _TopLevel, reader: _Reader, dims: dict[str, int], fixed_parts: dict[str, int],
-    facts: ForwardFacts, device: DeviceProfile, cost: str, keep_views: bool, source: str, warn: Callable[[str], None],
+    model: Any,
+    top: _TopLevel,
+    reader: _Reader,
+    dims: dict[str, int],
+    fixed_parts: dict[str, int],
+    facts: ForwardFacts,
+    device: DeviceProfile,
+    cost: str,
+    keep_views: bool,
+    source: str,
+    warn: Callable[[str], None],
 ) -> dict[str, Any]:
     """The forward graph's meta (plain data, with the lines ``remat info`` shows), and the
     warnings about unknown ops and estimated sizes."""
@@ -513,7 +539,9 @@ def _describe(
             + ", ".join(f"{_shown(op)} x{c}" for op, c in sorted(unknown_ops.items()))
         )
     if estimated:
-        warn(f"{source}: {len(estimated)} value(s) have no inferred shape; their sizes are estimated from their op's inputs (see remat info)")
+        warn(
+            f"{source}: {len(estimated)} value(s) have no inferred shape; their sizes are estimated from their op's inputs (see remat info)"
+        )
     input_bytes, param_bytes = fixed_parts["inputs"], fixed_parts["parameters"]
     param_count = sum(math.prod(top.initializers[t].dims) for t in top.trainable)
     forward_flops = float(facts.flops.sum())

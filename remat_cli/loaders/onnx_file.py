@@ -38,8 +38,37 @@ CONTROL_FLOW = frozenset(["If", "Loop", "Scan"])
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
 # element type -> bits (TensorProto.DataType)
-BITS = {0: 32, 1: 32, 2: 8, 3: 8, 4: 16, 5: 16, 6: 32, 7: 64, 8: 64, 9: 8, 10: 16, 11: 64, 12: 32, 13: 64, 14: 64,
-         15: 128, 16: 16, 17: 8, 18: 8, 19: 8, 20: 8, 21: 4, 22: 4, 23: 4, 24: 8, 25: 2, 26: 2, 27: 6, 28: 6}
+BITS = {
+    0: 32,
+    1: 32,
+    2: 8,
+    3: 8,
+    4: 16,
+    5: 16,
+    6: 32,
+    7: 64,
+    8: 64,
+    9: 8,
+    10: 16,
+    11: 64,
+    12: 32,
+    13: 64,
+    14: 64,
+    15: 128,
+    16: 16,
+    17: 8,
+    18: 8,
+    19: 8,
+    20: 8,
+    21: 4,
+    22: 4,
+    23: 4,
+    24: 8,
+    25: 2,
+    26: 2,
+    27: 6,
+    28: 6,
+}
 FLOAT_TYPES = {1: "float32", 10: "float16", 11: "float64", 16: "bfloat16", 17: "float8", 18: "float8", 19: "float8", 20: "float8"}
 
 
@@ -119,8 +148,7 @@ def check_dim_limit(model, path: Path, max_dim: int) -> None:
 
     def refuse(name: str, value: int) -> None:
         raise LimitError(
-            f"{path}: tensor {name!r} has a dimension of {value}, more than the dimension limit "
-            f"{max_dim} (raise it with --max-dim)"
+            f"{path}: tensor {name!r} has a dimension of {value}, more than the dimension limit {max_dim} (raise it with --max-dim)"
         )
 
     g = model.graph
@@ -136,6 +164,7 @@ def check_dim_limit(model, path: Path, max_dim: int) -> None:
 
 def _all_tensors(model):
     """Every TensorProto in the model: initializers and attributes, subgraphs and functions included."""
+
     def in_graph(g):
         yield from g.initializer
         for sp in g.sparse_initializer:
@@ -213,7 +242,9 @@ def topological_order(nodes_pb, initializers, input_names: set[str], source: str
         for o in nd.output:
             if o:
                 if o in prod:
-                    raise InputError(f"{source}: value {o!r} is produced by two nodes ({(nodes_pb[prod[o]].name or prod[o])!r} and {(nd.name or i)!r})")
+                    raise InputError(
+                        f"{source}: value {o!r} is produced by two nodes ({(nodes_pb[prod[o]].name or prod[o])!r} and {(nd.name or i)!r})"
+                    )
                 prod[o] = i
     deps: list[list[int]] = []
     sorted_already = True

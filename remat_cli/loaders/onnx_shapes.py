@@ -54,7 +54,6 @@ def drop_weight_data(model) -> None:
             entry.key, entry.value = "location", "(dropped by remat)"
 
 
-
 def set_dims(g, dims: dict[str, int], source: str, strict: bool = True) -> dict[str, int]:
     """Name anonymous input dimensions (``input.axis``), check ``dims``' names, set them.
 
@@ -106,9 +105,7 @@ def check_declared_dims(g, source: str) -> None:
             if d < 0:
                 raise InputError(f"{source}: initializer {t.name!r}: dimension #{axis} is {d} (negative)")
         if tensor_bytes(t.data_type, tuple(t.dims)) > MAX_VALUE_BYTES:
-            raise InputError(
-                f"{source}: initializer {t.name!r}: shape {list(t.dims)} is above {MAX_VALUE_BYTES} B (2**53)"
-            )
+            raise InputError(f"{source}: initializer {t.name!r}: shape {list(t.dims)} is above {MAX_VALUE_BYTES} B (2**53)")
     initializers = {t.name for t in g.initializer}
     for vi in list(g.input) + list(g.output) + list(g.value_info):
         if not (vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape")):
@@ -147,7 +144,9 @@ def check_unresolved(graph_inputs, used: set[str], source: str) -> None:
         if inp.name not in used or not inp.type.HasField("tensor_type"):
             continue
         if not inp.type.tensor_type.HasField("shape"):
-            raise InputError(f"{source}: input {inp.name!r} has no shape in the file (not even its rank); remat needs the shapes of the model's inputs")
+            raise InputError(
+                f"{source}: input {inp.name!r} has no shape in the file (not even its rank); remat needs the shapes of the model's inputs"
+            )
         for d in inp.type.tensor_type.shape.dim:
             if not d.HasField("dim_value"):
                 missing[d.dim_param] = None

@@ -82,7 +82,7 @@ class BatchProgress:
 
 
 def _short(path: str, width: int = 48) -> str:
-    return path if len(path) <= width else "…" + path[-(width - 1):]
+    return path if len(path) <= width else "…" + path[-(width - 1) :]
 
 
 def render_rows(rows: Sequence[Row], console: Console, title: str, *, verbose: bool = False, width: int = 100) -> None:
@@ -118,7 +118,7 @@ def render_rows(rows: Sequence[Row], console: Console, title: str, *, verbose: b
             row.append(fmt_seconds(r.solve_seconds))
         cells.append(row)
         if r.failed:
-            note = r.message[len(r.file) + 2:] if r.message.startswith(f"{r.file}: ") else r.message
+            note = r.message[len(r.file) + 2 :] if r.message.startswith(f"{r.file}: ") else r.message
             problems.append(f"{r.file} [{r.strategy}, {r.budget}] {r.status}: {note}")
     files = [c[0] for c in cells]
     file_width = max((len(f) for f in files), default=0)
@@ -129,8 +129,14 @@ def render_rows(rows: Sequence[Row], console: Console, title: str, *, verbose: b
     status = columns.index(("status", "left"))
     while True:
         shown = files if verbose else shorten_all(files, file_width)
-        table = Table(title=title, box=box.SIMPLE_HEAD if terminal else None, pad_edge=False, title_justify="left",
-                      collapse_padding=True, show_edge=False)
+        table = Table(
+            title=title,
+            box=box.SIMPLE_HEAD if terminal else None,
+            pad_edge=False,
+            title_justify="left",
+            collapse_padding=True,
+            show_edge=False,
+        )
         for name, justify in columns:
             table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
         for k, c in enumerate(cells):
@@ -138,8 +144,13 @@ def render_rows(rows: Sequence[Row], console: Console, title: str, *, verbose: b
             if terminal:
                 row[status] = f"[{'red' if k in failed else 'green'}]{row[status]}"
             table.add_row(*row)
-        wide = Console(width=100_000, highlight=False, color_system=console.color_system if terminal else None,
-                       force_terminal=terminal, file=io.StringIO())
+        wide = Console(
+            width=100_000,
+            highlight=False,
+            color_system=console.color_system if terminal else None,
+            force_terminal=terminal,
+            file=io.StringIO(),
+        )
         with wide.capture() as capture:
             wide.print(table)
         text = "\n".join(line.rstrip() for line in capture.get().splitlines())
@@ -188,13 +199,19 @@ def render_check(report: CheckReport, console: Console) -> None:
         line = r.line()
         if console.is_terminal:
             colour = "green" if r.verdict == PASS else "red"
-            console.print(f"[bold {colour}]{r.verdict.upper()}[/] {escape(r.spec.name)}: {escape(r.reason)}", highlight=False, soft_wrap=True)
+            console.print(
+                f"[bold {colour}]{r.verdict.upper()}[/] {escape(r.spec.name)}: {escape(r.reason)}", highlight=False, soft_wrap=True
+            )
         else:
             console.print(line, highlight=False, markup=False, soft_wrap=True)
     c = report.counts
     missing = report.models - len(report.results)
     tail = f", {missing} not checked" if missing else ""
-    console.print(f"{report.models} model{'s' if report.models != 1 else ''}: {c['pass']} passed, {c['fail']} failed, {c['error']} error{'s' if c['error'] != 1 else ''}{tail}", highlight=False, markup=False)
+    console.print(
+        f"{report.models} model{'s' if report.models != 1 else ''}: {c['pass']} passed, {c['fail']} failed, {c['error']} error{'s' if c['error'] != 1 else ''}{tail}",
+        highlight=False,
+        markup=False,
+    )
 
 
 def check_to_json(report: CheckReport) -> dict[str, Any]:
@@ -204,6 +221,7 @@ def check_to_json(report: CheckReport) -> dict[str, Any]:
         "passed": report.counts["pass"],
         "exit_code": report.exit_code,
         "results": [
-            {"name": r.spec.name, "file": r.spec.path, "verdict": r.verdict, "reason": r.reason, **r.row.to_record()} for r in report.results
+            {"name": r.spec.name, "file": r.spec.path, "verdict": r.verdict, "reason": r.reason, **r.row.to_record()}
+            for r in report.results
         ],
     }

@@ -42,7 +42,7 @@ def plan_to_dot(plan: Plan, facts: PlanFacts | None = None) -> str:
         f"  label={_quote(title)}; labelloc=t; fontsize=12;",
         "  rankdir=TB;",
         '  node [shape=box, fontname="Helvetica", fontsize=10];',
-        "  edge [color=\"#777777\", arrowsize=0.6];",
+        '  edge [color="#777777", arrowsize=0.6];',
     ]
     for v in range(graph.n):
         c = counts[v]

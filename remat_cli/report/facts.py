@@ -80,10 +80,7 @@ def plan_facts(plan: Plan, *, top: int = 5) -> PlanFacts:
     counts = np.bincount(plan.schedule.compute_nodes, minlength=graph.n).astype(np.int64)
     again = np.flatnonzero(counts > 1)
     order = again[np.lexsort((again, -graph.mem[again], -counts[again]))][:top]
-    most = tuple(
-        Recomputed(graph.ids[v], graph.ops[v] or "op", int(graph.mem[v]), int(counts[v]))
-        for v in order.tolist()
-    )
+    most = tuple(Recomputed(graph.ids[v], graph.ops[v] or "op", int(graph.mem[v]), int(counts[v])) for v in order.tolist())
     forward = _forward_mask(graph) & graph.needed
     once = forward & (counts == 1)
     kept = ForwardKept(

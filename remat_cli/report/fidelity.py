@@ -36,8 +36,7 @@ def render_fidelity(report: Any, console: Console) -> None:
         markup=False,
     )
     table = Table(box=None, pad_edge=False, show_edge=False, collapse_padding=True)
-    for col in ("strategy", "budget", "peak", "measured", "ratio", "+FLOPs", "measured",
-                "time", "measured", "exec", "fb", "grads"):
+    for col in ("strategy", "budget", "peak", "measured", "ratio", "+FLOPs", "measured", "time", "measured", "exec", "fb", "grads"):
         table.add_column(col, justify="left" if col == "strategy" else "right", no_wrap=True)
     notes = []
     for row in report.rows:

@@ -14,8 +14,7 @@ from remat_cli.units import fmt_bytes, fmt_pct, fmt_seconds
 __all__ = ["fit_to_json", "render_fit", "ASSUMPTION"]
 
 ASSUMPTION = (
-    "memory grows with the dimension: the search doubles, then bisects; the value found fits "
-    "and the next one was probed and does not"
+    "memory grows with the dimension: the search doubles, then bisects; the value found fits and the next one was probed and does not"
 )
 
 
@@ -69,9 +68,9 @@ def render_fit(result: FitResult, console: Console, name: str) -> None:
     gain = result.throughput_gain
     if gain is not None and result.best and result.store_all:
         console.print(
-            f"throughput gain {fmt_pct(gain)} ({dim}/s: {result.best.value:,} with recomputation "
-            f"vs {result.store_all.value:,} without)",
-            markup=False, highlight=False,
+            f"throughput gain {fmt_pct(gain)} ({dim}/s: {result.best.value:,} with recomputation vs {result.store_all.value:,} without)",
+            markup=False,
+            highlight=False,
         )
     if result.first_too_large is not None:
         why = next((p.reason for p in result.probes if p.value == result.first_too_large), "")

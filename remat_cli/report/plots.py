@@ -20,9 +20,15 @@ from remat_cli.sweep import Tradeoff
 from remat_cli.units import fmt_bytes, fmt_pct
 
 __all__ = [
-    "require_matplotlib", "check_plot_path", "plot_tradeoff", "plot_timeline", "tradeoff_figure", "timeline_figure",
+    "require_matplotlib",
+    "check_plot_path",
+    "plot_tradeoff",
+    "plot_timeline",
+    "tradeoff_figure",
+    "timeline_figure",
     "seconds_follow_cost",
-    "PLOT_SUFFIXES", "INSTALL_HINT",
+    "PLOT_SUFFIXES",
+    "INSTALL_HINT",
 ]
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
@@ -92,17 +98,31 @@ def tradeoff_figure(t: Tradeoff) -> Any:
             # a halo behind the frontier's plans: every marker stays on top of it
             ax.scatter(fx, fy, s=260, color="#f2d24b", alpha=0.55, lw=0, zorder=2.5, label="plan on the frontier")
         for k, name in enumerate(t.strategies):
-            pts = sorted({(p.peak_bytes, getattr(p, field)) for p in t.points if p.strategy == name and p.fits and getattr(p, field) is not None})
+            pts = sorted(
+                {(p.peak_bytes, getattr(p, field)) for p in t.points if p.strategy == name and p.fits and getattr(p, field) is not None}
+            )
             if not pts:
                 continue
             xs = np.array([x for x, _ in pts], dtype=float) / scale
             ys = np.array([y for _, y in pts], dtype=float) * factor
             ax.plot(xs, ys, drawstyle="steps-post", lw=1.3, color=colours[k], zorder=3)
             # earlier strategies get larger markers and sit lower, so shared points show all
-            ax.plot(xs, ys, ls="none", marker=markers[k % len(markers)], ms=max(11 - k, 5), color=colours[k],
-                    markeredgecolor="white", markeredgewidth=0.6, label=name, zorder=4 + k * 0.01)
+            ax.plot(
+                xs,
+                ys,
+                ls="none",
+                marker=markers[k % len(markers)],
+                ms=max(11 - k, 5),
+                color=colours[k],
+                markeredgecolor="white",
+                markeredgewidth=0.6,
+                label=name,
+                zorder=4 + k * 0.01,
+            )
         ax.axvline(t.lower_bound_bytes / scale, color="#c44e52", ls="--", lw=1.2, label=f"lower bound {fmt_bytes(t.lower_bound_bytes)}")
-        ax.axvline(t.store_all_peak_bytes / scale, color="#555555", ls=":", lw=1.4, label=f"store-all peak {fmt_bytes(t.store_all_peak_bytes)}")
+        ax.axvline(
+            t.store_all_peak_bytes / scale, color="#555555", ls=":", lw=1.4, label=f"store-all peak {fmt_bytes(t.store_all_peak_bytes)}"
+        )
         ax.set_ylabel(label)
         ax.grid(True, alpha=0.3)
         top = max((getattr(p, field) or 0.0) * factor for p in t.points)
@@ -159,20 +179,37 @@ def timeline_figure(plan: Plan, facts: PlanFacts | None = None) -> Any:
         spans = _runs(cats == key)
         if spans:
             count = int(np.count_nonzero(cats == key))
-            ax.broken_barh([(a + 0.5, b - a) for a, b in spans], (0, 1), transform=ax.get_xaxis_transform(), color=colour, alpha=0.18, lw=0, label=f"{label} ({count} step{'s' if count != 1 else ''})")
+            ax.broken_barh(
+                [(a + 0.5, b - a) for a, b in spans],
+                (0, 1),
+                transform=ax.get_xaxis_transform(),
+                color=colour,
+                alpha=0.18,
+                lw=0,
+                label=f"{label} ({count} step{'s' if count != 1 else ''})",
+            )
     ax.fill_between(x, 0, y, step="mid", color="#3a3a5a", alpha=0.2, lw=0)
     ax.step(x, y, where="mid", color="#22223a", lw=1.0, label="memory")
     if graph.fixed_mem:
-        ax.axhspan(0, graph.fixed_mem / scale, facecolor="none", edgecolor="#777777", hatch="//", lw=0, label=f"fixed {fmt_bytes(graph.fixed_mem)}")
+        ax.axhspan(
+            0, graph.fixed_mem / scale, facecolor="none", edgecolor="#777777", hatch="//", lw=0, label=f"fixed {fmt_bytes(graph.fixed_mem)}"
+        )
     if plan.budget_bytes is not None:
         ax.axhline(plan.budget_bytes / scale, color="#c44e52", ls="--", lw=1.3, label=f"budget {fmt_bytes(plan.budget_bytes)}")
     ax.axhline(graph.lb / scale, color="#8172b3", ls=":", lw=1.2, label=f"lower bound {fmt_bytes(graph.lb)}")
     if memory.size:
         k = int(np.argmax(memory))
         right = k > 0.75 * memory.size  # near the right edge the label goes to the left
-        ax.annotate(f"peak {fmt_bytes(int(memory[k]))}", (x[k], y[k]), xytext=(-6 if right else 6, 4), textcoords="offset points",
-                    ha="right" if right else "left", fontsize=8, gid="peak-label",
-                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
+        ax.annotate(
+            f"peak {fmt_bytes(int(memory[k]))}",
+            (x[k], y[k]),
+            xytext=(-6 if right else 6, 4),
+            textcoords="offset points",
+            ha="right" if right else "left",
+            fontsize=8,
+            gid="peak-label",
+            bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8},
+        )
     ax.set_xlim(0.5, max(memory.size, 1) + 0.5)
     ax.set_ylim(0, top / scale * 1.12)
     ax.set_xlabel("compute step")

@@ -83,10 +83,20 @@ def render_info(s: GraphSummary, console: Console) -> None:
     for key, value in s.extra.items():
         t.add_row(str(key), str(value))
     console.print(t)
-    ops = _list_table(console, "memory by op type (needed nodes)", [("op", "left"), ("count", "right"), ("memory", "right"), ("share", "right"), ("cost", "right")])
+    ops = _list_table(
+        console,
+        "memory by op type (needed nodes)",
+        [("op", "left"), ("count", "right"), ("memory", "right"), ("share", "right"), ("cost", "right")],
+    )
     total = max(s.activation_bytes, 1)
     for share in s.by_op[:12]:
-        ops.add_row(share.op, fmt_count(share.count), fmt_bytes(share.mem_bytes), f"{100 * share.mem_bytes / total:.1f}%", fmt_cost(share.cost, s.cost_unit))
+        ops.add_row(
+            share.op,
+            fmt_count(share.count),
+            fmt_bytes(share.mem_bytes),
+            f"{100 * share.mem_bytes / total:.1f}%",
+            fmt_cost(share.cost, s.cost_unit),
+        )
     if len(s.by_op) > 12:
         ops.add_row(f"… {len(s.by_op) - 12} more", "", "", "", "")
     console.print(ops)
@@ -114,9 +124,7 @@ def summary_to_json(s: GraphSummary) -> dict[str, Any]:
     return out
 
 
-def render_metrics(
-    m: Metrics, console: Console, cost_unit: str, title: str, *, base_seconds: float | None = None
-) -> Table:
+def render_metrics(m: Metrics, console: Console, cost_unit: str, title: str, *, base_seconds: float | None = None) -> Table:
     """Peak, bounds, cost and overhead of one valid schedule, as a key/value table.
 
     ``base_seconds`` (one pass of every needed node) adds the time overhead in seconds.
@@ -161,7 +169,10 @@ def render_plan(plan: Plan, console: Console, facts: PlanFacts | None = None, *,
     if plan.budget_bytes is None:
         t.add_row("budget", "none")
     else:
-        t.add_row("budget", f"{fmt_bytes(plan.budget_bytes)} ({fmt_ratio(plan.budget_ratio)} of store-all {fmt_bytes(plan.store_all_peak)}) - fits")
+        t.add_row(
+            "budget",
+            f"{fmt_bytes(plan.budget_bytes)} ({fmt_ratio(plan.budget_ratio)} of store-all {fmt_bytes(plan.store_all_peak)}) - fits",
+        )
     if facts.bound is not None and (verbose or facts.bound.bytes > facts.bound.op_bound_bytes):
         t.add_row("structural bound", structural_bound_text(facts.bound))  # news only when higher
     if m.recomputations:
@@ -275,13 +286,18 @@ def render_tradeoff(t: Tradeoff, console: Console) -> None:
             grid.add_row(*row)
         console.print(grid)
     console.print(
-        "cells: extra compute" + (" / est. step time" if t.has_seconds else "")
-        + "; * = on the Pareto frontier",
+        "cells: extra compute" + (" / est. step time" if t.has_seconds else "") + "; * = on the Pareto frontier",
         style="dim" if console.is_terminal else None,
         highlight=False,
     )
     console.print()
-    front = _list_table(console, "Pareto frontier (peak vs cost)", [("peak", "right"), ("ratio", "right"), ("overhead", "right")] + ([("est. time", "right")] if t.has_seconds else []) + [("strategies", "left")])
+    front = _list_table(
+        console,
+        "Pareto frontier (peak vs cost)",
+        [("peak", "right"), ("ratio", "right"), ("overhead", "right")]
+        + ([("est. time", "right")] if t.has_seconds else [])
+        + [("strategies", "left")],
+    )
     front.columns[-1].overflow = "fold"
     groups: dict[tuple[int, float], list[str]] = {}
     first: dict[tuple[int, float], SweepPoint] = {}
@@ -300,7 +316,12 @@ def render_tradeoff(t: Tradeoff, console: Console) -> None:
         front.add_row(*row)
     console.print(front)
     console.print()
-    best = _list_table(console, "smallest budget each strategy meets", [("strategy", "left"), ("smallest budget", "right"), ("lowest peak", "right"), ("overhead", "right")] + ([("est. time", "right")] if t.has_seconds else []))
+    best = _list_table(
+        console,
+        "smallest budget each strategy meets",
+        [("strategy", "left"), ("smallest budget", "right"), ("lowest peak", "right"), ("overhead", "right")]
+        + ([("est. time", "right")] if t.has_seconds else []),
+    )
     for b in t.best:
         if b.smallest_budget_bytes is None:
             note = "fits none"
@@ -311,7 +332,12 @@ def render_tradeoff(t: Tradeoff, console: Console) -> None:
             row = [b.strategy, note, "-", "-"] + (["-"] if t.has_seconds else [])
         else:
             ratio = b.smallest_budget_bytes / t.store_all_peak_bytes if t.store_all_peak_bytes else None
-            row = [b.strategy, f"{fmt_bytes(b.smallest_budget_bytes)} {fmt_ratio(ratio)}", fmt_bytes(b.lowest_peak_bytes), fmt_pct(b.overhead_at_lowest)]
+            row = [
+                b.strategy,
+                f"{fmt_bytes(b.smallest_budget_bytes)} {fmt_ratio(ratio)}",
+                fmt_bytes(b.lowest_peak_bytes),
+                fmt_pct(b.overhead_at_lowest),
+            ]
             if t.has_seconds:
                 row.append(fmt_seconds(b.est_seconds_at_lowest))
         best.add_row(*row)

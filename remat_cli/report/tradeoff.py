@@ -73,14 +73,23 @@ def tradeoff_to_json(t: Tradeoff) -> dict[str, Any]:
         "budgets": [{"bytes": b, "ratio": budget_ratio(b, t.store_all_peak_bytes)} for b in t.budgets],
         "points": [_point_json(p) for p in t.points],
         "frontier": [
-            {"strategy": p.strategy, "budget_bytes": p.budget_bytes, "peak_bytes": p.peak_bytes, "cost": p.cost, "overhead": _finite(p.overhead), "est_seconds": p.est_seconds}
+            {
+                "strategy": p.strategy,
+                "budget_bytes": p.budget_bytes,
+                "peak_bytes": p.peak_bytes,
+                "cost": p.cost,
+                "overhead": _finite(p.overhead),
+                "est_seconds": p.est_seconds,
+            }
             for p in t.frontier
         ],
         "smallest": [
             {
                 "strategy": b.strategy,
                 "smallest_budget_bytes": b.smallest_budget_bytes,
-                "smallest_budget_ratio": None if b.smallest_budget_bytes is None else budget_ratio(b.smallest_budget_bytes, t.store_all_peak_bytes),
+                "smallest_budget_ratio": None
+                if b.smallest_budget_bytes is None
+                else budget_ratio(b.smallest_budget_bytes, t.store_all_peak_bytes),
                 "lowest_peak_bytes": b.lowest_peak_bytes,
                 "overhead_at_lowest": _finite(b.overhead_at_lowest),
                 "est_seconds_at_lowest": b.est_seconds_at_lowest,

@@ -87,7 +87,10 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
         if best is None or key[:3] < best[:3]:
             best = key
 
-    order = sorted(range(len(candidates)), key=lambda i: (_RUN_FIRST.index(candidates[i].name) if candidates[i].name in _RUN_FIRST else len(_RUN_FIRST), i))
+    order = sorted(
+        range(len(candidates)),
+        key=lambda i: (_RUN_FIRST.index(candidates[i].name) if candidates[i].name in _RUN_FIRST else len(_RUN_FIRST), i),
+    )
     try:
         for rank in order:  # cheap ones first (anytime); ``rank`` stays the registry's
             strat = candidates[rank]

@@ -141,7 +141,6 @@ class ChainTable:
             self._emit(sp, t, f, f2, m - x[sp - 1], out)
             self._emit(s, sp - 1, f2, h, m - (d[sp] + f2 * x[sp - 1] - d[t + 1] - f * x[t]), out)
 
-
     def _emit_part(self, sp: int, sq: int, t: int, f: int, f2: int, m: int, out: list[int]) -> None:
         """Backward of segments sq..t from the borrowed checkpoint a_{sp-1} (see ``Part``)."""
         m = min(m, self.slots)
@@ -215,9 +214,7 @@ def solve_chain(graph: Graph, seg: Segmentation, max_slots: int = 500, borrow: b
     # a_{k-1} can go once segment k's forward has read it, unless backward k.. reads it too
     succs = graph.succ_lists
     late = [False] + [any(seg_of_b.get(w, -1) >= k for w in succs[a[k - 1]]) for k in range(1, L)]
-    xf = [0] + [
-        x[k - 1] if not late[k] and a[k - 1] in {u for v in nodes[k] for u in preds[v]} else 0 for k in range(1, L)
-    ]
+    xf = [0] + [x[k - 1] if not late[k] and a[k - 1] in {u for v in nodes[k] for u in preds[v]} else 0 for k in range(1, L)]
     fall = [[0, 0] for _ in range(L)]
     fallk = [[0, 0] for _ in range(L)]
     adv_first, adv_in, bwdp = [], [], []
@@ -304,9 +301,7 @@ def solve_chain(graph: Graph, seg: Segmentation, max_slots: int = 500, borrow: b
     # resident. The caller's left part rebuilds segments sp..sq-1 from an earlier one.
     P: dict[tuple[int, int, int, int, int], np.ndarray] = {}
     PCH: dict[tuple[int, int, int, int, int], np.ndarray] = {}
-    reads_late = [
-        [k > 0 and any(seg_of_b.get(w, -1) >= j for w in succs[a[k - 1]]) for j in range(L + 1)] for k in range(L)
-    ]
+    reads_late = [[k > 0 and any(seg_of_b.get(w, -1) >= j for w in succs[a[k - 1]]) for j in range(L + 1)] for k in range(L)]
     pdrop = [slots(_local(mem, ws, preds, nodes[k], {a[k - 1]: 0}, {a[k]})) if k else 0 for k in range(L)]
 
     def _offer_borrowed(s: int, t: int, f: int, h: int, best: np.ndarray, ch: np.ndarray) -> None:
@@ -334,7 +329,7 @@ def solve_chain(graph: Graph, seg: Segmentation, max_slots: int = 500, borrow: b
     for length in range(L):
         for s in range(L - length):
             t = s + length
-            for sp in ([s] if s > 0 and borrow else []):
+            for sp in [s] if s > 0 and borrow else []:
                 for sq in range(sp + 1, t + 1):
                     for f in (0, 1):
                         for f2 in (0, 1):
@@ -427,6 +422,7 @@ def solve_chain(graph: Graph, seg: Segmentation, max_slots: int = 500, borrow: b
                     C[key] = Ctab[key][W : 2 * W]
                     if ch is not None:
                         CH[key] = ch[s]
+
     def choose(s: int, t: int, f: int, h: int, m: int) -> int:
         """The code ``argmin`` would pick for state (s, t, f, h) at level m: every candidate
         valued with the same float operations, in the same order, first minimum wins."""

@@ -171,8 +171,7 @@ SQRT = Strategy(
 
 GREEDY = Strategy(
     name="chen-greedy",
-    summary="Chen et al. 2016 greedy segmenting under a per-segment memory threshold, "
-    "searched for the cheapest plan that fits the budget.",
+    summary="Chen et al. 2016 greedy segmenting under a per-segment memory threshold, searched for the cheapest plan that fits the budget.",
     solve=_run_greedy,
     uses_budget=True,
     options=GreedyOptions,

@@ -538,4 +538,3 @@ STRATEGY = Strategy(
     reference="Jain et al. 2020, Checkmate (MLSys) §4",
     options=ExactOptions,
 )
-

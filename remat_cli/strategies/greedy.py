@@ -85,9 +85,7 @@ def dtr_score(state: _State, v: int, limit: int = 32) -> tuple:
     return (total / (state.mem[v] * staleness), v)
 
 
-def evict_schedule(
-    graph: Graph, budget: int, score: Score, order: list[int], max_factor: int = 10, sample: int = 64
-) -> Schedule | None:
+def evict_schedule(graph: Graph, budget: int, score: Score, order: list[int], max_factor: int = 10, sample: int = 64) -> Schedule | None:
     """Replay ``order`` within ``budget`` evicting by ``score``; None when it cannot.
 
     ``largest_first`` keeps candidates in a heap. Other scores change with time, so (as

@@ -154,7 +154,9 @@ def compute_bound(sep: SeparatorTree, v: int) -> int:
 class _Recursion:
     """State of one run: resident values, pins, the evictable cache, the steps so far."""
 
-    def __init__(self, graph: Graph, sep: SeparatorTree, limit: int | None, cache: bool, eager: bool = False, evict: str = "recent") -> None:
+    def __init__(
+        self, graph: Graph, sep: SeparatorTree, limit: int | None, cache: bool, eager: bool = False, evict: str = "recent"
+    ) -> None:
         self.preds = graph.pred_lists
         self.succs = graph.succ_lists
         self.mem = graph.mem.tolist()
@@ -273,7 +275,15 @@ class _Recursion:
         k = bisect_right(self.child_tins[x], self.tin[self.owner[u]]) - 1
         return self.children[x][k]
 
-    def solve(self, x: int, targets: list[int], keep: bool, handoff: list[int] | tuple[int, ...] = (), plain_only: bool = False, tentative: bool = False) -> bool:
+    def solve(
+        self,
+        x: int,
+        targets: list[int],
+        keep: bool,
+        handoff: list[int] | tuple[int, ...] = (),
+        plain_only: bool = False,
+        tentative: bool = False,
+    ) -> bool:
         """Compute ``targets`` (owned inside x's subtree); with ``keep`` leave each pinned once.
 
         ``handoff``: pins the caller holds only for this call; they are released as soon as
@@ -501,7 +511,9 @@ class _Recursion:
 
     def _greedy_order_of(self, need: set[int], wanted: set[int]) -> list[int]:
         pin = self.pin
-        return memory_greedy_order(need, self.preds, self.succs, self.mem, self.rank, lambda u: u not in wanted and (u in need or pin[u] == 1))
+        return memory_greedy_order(
+            need, self.preds, self.succs, self.mem, self.rank, lambda u: u not in wanted and (u in need or pin[u] == 1)
+        )
 
     def _plain(self, plan: tuple[list[int], list[list[int]]]) -> None:
         order, frees = plan
@@ -530,7 +542,14 @@ class _Attempt:
 
 
 def plan_over_separator_tree(
-    graph: Graph, sep: SeparatorTree, budget: int | None, options: DecompositionOptions, context: RunContext, *, kind: str, decompose_seconds: float
+    graph: Graph,
+    sep: SeparatorTree,
+    budget: int | None,
+    options: DecompositionOptions,
+    context: RunContext,
+    *,
+    kind: str,
+    decompose_seconds: float,
 ) -> StrategyResult:
     """The strategy body shared by ``treewidth`` and ``pathwidth`` (``kind`` names which).
 

@@ -50,9 +50,7 @@ class Step:
         self.strategy = strategy
         self._shapes = [_sig(t) for t in example]
         ids = graph.ids
-        self._steps = [
-            (op == COMPUTE, ids[v]) for op, v in zip(schedule.ops.tolist(), schedule.nodes.tolist())
-        ]
+        self._steps = [(op == COMPUTE, ids[v]) for op, v in zip(schedule.ops.tolist(), schedule.nodes.tolist())]
         # the same steps as (what to do, op name), decoded once rather than at every call
         self._program = [_decode(is_compute, node) for is_compute, node in self._steps]
         self.fallbacks = 0
@@ -105,7 +103,7 @@ def _decode(is_compute: bool, node: str) -> tuple[int, str]:
     if node == LOSS:
         return (_SEED, node) if is_compute else (_FREE_BACKWARD, LOSS)
     if node.startswith(BWD):
-        return (_BACKWARD if is_compute else _FREE_BACKWARD, node[len(BWD):])
+        return (_BACKWARD if is_compute else _FREE_BACKWARD, node[len(BWD) :])
     return (_COMPUTE if is_compute else _FREE, node)
 
 
@@ -157,8 +155,13 @@ def _plan_parts(plan: Any) -> tuple[str, list[list[str]], dict[str, Any] | None,
 def provenance_mismatch(planned: Mapping[str, Any], now: Mapping[str, Any]) -> str:
     """'' when a plan's provenance matches a fresh capture's, else what differs (one line)."""
     labels = {
-        "torch": "torch version", "model": "model class", "parameters": "parameter shapes",
-        "inputs": "inputs", "loss": "loss", "device": "device", "training": "train/eval mode",
+        "torch": "torch version",
+        "model": "model class",
+        "parameters": "parameter shapes",
+        "inputs": "inputs",
+        "loss": "loss",
+        "device": "device",
+        "training": "train/eval mode",
     }
     diffs = []
     for key, label in labels.items():

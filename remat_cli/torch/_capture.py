@@ -251,14 +251,26 @@ def _build(
                 inputs_of.append(own[0])
         specs.append(
             NodeSpec(
-                id=name, inputs=inputs_of, mem=mem, cost=facts["flops"][name], op=_op_name(n),
-                workspace=facts["ws"][name], kind="forward", seconds=seconds.get(name),
+                id=name,
+                inputs=inputs_of,
+                mem=mem,
+                cost=facts["flops"][name],
+                op=_op_name(n),
+                workspace=facts["ws"][name],
+                kind="forward",
+                seconds=seconds.get(name),
             )
         )
     specs.append(
         NodeSpec(
-            id=LOSS, inputs=[loss_owner[0]], mem=facts["mem"][LOSS], cost=facts["flops"][LOSS], op="loss",
-            workspace=facts["ws"][LOSS], kind="loss", seconds=seconds.get(LOSS),
+            id=LOSS,
+            inputs=[loss_owner[0]],
+            mem=facts["mem"][LOSS],
+            cost=facts["flops"][LOSS],
+            op="loss",
+            workspace=facts["ws"][LOSS],
+            kind="loss",
+            seconds=seconds.get(LOSS),
         )
     )
     for name in reversed(order):
@@ -270,9 +282,14 @@ def _build(
         reads += facts["saved"][name]
         specs.append(
             NodeSpec(
-                id=BWD + name, inputs=list(dict.fromkeys(reads)), mem=facts["mem"][BWD + name],
-                cost=facts["flops"][BWD + name], op=_op_name(prog.by_name[name]) + ".backward",
-                workspace=facts["ws"][BWD + name], kind="backward", seconds=seconds.get(BWD + name),
+                id=BWD + name,
+                inputs=list(dict.fromkeys(reads)),
+                mem=facts["mem"][BWD + name],
+                cost=facts["flops"][BWD + name],
+                op=_op_name(prog.by_name[name]) + ".backward",
+                workspace=facts["ws"][BWD + name],
+                kind="backward",
+                seconds=seconds.get(BWD + name),
             )
         )
     fixed = _fixed_bytes(prog, inputs) + facts["updates"]
@@ -299,9 +316,5 @@ def _fixed_bytes(prog: Program, inputs: Sequence[Any]) -> int:
     for t in list(prog.fixed.values()) + [x for x in inputs if isinstance(x, torch.Tensor)]:
         st = t.untyped_storage()
         seen[st.data_ptr()] = st.nbytes()
-    grads = sum(
-        p.numel() * p.element_size()
-        for p in prog.fixed.values()
-        if isinstance(p, torch.nn.Parameter) and p.requires_grad
-    )
+    grads = sum(p.numel() * p.element_size() for p in prog.fixed.values() if isinstance(p, torch.nn.Parameter) and p.requires_grad)
     return sum(seen.values()) + grads

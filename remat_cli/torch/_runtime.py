@@ -253,10 +253,7 @@ def recipes(prog: Program) -> dict[str, _Recipe]:
 
         for a in n.all_input_nodes:
             visit(a)
-        updates = tuple(
-            (u.name, u.args[1]) for u in n.users
-            if u.target is operator.getitem and u.name in prog.buffer_updates
-        )
+        updates = tuple((u.name, u.args[1]) for u in n.users if u.target is operator.getitem and u.name in prog.buffer_updates)
         out[n.name] = _Recipe(n, _fast(n.target), tuple(steps), _is_random(n), updates, tuple(sorted(cons[n.name])))
     prog.__dict__["_recipes"] = out
     return out
@@ -301,8 +298,7 @@ class Executor:
         self.inputs = dict(zip(prog.user_inputs, inputs))
         self.env: dict[str, Any] = {}  # owner name -> detached value (tensor or tuple)
         self.requires: dict[str, Any] = {}  # owner name -> bool or tuple of bools
-        self.edges: dict[str, tuple[bool, list[tuple[int, Any]], list[tuple[Any, torch.Tensor]],
-                                    list[tuple[Any, torch.Tensor]]]] = {}
+        self.edges: dict[str, tuple[bool, list[tuple[int, Any]], list[tuple[Any, torch.Tensor]], list[tuple[Any, torch.Tensor]]]] = {}
         self.rng: dict[str, Any] = {}
         self.grads: dict[str, dict[Any, torch.Tensor]] = {}  # bwd(name) -> {(owner, idx): grad}
         self.updates: dict[str, torch.Tensor] = {}

@@ -206,9 +206,7 @@ def sac_step(model: torch.nn.Module, plan: Plan, loss_fn: Callable[..., Any] | N
 
     def step(*inputs: Any) -> torch.Tensor:
         policy.reset()  # type: ignore[attr-defined]
-        out = checkpoint(
-            model, *inputs, use_reentrant=False, context_fn=lambda: create_selective_checkpoint_contexts(policy)
-        )
+        out = checkpoint(model, *inputs, use_reentrant=False, context_fn=lambda: create_selective_checkpoint_contexts(policy))
         loss = loss_fn(out) if loss_fn is not None else _sum_outputs(out)
         loss.backward()
         return loss.detach()
@@ -257,8 +255,19 @@ def fidelity(
         base_flops = sa_m.flops
         sa_grads = _grads(sa_step, model, inputs, seed)
         eager_m = measure(eager, inputs, runs=runs, fixed=_fixed(model) + [p.grad for p in params])
-        rows = [_row("store-all", None, store_all, sa_m, base_flops, graph, sa_grads, reference,
-                     overhead=_overhead(sa_step, eager, inputs, runs, sa_m, base_flops))]
+        rows = [
+            _row(
+                "store-all",
+                None,
+                store_all,
+                sa_m,
+                base_flops,
+                graph,
+                sa_grads,
+                reference,
+                overhead=_overhead(sa_step, eager, inputs, runs, sa_m, base_flops),
+            )
+        ]
         rows.append(_row("eager", None, store_all, eager_m, base_flops, None, reference, reference, "PyTorch's own step", None))
         for name in strategies:
             if name == "store-all":
@@ -271,27 +280,72 @@ def fidelity(
             step = Step(prog, graph, plan.schedule, name, inputs)
             got = _grads(step, model, inputs, seed)
             m = measure(step, inputs, runs=runs)
-            rows.append(_row(name, budget_bytes, plan, m, base_flops, graph, got, reference, note,
-                             overhead=_overhead(step, eager, inputs, runs, m, base_flops)))
+            rows.append(
+                _row(
+                    name,
+                    budget_bytes,
+                    plan,
+                    m,
+                    base_flops,
+                    graph,
+                    got,
+                    reference,
+                    note,
+                    overhead=_overhead(step, eager, inputs, runs, m, base_flops),
+                )
+            )
             if sac:
                 s = sac_step(model, plan, loss_fn)
                 try:
                     got_s = _grads(s, model, inputs, seed)
                     ms = measure(s, inputs, runs=runs, fixed=_fixed(model) + [p.grad for p in params])
                 except Exception as exc:  # noqa: BLE001 - reported in the row, never hidden
-                    rows.append(FidelityRow(name + "+sac", budget_bytes, plan.metrics.peak_bytes, None, plan.metrics.overhead, None, None, None, None, None, note=f"failed: {type(exc).__name__}: {_first_line(exc)}"))
+                    rows.append(
+                        FidelityRow(
+                            name + "+sac",
+                            budget_bytes,
+                            plan.metrics.peak_bytes,
+                            None,
+                            plan.metrics.overhead,
+                            None,
+                            None,
+                            None,
+                            None,
+                            None,
+                            note=f"failed: {type(exc).__name__}: {_first_line(exc)}",
+                        )
+                    )
                     continue
-                rows.append(_row(name + "+sac", budget_bytes, plan, ms, base_flops, graph, got_s, reference,
-                                 "keep-set as a checkpoint policy", fallbacks=None,
-                                 overhead=_overhead(s, eager, inputs, runs, ms, base_flops)))
+                rows.append(
+                    _row(
+                        name + "+sac",
+                        budget_bytes,
+                        plan,
+                        ms,
+                        base_flops,
+                        graph,
+                        got_s,
+                        reference,
+                        "keep-set as a checkpoint policy",
+                        fallbacks=None,
+                        overhead=_overhead(s, eager, inputs, runs, ms, base_flops),
+                    )
+                )
     finally:
         with torch.no_grad():
             for k, b in model.named_buffers():
                 b.copy_(buffers[k])
     device = str(next((t.device for t in inputs if isinstance(t, torch.Tensor)), "cpu"))
     return FidelityReport(
-        name=graph.name, nodes=graph.n, store_all_peak=ref_peak, lower_bound=graph.lb, fixed_bytes=graph.fixed_mem,
-        device=device, runs=runs, rows=tuple(rows), provenance=dict(graph.meta.get("torch", {})),
+        name=graph.name,
+        nodes=graph.n,
+        store_all_peak=ref_peak,
+        lower_bound=graph.lb,
+        fixed_bytes=graph.fixed_mem,
+        device=device,
+        runs=runs,
+        rows=tuple(rows),
+        provenance=dict(graph.meta.get("torch", {})),
     )
 
 
@@ -300,7 +354,11 @@ def _fixed(model: torch.nn.Module) -> list[torch.Tensor]:
 
 
 def _overhead(
-    step: Callable[..., Any], eager: Callable[..., Any], inputs: Sequence[Any], runs: int, m: Measurement,
+    step: Callable[..., Any],
+    eager: Callable[..., Any],
+    inputs: Sequence[Any],
+    runs: int,
+    m: Measurement,
     base_flops: int | None,
 ) -> float | None:
     """Time of ``step`` over the eager step's time scaled by the step's measured FLOPs,
