@@ -23,7 +23,7 @@ from remat_cli.config import ModelEntry, find_config, load_config
 from remat_cli.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, InputError, NoPlanError
 from remat_cli.loaders import LoadOptions, load_graph
 from remat_cli.planner import make_plan, store_all_peak
-from remat_cli.units import fmt_bytes, fmt_pct, fmt_seconds
+from remat_cli.units import fmt_bytes, fmt_bytes_exact, fmt_pct, fmt_seconds
 from remat_cli.strategies import get_strategy
 
 __all__ = [
@@ -385,11 +385,11 @@ def _details(r: CheckResult) -> str:
             f"store-all peak: {fmt_bytes(row.store_all_peak_bytes)}",
             f"lower bound (no schedule fits below): {fmt_bytes(row.lower_bound_bytes)}",
             "smallest budget a plan was found for: "
-            + (f"{fmt_bytes(row.min_budget_bytes)} ({row.min_budget_bytes} B)" if row.min_budget_bytes is not None else "none"),
+            + (fmt_bytes_exact(row.min_budget_bytes) if row.min_budget_bytes is not None else "none"),
         ]
     if row.peak_bytes is not None:
         lines += [
-            f"peak: {fmt_bytes(row.peak_bytes)} ({row.peak_bytes} B)",
+            f"peak: {fmt_bytes_exact(row.peak_bytes)}",
             f"store-all peak: {fmt_bytes(row.store_all_peak_bytes)}",
             f"lower bound: {fmt_bytes(row.lower_bound_bytes)}",
             f"overhead: {fmt_pct(row.overhead)}",

@@ -74,22 +74,25 @@ def shard_fixed_memory(parts: dict[str, int], world_size: int, shard: str, max_o
     stage = _STAGE[shard] if world_size > 1 else 0
     after: dict[str, int] = {}
     g_max = p_max = 0
+    params = int(parts.get("parameters", 0))
     for key, value in parts.items():
         divide = (
             (stage >= 1 and key.startswith("optimizer state"))
             or (stage >= 2 and key == "gradients")
             or (stage >= 3 and key in ("parameters", _AMP_COPIES))
         )
-        after[key] = _ceil_div(value, world_size) if divide else int(value)
-        params = int(parts.get("parameters", 0))
-        if divide and key.startswith("optimizer state") and params and value % params == 0:
+        if not divide:
+            after[key] = int(value)
+        elif key.startswith("optimizer state") and params and value % params == 0:
             # each state copy is sharded like the parameters it belongs to: ⌈P/N⌉ per copy
             after[key] = (int(value) // params) * _ceil_div(params, world_size)
+        else:
+            after[key] = _ceil_div(value, world_size)
     if stage >= 2 and "gradients" in parts:
         g_max = min(int(max_op_params), int(parts["gradients"]))
         after["gathered gradients (one op)"] = g_max
     if stage >= 3:
-        p_max = min(int(max_op_params), int(parts.get("parameters", 0)))
+        p_max = min(int(max_op_params), params)
         after["gathered parameters (one op)"] = p_max
     return ShardedMemory(world_size, shard, stage, dict(parts), after, p_max, g_max)
 
