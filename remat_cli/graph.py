@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -287,6 +287,15 @@ class Graph:
         """All edges as ``(src, dst)`` index arrays."""
         dst = np.repeat(np.arange(self.n, dtype=np.int32), np.diff(self.pred_ptr))
         return self.pred_idx.copy(), dst
+
+    def derived(self, key: str, make: Callable[[], Any]) -> Any:
+        """``make()``, computed once per graph and kept on it under ``key``: the graph is
+        immutable, so a fact derived from it (the store-all plan, min-memory's variants)
+        holds as long as the graph does, as :func:`functools.cached_property` keeps the
+        graph's own derived arrays."""
+        if key not in self.__dict__:
+            self.__dict__[key] = make()
+        return self.__dict__[key]
 
     @cached_property
     def topo_rank(self) -> np.ndarray:

@@ -188,22 +188,22 @@ def min_memory_variants(graph: Graph) -> list[tuple[str, Schedule, Metrics]]:
     """The variants of the module docstring that stay within the compute cap, each with
     its simulated metrics. They do not depend on the budget, so they are made once per
     graph and cached on it (as ``store_all_plan`` is): a budget search replays none."""
-    cached = graph.__dict__.get(_CACHE_KEY)
-    if isinstance(cached, list):
-        return cached
+    return graph.derived("_min_memory_variants", lambda: _variants(graph))
+
+
+def _variants(graph: Graph) -> list[tuple[str, Schedule, Metrics]]:
     from remat_cli.strategies.store_all import store_all_plan
 
     needed = int(graph.needed.sum())
-    topo = {v: i for i, v in enumerate(graph.topo.tolist())}
-    file_order = sorted(graph.targets.tolist(), key=topo.__getitem__)
+    rank = graph.topo_rank.tolist()
+    file_order = sorted(graph.targets.tolist(), key=rank.__getitem__)
     first: dict[int, int] = {}  # each node's first compute in the store-all plan
-    sa = store_all_plan(graph).schedule
-    for op, v in zip(sa.ops.tolist(), sa.nodes.tolist()):
+    store_all = store_all_plan(graph)
+    for op, v in zip(store_all.schedule.ops.tolist(), store_all.schedule.nodes.tolist()):
         if op == COMPUTE:
             first.setdefault(v, len(first))
     sa_order = sorted(file_order, key=lambda t: first.get(t, len(first)))
     cap = min(MAX_COMPUTES_PER_NODE * max(needed, 1), MAX_COMPUTES)
-    store_all = store_all_plan(graph)
     out: list[tuple[str, Schedule, Metrics]] = [("store-all (nothing recomputed)", store_all.schedule, store_all.metrics)]
     orders = [("file order", file_order)] + ([("store-all order", sa_order)] if sa_order != file_order else [])
     spent = 0
@@ -233,11 +233,7 @@ def min_memory_variants(graph: Graph) -> list[tuple[str, Schedule, Metrics]]:
             if drop:
                 name += f", {len(drop)} target{'s' if len(drop) > 1 else ''} recomputed"
             out.append((name, schedule, m))
-    graph.__dict__[_CACHE_KEY] = out
     return out
-
-
-_CACHE_KEY = "_min_memory_variants"
 
 
 def _held_at_peak(graph: Graph, schedule: Schedule, drop: frozenset[int]) -> list[int]:

@@ -37,9 +37,10 @@ def store_all_plan(graph: Graph) -> StoreAllPlan:
     ``functools.cached_property`` caches Graph's own derived facts; the planner, ``auto``
     and every strategy it runs share it.
     """
-    cached = graph.__dict__.get(_CACHE_KEY)
-    if isinstance(cached, StoreAllPlan):
-        return cached
+    return graph.derived("_store_all_plan", lambda: _best_store_all(graph))
+
+
+def _best_store_all(graph: Graph) -> StoreAllPlan:
     candidates = {
         "file order": graph.needed_nodes.tolist(),
         "memory-greedy": memory_greedy_order(graph),
@@ -52,11 +53,7 @@ def store_all_plan(graph: Graph) -> StoreAllPlan:
         if best is None or result.metrics.peak_bytes < best.metrics.peak_bytes:
             best = StoreAllPlan(schedule, name, result.metrics)
     assert best is not None
-    graph.__dict__[_CACHE_KEY] = best
     return best
-
-
-_CACHE_KEY = "_store_all_plan"
 
 
 def store_all_schedule(graph: Graph) -> tuple[Schedule, str]:
