@@ -40,6 +40,7 @@ from remat_cli.costmodel import roofline_seconds
 from remat_cli.errors import InputError
 from remat_cli.graph import Graph
 from remat_cli.training import ForwardFacts
+from remat_cli.units import Phrase, to_data
 
 __all__ = ["ATTENTION_MODES", "DEFAULT_ATTENTION", "AttentionFacts", "fuse_attention", "find_attention_blocks"]
 
@@ -75,17 +76,16 @@ class AttentionFacts:
             return None
         return cls(**value)
 
-    def describe(self) -> str:
-        """One line for ``remat info`` and ``remat plan``."""
+    def phrase(self) -> Phrase:
+        """What ``remat info`` and ``remat plan`` say of the attention blocks."""
         how = (
             "fused: keeps output + fp32 logsumexp"
             if self.mode == "fused"
             else "unfused: keeps the softmax probabilities (seq x seq per head)"
         )
-        text = f"{self.blocks} block(s) recognised; {how}"
         if self.native_ops:
-            text += f"; {self.native_ops} Attention op(s) (fused kernels)"
-        return text
+            return Phrase("{} block(s) recognised; {}; {} Attention op(s) (fused kernels)", (self.blocks, how, self.native_ops))
+        return Phrase("{} block(s) recognised; {}", (self.blocks, how))
 
 
 @dataclass(frozen=True)
@@ -201,7 +201,7 @@ def _with_attention(graph: Graph, afacts: AttentionFacts) -> Graph:
     """``graph`` with the facts in its meta (and a line of ``remat info``)."""
     meta = dict(graph.meta)
     info = dict(meta.get("info") or {})
-    info["attention"] = afacts.describe()
+    info["attention"] = to_data(afacts.phrase())
     meta["info"] = info
     meta["attention"] = dataclasses.asdict(afacts)
     return dataclasses.replace(graph, meta=meta)

@@ -21,6 +21,7 @@ from remat_cli import __version__
 from remat_cli.budget import Budget, parse_budget, parse_size
 from remat_cli.errors import EXIT_BAD_INPUT, EXIT_FAILED, InputError, RematError
 from remat_cli.limits import DEFAULT_LIMITS, Limits, default_memory_limit, lift_memory_limit, set_memory_limit
+from remat_cli.units import Phrase, say
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -143,9 +144,9 @@ def _progress_after(label: str, delay: float = 1.0) -> Iterator[Callable[[int, i
             bar.start()
             shown[0] = True
 
-    def progress(done: int, total: int, text: str) -> None:
+    def progress(done: int, total: int, text: str | Phrase) -> None:
         with lock:
-            bar.update(task, completed=done, total=total or None, description=text[:60])
+            bar.update(task, completed=done, total=total or None, description=str(say(text))[:60])
 
     timer = threading.Timer(delay, show)
     timer.daemon = True
@@ -665,7 +666,7 @@ def plan(
         console = _stdout()
         render_plan(result, console, facts, verbose=verbose)
         if attention is not None and (attention.blocks or attention.native_ops):
-            console.print(f"attention: {attention.describe()}", markup=False, highlight=False)
+            console.print(f"attention: {say(attention.phrase())}", markup=False, highlight=False)
         for line in written:
             console.print(line, markup=False)
 
@@ -779,8 +780,8 @@ def _with_progress(work: Callable[[Callable[[int, int, str], None] | None], Any]
     ) as bar:
         task = bar.add_task("planning", total=None)
 
-        def progress(done: int, total: int, label: str) -> None:
-            bar.update(task, completed=done, total=total, description=label[:30])
+        def progress(done: int, total: int, label: str | Phrase) -> None:
+            bar.update(task, completed=done, total=total, description=str(say(label))[:30])
 
         return work(progress)
 
@@ -1373,9 +1374,9 @@ def fit(
 
     with _working(f"fitting {dim} of {model}") as status:
 
-        def progress(msg: str) -> None:
+        def progress(msg: Phrase) -> None:
             if status is not None and hasattr(status, "update"):
-                status.update(f"fitting {dim} of {model}: {msg}")
+                status.update(f"fitting {dim} of {model}: {say(msg)}")
 
         result = fit_dimension(
             load, dim, budget.bytes, strategy=strategy, max_overhead=overhead, max_value=max_value, min_value=min_value, progress=progress

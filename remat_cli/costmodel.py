@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from remat_cli.errors import InputError
+from remat_cli.units import Fact, Phrase
 
 __all__ = [
     "DeviceProfile",
@@ -62,13 +63,13 @@ class DeviceProfile:
         """Peak FLOP/s for an op computing in ``dtype`` (e.g. ``float32``, ``float16``)."""
         return float(self.peak_flops.get(dtype, self.peak_flops["default"]))
 
-    def describe(self) -> str:
+    def phrase(self) -> Phrase:
+        """What ``remat info`` says of the device: its name, peak FLOP/s and bandwidth."""
         f32 = self.peak("float32")
         half = self.peak("float16")
-        text = f"{self.name}: {f32 / 1e12:.3g} TFLOP/s fp32"
-        if half != f32:
-            text += f", {half / 1e12:.3g} TFLOP/s fp16"
-        return text + f", {self.bandwidth / 1e9:.4g} GB/s"
+        rates = (Fact(f32, "flop rate"),) + ((Fact(half, "flop rate"),) if half != f32 else ())
+        template = "{}: {} fp32" + (", {} fp16" if half != f32 else "") + ", {}"
+        return Phrase(template, (self.name, *rates, Fact(self.bandwidth, "bandwidth")))
 
 
 PROFILES: dict[str, DeviceProfile] = {

@@ -40,6 +40,7 @@ from remat_cli.costmodel import DeviceProfile, roofline_seconds
 from remat_cli.errors import InputError
 from remat_cli.graph import Graph
 from remat_cli.training import ForwardFacts
+from remat_cli.units import Fact, Phrase, to_data
 
 __all__ = ["PRECISIONS", "AMP_HALF", "AMP_FP32", "apply_precision", "run_dtypes", "BITS"]
 
@@ -214,11 +215,17 @@ def apply_precision(fwd: Graph, facts: ForwardFacts | None, precision: str, devi
     meta["fixed_parts"] = parts
     meta["max_op_parameter_bytes"] = int(max(param_b, default=0))
     half_ops = sum(1 for d in run if d is not None and BITS[d] == 16)
-    info["precision"] = _describe(precision) + f"; {half_ops} of {sum(1 for d in run if d)} float ops in half precision"
+    float_ops = sum(1 for d in run if d)
     if precision == "amp":
-        info["precision"] += f", {n_casts} cast copies saved"
-    fparts = ", ".join(f"{k} {v:,} B" for k, v in parts.items())
-    info["fixed memory parts"] = fparts
+        said = Phrase(
+            "{}; {} of {} float ops in half precision, {} cast copies saved", (_describe(precision), half_ops, float_ops, n_casts)
+        )
+    else:
+        said = Phrase("{}; {} of {} float ops in half precision", (_describe(precision), half_ops, float_ops))
+    info["precision"] = to_data(said)
+    info["fixed memory parts"] = to_data(
+        Phrase(", ".join("{} {}" for _ in parts), tuple(x for k, v in parts.items() for x in (k, Fact(v, "byte count"))))
+    )
     meta["info"] = info
     meta["precision_casts"] = n_casts
     targets = [new_of[t] for t in fwd.targets.tolist()]

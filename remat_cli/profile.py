@@ -35,6 +35,7 @@ import numpy as np
 
 from remat_cli.errors import InputError
 from remat_cli.graph import Graph
+from remat_cli.units import Phrase, to_data
 
 __all__ = ["ProfileMatch", "ATEN_OPS", "read_profile", "apply_profile"]
 
@@ -97,9 +98,14 @@ class ProfileMatch:
     op_types: tuple[str, ...] = ()  # op types timed (matched_by == "op type")
     steps: int = 1
 
-    def describe(self) -> str:
-        how = "by node id" if self.matched_by == "node id" else "by op type (" + ", ".join(self.op_types) + ")"
-        return f"{self.matched_nodes} of {self.nodes} nodes timed from {self.format} {self.source}, {how}"
+    def phrase(self) -> Phrase:
+        """What ``remat info`` and the profile note say of the match."""
+        how = (
+            "by node id"
+            if self.matched_by == "node id"
+            else Phrase("by op type (" + ", ".join("{}" for _ in self.op_types) + ")", self.op_types)
+        )
+        return Phrase("{} of {} nodes timed from {} {}, {}", (self.matched_nodes, self.nodes, self.format, self.source, how))
 
 
 def read_profile(path: str | Path, max_bytes: int | None = None) -> tuple[str, dict[str, list[float]], int]:
@@ -247,7 +253,7 @@ def apply_profile(
     meta = dict(graph.meta)
     meta["profile"] = dataclasses.asdict(fact)
     info = dict(meta.get("info") or {})
-    info["measured costs"] = fact.describe()
+    info["measured costs"] = to_data(fact.phrase())
     meta["info"] = info
     cost = seconds if graph.cost_unit == "seconds" else graph.cost
     graph = dataclasses.replace(graph, seconds=_frozen(seconds), cost=_frozen(np.asarray(cost, dtype=np.float64)), meta=meta)

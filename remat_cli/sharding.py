@@ -35,6 +35,7 @@ from typing import Any
 
 from remat_cli.errors import InputError
 from remat_cli.graph import Graph
+from remat_cli.units import Fact, Phrase, to_data
 
 __all__ = ["SHARDS", "ShardedMemory", "shard_fixed_memory", "apply_sharding"]
 
@@ -112,11 +113,14 @@ def apply_sharding(graph: Graph, world_size: int, shard: str, source: str = "") 
     meta["fixed_parts"] = facts.after
     meta["sharding"] = dataclasses.asdict(facts)
     info = dict(meta.get("info") or {})
-    stage = f"ZeRO stage {facts.stage}" if facts.stage else "no sharding (plain data parallel)"
-    info["sharding"] = (
-        f"{stage} over {world_size} devices; fixed memory per device {fixed:,} B "
-        f"(unsharded {sum(parts.values()):,} B); --dim batch is per device"
+    stage = Phrase("ZeRO stage {}", (facts.stage,)) if facts.stage else "no sharding (plain data parallel)"
+    info["sharding"] = to_data(
+        Phrase(
+            "{} over {} devices; fixed memory per device {} (unsharded {}); --dim batch is per device",
+            (stage, world_size, Fact(fixed, "byte count"), Fact(sum(parts.values()), "byte count")),
+        )
     )
-    info["fixed memory parts"] = ", ".join(f"{k} {v:,} B" for k, v in facts.after.items())
+    after = tuple(x for k, v in facts.after.items() for x in (k, Fact(v, "byte count")))
+    info["fixed memory parts"] = to_data(Phrase(", ".join("{} {}" for _ in facts.after), after))
     meta["info"] = info
     return dataclasses.replace(graph, fixed_mem=fixed, lb=int(graph.lb) - int(graph.fixed_mem) + fixed, meta=meta)

@@ -11,6 +11,7 @@ from remat_cli.bounds import StructuralBound, structural_lower_bound
 from remat_cli.graph import Graph
 from remat_cli.simulate import Metrics
 from remat_cli.strategies.store_all import store_all_plan
+from remat_cli.units import Fact, Phrase, from_data
 
 __all__ = ["OpShare", "GraphSummary", "summarize"]
 
@@ -47,7 +48,7 @@ class GraphSummary:
     store_all_order: str
     by_op: tuple[OpShare, ...]
     largest: tuple[tuple[str, str, int], ...]  # (id, op, bytes)
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # loader facts (units.Fact/Phrase) and numbers
     structural_bound: StructuralBound | None = None  # proven over all schedules (bounds.py)
 
 
@@ -105,7 +106,8 @@ def summarize(graph: Graph, *, top: int = 10, decompose: bool = False, companion
 
 def _extra(graph: Graph, decompose: bool, companion: tuple[str, Graph] | None) -> dict[str, Any]:
     """Loader facts, the other variant's store-all peak, and decomposition widths."""
-    extra: dict[str, Any] = dict(graph.meta.get("info", {})) if isinstance(graph.meta.get("info"), dict) else {}
+    info = graph.meta.get("info")
+    extra: dict[str, Any] = {k: from_data(v) for k, v in info.items()} if isinstance(info, dict) else {}
     if companion is not None:
         extra.update(_companion(*companion))
     if decompose:
@@ -122,7 +124,6 @@ def _extra(graph: Graph, decompose: bool, companion: tuple[str, Graph] | None) -
 def _companion(label: str, other: Graph) -> dict[str, Any]:
     """Store-all peak and LB of the graph's other variant (training <-> inference), so
     ``remat info`` shows both."""
-    from remat_cli.units import fmt_bytes
-
     peak = store_all_plan(other).metrics.peak_bytes
-    return {f"store-all peak ({label})": f"{fmt_bytes(peak)} (lower bound {fmt_bytes(other.lb)}, fixed {fmt_bytes(other.fixed_mem)})"}
+    facts = (Fact(peak, "bytes"), Fact(int(other.lb), "bytes"), Fact(int(other.fixed_mem), "bytes"))
+    return {f"store-all peak ({label})": Phrase("{} (lower bound {}, fixed {})", facts)}

@@ -27,6 +27,7 @@ import numpy as np
 from remat_cli.costmodel import cost_vector, roofline_seconds
 from remat_cli.errors import InputError
 from remat_cli.graph import MAX_VALUE_BYTES, Graph
+from remat_cli.units import Fact, Phrase, to_data
 
 __all__ = [
     "build_training_graph",
@@ -274,13 +275,12 @@ def training_fixed_memory(graph: Graph, optimizer: str) -> tuple[int, dict[str, 
 
 def _training_info(fwd: Graph, parts: dict[str, int], extra: dict[str, Any]) -> dict[str, Any]:
     """``remat info`` lines of a training graph: the forward graph's, plus what training adds."""
-    from remat_cli.units import fmt_bytes
-
     info = dict(fwd.meta.get("info", {})) if isinstance(fwd.meta.get("info"), dict) else {}
-    info.update(extra)
-    info["fixed memory parts"] = ", ".join(f"{k} {fmt_bytes(v)}" for k, v in parts.items())
+    info.update({k: to_data(v) for k, v in extra.items()})
+    template = ", ".join("{} {}" for _ in parts)
     if "parameter_bytes" not in fwd.meta:
-        info["fixed memory parts"] += " (the graph states no parameter sizes: no gradients or optimizer state added)"
+        template += " (the graph states no parameter sizes: no gradients or optimizer state added)"
+    info["fixed memory parts"] = to_data(Phrase(template, tuple(x for k, v in parts.items() for x in (k, Fact(v, "bytes")))))
     return info
 
 
@@ -326,11 +326,9 @@ def checkmate_training_graph(fwd: Graph, *, backward_cost_factor: float = 2.0, o
     meta["training_convention"] = "checkmate"
     meta["optimizer"] = optimizer
     meta["fixed_parts"] = parts
-    extra = {"training graph": f"checkmate convention: {L} backward nodes, optimizer {optimizer}"}
+    extra: dict[str, Any] = {"training graph": Phrase("checkmate convention: {} backward nodes, optimizer {}", (L, optimizer))}
     if "forward_flops" in fwd.meta:
-        from remat_cli.units import fmt_cost
-
-        extra["step FLOPs"] = fmt_cost(3.0 * float(fwd.meta["forward_flops"]), "flops") + " (backward = 2 x forward)"
+        extra["step FLOPs"] = Phrase("{} (backward = 2 x forward)", (Fact(3.0 * float(fwd.meta["forward_flops"]), "flops"),))
     meta["info"] = _training_info(fwd, parts, extra)
     return Graph.from_arrays(
         ids=ids,
@@ -524,15 +522,17 @@ def autograd_training_graph(fwd: Graph, *, optimizer: str = "sgd", facts: Forwar
     fixed, parts = training_fixed_memory(fwd, optimizer)
     meta = {k: val for k, val in fwd.meta.items() if not k.startswith("_")}
     n_bwd = sum(has_bwd)
-    extra = {
-        "training graph": f"autograd convention: {n_bwd} backward nodes, {sum(1 for s in stats_of if s >= 0)} statistics nodes, optimizer {optimizer}"
+    n_stats = sum(1 for s in stats_of if s >= 0)
+    extra: dict[str, Any] = {
+        "training graph": Phrase("autograd convention: {} backward nodes, {} statistics nodes, optimizer {}", (n_bwd, n_stats, optimizer))
     }
     if not given:
-        from remat_cli.units import fmt_cost
-
-        extra["step FLOPs"] = fmt_cost(float(flops_a.sum()), "flops") + " (forward, loss, backward)"
+        extra["step FLOPs"] = Phrase("{} (forward, loss, backward)", (Fact(float(flops_a.sum()), "flops"),))
     if unknown:
-        extra["saved everything (op not in autograd table)"] = ", ".join(f"{op} x{c}" for op, c in sorted(unknown.items()))
+        ops = sorted(unknown.items())
+        extra["saved everything (op not in autograd table)"] = Phrase(
+            ", ".join("{} x{}" for _ in ops), tuple(x for pair in ops for x in pair)
+        )
     info = _training_info(fwd, parts, extra)
     meta["info"] = info
     meta["training_convention"] = "autograd"

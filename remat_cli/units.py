@@ -11,6 +11,7 @@ cli.py can all use it without the core importing the report layer.
 from __future__ import annotations
 
 import math
+import string
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -28,6 +29,8 @@ __all__ = [
     "Fact",
     "Phrase",
     "say",
+    "to_data",
+    "from_data",
 ]
 
 _BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB")
@@ -173,8 +176,12 @@ def shorten_all(texts: list[str], width: int) -> list[str]:
 
 
 #: What a :class:`Fact`'s number measures, which decides how it reads:
-#: ``bytes`` -> :func:`fmt_bytes`; ``change`` (a relative change, 0.0123) -> '+1.23%'.
-FactKind = Literal["bytes", "change"]
+#: ``bytes`` -> :func:`fmt_bytes`; ``change`` (a relative change, 0.0123) -> '+1.23%';
+#: ``count`` -> '11,689,512'; ``byte count`` (exact bytes) -> '46,758,048 B';
+#: ``flops`` -> :func:`fmt_cost` in FLOPs ('1.82 GFLOP'); ``flop rate`` (FLOP/s) ->
+#: '19.5 TFLOP/s'; ``bandwidth`` (bytes/s) -> '2039 GB/s'.
+FactKind = Literal["bytes", "change", "count", "byte count", "flops", "flop rate", "bandwidth"]
+FACT_KINDS: tuple[str, ...] = ("bytes", "change", "count", "byte count", "flops", "flop rate", "bandwidth")
 
 
 @dataclass(frozen=True)
@@ -197,14 +204,71 @@ class Phrase:
 
 
 def say(value: Any) -> Any:
-    """The one renderer of strategy facts: a :class:`Fact` or :class:`Phrase` in words;
-    any other value (plain numbers, texts, lists) unchanged, for tables and JSON alike."""
+    """The one renderer of facts: a :class:`Fact` or :class:`Phrase` in words; any other
+    value (plain numbers, texts, lists) unchanged, for tables and JSON alike."""
     if isinstance(value, Fact):
-        if value.kind == "bytes":
-            return fmt_bytes(value.value)
-        if value.kind == "change":
-            return f"{value.value:+.2%}"
-        raise ValueError(f"unknown fact kind {value.kind!r}")
+        return _say_fact(value)
     if isinstance(value, Phrase):
         return value.template.format(*(str(say(a)) for a in value.args))
     return value
+
+
+def _say_fact(fact: Fact) -> str:
+    v = fact.value
+    if fact.kind == "bytes":
+        return fmt_bytes(v)
+    if fact.kind == "change":
+        return f"{v:+.2%}"
+    if fact.kind == "count":
+        return fmt_count(v)
+    if fact.kind == "byte count":
+        return f"{int(v):,} B"
+    if fact.kind == "flops":
+        return fmt_cost(float(v), "flops")
+    if fact.kind == "flop rate":
+        return f"{v / 1e12:.3g} TFLOP/s"
+    if fact.kind == "bandwidth":
+        return f"{v / 1e9:.4g} GB/s"
+    raise ValueError(f"unknown fact kind {fact.kind!r}")
+
+
+def to_data(value: Any) -> Any:
+    """``value`` as plain JSON data, for ``Graph.meta``: a :class:`Fact` becomes
+    ``{"value": v, "kind": k}``, a :class:`Phrase` ``{"phrase": template, "args": [...]}``;
+    other values are returned as they are. :func:`from_data` reads them back."""
+    if isinstance(value, Fact):
+        return {"value": value.value, "kind": value.kind}
+    if isinstance(value, Phrase):
+        return {"phrase": value.template, "args": [to_data(a) for a in value.args]}
+    return value
+
+
+def from_data(value: Any) -> Any:
+    """The :class:`Fact` or :class:`Phrase` that :func:`to_data` wrote; any other value (a
+    plain string an older remat wrote into a saved graph, a number, or data that is not a
+    well-formed fact) is returned as it is, so that rendering it never fails."""
+    if isinstance(value, dict) and set(value) == {"value", "kind"}:
+        v, kind = value["value"], value["kind"]
+        ok = kind in FACT_KINDS and (
+            (isinstance(v, int) and not isinstance(v, bool) and abs(v) < 2**63) or (isinstance(v, float) and math.isfinite(v))
+        )
+        return Fact(v, kind) if ok else value
+    if isinstance(value, dict) and set(value) == {"phrase", "args"}:
+        template, args = value["phrase"], value["args"]
+        if not isinstance(template, str) or not isinstance(args, list) or _fields(template) != len(args):
+            return value
+        return Phrase(template, tuple(from_data(a) for a in args))
+    return value
+
+
+def _fields(template: str) -> int:
+    """How many plain ``{}`` fields ``template`` has; -1 if it has any other kind (named,
+    numbered, with a format spec) or does not parse: a saved file may hold anything."""
+    try:
+        parts = list(string.Formatter().parse(template))
+    except ValueError:
+        return -1
+    fields = [(name, spec, conv) for _, name, spec, conv in parts if name is not None]
+    if any(f != ("", "", None) for f in fields):
+        return -1
+    return len(fields)

@@ -225,7 +225,9 @@ def _how_trained(graph: Graph, options: LoadOptions, path: Path, warn: Say, note
 
         graph, fact = apply_profile(graph, options.profile, max_bytes=options.limits.max_file_bytes, warn=warn)
         if fact.matched_nodes:
-            note("profile: " + fact.describe())
+            from remat_cli.units import say
+
+            note("profile: " + say(fact.phrase()))
     return graph
 
 

@@ -87,7 +87,7 @@ from remat_cli.loaders.onnx_shapes import (
 )
 from remat_cli.loaders.views import VIEW_OPS, ReadOp, ViewFolding, fold_views
 from remat_cli.training import ForwardFacts, build_training_graph
-from remat_cli.units import fmt_bytes, fmt_cost
+from remat_cli.units import Fact, Phrase, to_data
 
 __all__ = ["read", "forward_graph", "training_graph", "read_model", "inference_export_signs", "VIEW_OPS", "CONTROL_FLOW", "dtype_bits"]
 
@@ -168,7 +168,8 @@ def training_graph(
             "training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)"
         )
         info = dict(graph.meta.get("info") or {})
-        info["export mode"] = "inference (" + ", ".join(export_signs) + "): re-export in training mode"
+        signs = Phrase("inference (" + ", ".join("{}" for _ in export_signs) + "): re-export in training mode", export_signs)
+        info["export mode"] = to_data(signs)
         graph = _with_meta(graph, export_mode="inference", info=info)
     unknown = graph.meta.get("autograd_unknown_ops") or {}
     if unknown:
@@ -546,24 +547,35 @@ def _describe(
     param_count = sum(math.prod(top.initializers[t].dims) for t in top.trainable)
     forward_flops = float(facts.flops.sum())
     opset = next((o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), None)
-    top_ops = ", ".join(f"{op} {c}" for op, c in onnx_ops.most_common(8))
+    top_ops = onnx_ops.most_common(8)
+    producer = f"{model.producer_name or 'unknown producer'} {model.producer_version}".rstrip()
     info: dict[str, Any] = {
-        "model": f"ONNX opset {opset}, {model.producer_name or 'unknown producer'} {model.producer_version}".strip(),
-        "ONNX ops": f"{sum(onnx_ops.values())} ({top_ops}{', …' if len(onnx_ops) > 8 else ''})",
-        "dimensions": ", ".join(f"{k}={v}" for k, v in dims.items()) or "all static",
-        "parameters": f"{param_count:,} ({fmt_bytes(param_bytes)})",
-        "fixed memory parts": f"inputs {fmt_bytes(input_bytes)}, parameters {fmt_bytes(param_bytes)}, "
-        f"constants and buffers {fmt_bytes(fixed_parts['constants and buffers'])}",
-        "forward FLOPs": fmt_cost(forward_flops, "flops") + (f" ({reader.inexact} ops estimated)" if reader.inexact else ""),
-        "device": device.describe(),
-        "cost": f"{cost} ({COST_UNITS[cost]})",
-        "folded": f"{reader.folded_views} views into their producers, {reader.folded_static} shape computations into constants"
-        + (" (--keep-views: views kept)" if keep_views else ""),
-        "estimated sizes": "none" if not estimated else f"{len(estimated)}: " + _names(estimated),
-        "unknown ops": "none" if not unknown_ops else ", ".join(f"{op} x{c}" for op, c in sorted(unknown_ops.items())) + " (default cost)",
+        "model": Phrase("ONNX opset {}, {}", (opset, producer)),
+        "ONNX ops": Phrase(
+            "{} (" + ", ".join("{} {}" for _ in top_ops) + (", …" if len(onnx_ops) > 8 else "") + ")",
+            (sum(onnx_ops.values()), *_flat(top_ops)),
+        ),
+        "dimensions": Phrase(", ".join("{}={}" for _ in dims), _flat(dims.items())) if dims else "all static",
+        "parameters": Phrase("{} ({})", (Fact(param_count, "count"), Fact(param_bytes, "bytes"))),
+        "fixed memory parts": Phrase(
+            "inputs {}, parameters {}, constants and buffers {}",
+            (Fact(input_bytes, "bytes"), Fact(param_bytes, "bytes"), Fact(fixed_parts["constants and buffers"], "bytes")),
+        ),
+        "forward FLOPs": Phrase("{} ({} ops estimated)", (Fact(forward_flops, "flops"), reader.inexact))
+        if reader.inexact
+        else Phrase("{}", (Fact(forward_flops, "flops"),)),
+        "device": device.phrase(),
+        "cost": Phrase("{} ({})", (cost, COST_UNITS[cost])),
+        "folded": Phrase(
+            "{} views into their producers, {} shape computations into constants" + (" (--keep-views: views kept)" if keep_views else ""),
+            (reader.folded_views, reader.folded_static),
+        ),
+        "estimated sizes": "none" if not estimated else Phrase("{}: {}", (len(estimated), _names(estimated))),
+        "unknown ops": "none" if not unknown_ops else _op_counts(unknown_ops, " (default cost)"),
     }
     if reader.control:
-        info["control flow"] = ", ".join(f"{op} x{c}" for op, c in sorted(reader.control.items())) + " (opaque; cost = sum of subgraphs)"
+        info["control flow"] = _op_counts(reader.control, " (opaque; cost = sum of subgraphs)")
+    info = {k: to_data(v) for k, v in info.items()}
     return {
         "source_format": "onnx",
         "parameter_bytes": param_bytes,
@@ -665,6 +677,18 @@ def _unique_id(base: str, used: set[str], k: int) -> str:
     return node_id
 
 
-def _names(values: list[str], limit: int = 6) -> str:
-    shown = ", ".join(values[:limit])
-    return shown + (f", … ({len(values) - limit} more)" if len(values) > limit else "")
+def _flat(pairs: Any) -> tuple[Any, ...]:
+    """``[(a, 1), (b, 2)]`` -> ``(a, 1, b, 2)``: the arguments of a phrase that lists pairs."""
+    return tuple(x for pair in pairs for x in pair)
+
+
+def _op_counts(counts: dict[str, int], tail: str) -> Phrase:
+    """'Loop x2, If x1' + ``tail``, as a phrase (op names sorted)."""
+    return Phrase(", ".join("{} x{}" for _ in counts) + tail, _flat(sorted(counts.items())))
+
+
+def _names(values: list[str], limit: int = 6) -> Phrase:
+    """The first ``limit`` names, and how many more there are."""
+    shown = values[:limit]
+    more = len(values) - len(shown)
+    return Phrase(", ".join("{}" for _ in shown) + (", … ({} more)" if more else ""), (*shown, *((more,) if more else ())))

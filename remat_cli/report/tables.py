@@ -81,7 +81,7 @@ def render_info(s: GraphSummary, console: Console) -> None:
     if s.base_seconds is not None:
         t.add_row("est. step time", fmt_seconds(s.base_seconds))
     for key, value in s.extra.items():
-        t.add_row(str(key), str(value))
+        t.add_row(str(key), str(say(value)))
     console.print(t)
     ops = _list_table(
         console,
@@ -118,6 +118,7 @@ def structural_bound_text(b: StructuralBound) -> str:
 
 def summary_to_json(s: GraphSummary) -> dict[str, Any]:
     out = asdict(s)
+    out["extra"] = {k: say(v) for k, v in s.extra.items()}
     out["store_all"] = metrics_to_json(s.store_all)
     out["by_op"] = [asdict(x) for x in s.by_op]
     out["largest"] = [{"id": i, "op": op, "bytes": b} for i, op, b in s.largest]
