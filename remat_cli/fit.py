@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from remat_cli.errors import InputError, NoPlanError
 from remat_cli.graph import Graph
 from remat_cli.planner import make_plan
+from remat_cli.units import Phrase
 
 __all__ = ["FitPoint", "FitProbe", "FitResult", "factory_loader", "fit_dimension", "largest_fitting"]
 
@@ -127,7 +128,7 @@ def fit_dimension(
     max_overhead: float | None = None,
     max_value: int = DEFAULT_MAX_VALUE,
     min_value: int = 1,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable[[Phrase], None] | None = None,
 ) -> FitResult:
     """Largest value of ``dim`` whose plan with ``strategy`` fits ``budget_bytes`` (with at
     most ``max_overhead`` extra compute), and the largest that fits with store-all.
@@ -158,7 +159,7 @@ def fit_dimension(
         probes: list[FitProbe] = []
 
         def fits(v: int) -> bool:
-            progress(f"{name}: {dim}={v}")
+            progress(Phrase("{}: {}={}", (name, dim, v)))
             g = graph_at(v)
             if isinstance(g, str):
                 probes.append(FitProbe(v, False, g))

@@ -55,7 +55,7 @@ from remat_cli.errors import InputError, NoPlanError, RematError
 from remat_cli.graph import Graph
 from remat_cli.plandoc import Plan
 from remat_cli.strategies import RunContext, Strategy, fast_strategies, get_strategy
-from remat_cli.units import fmt_bytes
+from remat_cli.units import Fact, Phrase
 
 __all__ = [
     "SmallestBudget",
@@ -347,7 +347,7 @@ class Tradeoff:
         return self.base_seconds is not None
 
 
-ProgressFn = Callable[[int, int, str], None]
+ProgressFn = Callable[[int, int, str | Phrase], None]  # label: a name or a phrase the caller renders
 
 
 def sweep(
@@ -399,13 +399,13 @@ def sweep(
             continue
         for b in budget_bytes:
             if progress:
-                progress(done, total, f"{strat.name} @ {fmt_bytes(b)}")
+                progress(done, total, Phrase("{} @ {}", (strat.name, Fact(b, "bytes"))))
             cells[(b, strat.name)] = _run(graph, strat, b, ref, context)
             done += 1
     found: dict[str, SmallestBudget | None] = {}
     for strat in searched:
         if progress:
-            progress(done, total, f"{strat.name}: smallest budget")
+            progress(done, total, Phrase("{}: smallest budget", (strat.name,)))
         try:
             found[strat.name] = smallest_budget(graph, strat, context=context, reference_peak=ref)
         except RematError:  # the strategy refuses this graph: its cells say why

@@ -191,3 +191,24 @@ _json = st.recursive(
 def test_any_json_in_meta_info_renders_without_error(value: Any) -> None:
     said = say(from_data(value))
     assert isinstance(said, str) or said == value
+
+
+def test_progress_labels_are_names_or_phrases_rendered_by_the_caller() -> None:
+    """The core hands progress a name or a Phrase (sizes as facts); the CLI renders it."""
+    from remat_cli import generators
+    from remat_cli.planner import make_plan, store_all_peak
+    from remat_cli.strategies import get_strategy
+    from remat_cli.sweep import sweep
+    from remat_cli.training import checkmate_training_graph
+
+    g = checkmate_training_graph(generators.chain(9, mem=[k * 1000 for k in range(1, 10)]))
+    labels: list[Any] = []
+    sweep(g, [get_strategy("store-all"), get_strategy("chen-greedy")], points=3, progress=lambda d, n, label: labels.append(label))
+    make_plan(g, "auto", int(0.7 * store_all_peak(g)), {"progress": lambda d, n, label: labels.append(label)})
+    assert any(isinstance(x, Phrase) for x in labels)
+    for label in labels:
+        assert isinstance(label, (str, Phrase)) and not (isinstance(label, str) and FORMATTED.search(label)), label
+    said = [say(x) for x in labels]
+    assert any(re.fullmatch(r"chen-greedy @ \d+(\.\d+)? (B|KiB)", s) for s in said), said
+    assert "chen-greedy: smallest budget" in said and "auto: treewidth" in said
+    assert any(s.startswith("treewidth: ") for s in said)

@@ -167,7 +167,7 @@ def test_auto_shares_decompositions_and_stops_at_the_base_cost():
 def test_progress_is_reported():
     g = checkmate_training_graph(G.skip_chain(30, skip=3))
     seen: list[str] = []
-    make_plan(g, "auto", int(0.6 * store_all_peak(g)), {"progress": lambda done, total, label: seen.append(label)})
+    make_plan(g, "auto", int(0.6 * store_all_peak(g)), {"progress": lambda done, total, label: seen.append(say(label))})
     assert any(s.startswith("auto: treewidth") for s in seen) and any(s.startswith("treewidth:") for s in seen)
 
 

@@ -25,6 +25,7 @@ from remat_cli.sweep import pareto_mask, smallest_budget, sweep, sweep_budgets
 from remat_cli.planner import make_plan
 from remat_cli.simulate import simulate
 from remat_cli.strategies import STRATEGIES, get_strategy
+from remat_cli.units import say
 
 from conftest import EVERY_KTH
 
@@ -282,7 +283,7 @@ def test_budgets_below_the_lower_bound_are_marked(graph_file):
 def test_progress_counts_every_run_once():
     g = _graph("chain")
     calls = []
-    t = sweep(g, [get_strategy("store-all"), EVERY_KTH], points=4, progress=lambda d, n, label: calls.append((d, n, label)))
+    t = sweep(g, [get_strategy("store-all"), EVERY_KTH], points=4, progress=lambda d, n, label: calls.append((d, n, say(label))))
     total = 1 + len(t.budgets) + 2  # store-all ignores budgets: one run; one search each
     assert all(n == total for _, n, _ in calls)
     assert [d for d, _, _ in calls] == list(range(total + 1))

@@ -110,7 +110,7 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
             if child is not None and any(strat.name == s.name for s in child.strategies):
                 continue  # it runs in the second process; collected below
             if progress is not None:
-                progress(rank, len(candidates), f"auto: {strat.name}")
+                progress(rank, len(candidates), Phrase("auto: {}", (strat.name,)))
             try:
                 outcome: StrategyResult | RematError = strat.run(graph, budget, None, context)
             except RematError as exc:
@@ -122,7 +122,7 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
                 tried[twin.name] = "skipped (it cannot beat the store-all plan, which fits)"
                 continue
             if progress is not None:
-                progress(rank, len(candidates), f"auto: {twin.name} (second process)")
+                progress(rank, len(candidates), Phrase("auto: {} (second process)", (twin.name,)))
             outcome = child.result(twin.name, None if best is None else deadline)
             if outcome is None:
                 tried[twin.name] = "skipped (time limit)"

@@ -14,11 +14,13 @@ from typing import Any
 from remat_cli.errors import InputError
 from remat_cli.graph import Graph
 from remat_cli.schedule import Schedule
+from remat_cli.units import Phrase
 
 __all__ = ["Strategy", "StrategyResult", "StrategyFn", "RunContext", "NoOptions", "ProgressFn", "CONTEXT_KEYS"]
 
-#: ``progress(done, total, label)``: hears how a run goes (``total`` 0 when unknown).
-ProgressFn = Callable[[int, int, str], None]
+#: ``progress(done, total, label)``: hears how a run goes (``total`` 0 when unknown); the
+#: label is a name or a :class:`~remat_cli.units.Phrase` that the caller renders.
+ProgressFn = Callable[[int, int, str | Phrase], None]
 
 
 @dataclass(frozen=True, eq=False)

@@ -63,7 +63,7 @@ import numpy as np
 
 from remat_cli.errors import NoPlanError
 from remat_cli.graph import Graph
-from remat_cli.units import Fact, Phrase, fmt_bytes_exact, say
+from remat_cli.units import Fact, Phrase, fmt_bytes_exact
 from remat_cli.schedule import Schedule, ScheduleBuilder
 from remat_cli.simulate import Metrics, simulate
 from remat_cli.strategies.base import RunContext, Strategy, StrategyResult
@@ -577,7 +577,7 @@ def plan_over_separator_tree(
     def attempt(label: str | Phrase, limit: int | None, **kw: Any) -> _Attempt | None:
         """One run of the recursion, measured; None when it stopped at a limit."""
         if progress is not None:
-            progress(tried[0], 0, f"{'treewidth' if kind.startswith('tree') else 'pathwidth'}: {say(label)}")
+            progress(tried[0], 0, Phrase("{}: {}", ("treewidth" if kind.startswith("tree") else "pathwidth", label)))
         tried[0] += 1
         try:
             schedule, _ = recursive_schedule(graph, sep, limit, deadline=deadline, memo=memo, **kw)
