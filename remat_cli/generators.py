@@ -291,19 +291,7 @@ class _CNN:
     def finish(self, name: str) -> Graph:
         n = len(self.mem)
         g = from_edges(n, self.edges, mem=np.asarray(self.mem), cost=np.asarray(self.cost), name=name, cost_unit="FLOP")
-        src, dst = g.edges()
-        return Graph.from_arrays(
-            ids=[f"{op.lower()}{i}" for i, op in enumerate(self.ops)],
-            ops=self.ops,
-            kinds=g.kinds,
-            mem=g.mem,
-            cost=g.cost,
-            src=src,
-            dst=dst,
-            name=name,
-            cost_unit="FLOP",
-            _checked=True,
-        )
+        return g.with_arrays(ids=[f"{op.lower()}{i}" for i, op in enumerate(self.ops)], ops=self.ops)
 
 
 def resnet(

@@ -246,6 +246,42 @@ class Graph:
             meta=dict(meta or {}),
         )
 
+    def with_arrays(self, **changes: Any) -> Graph:
+        """This graph with some of its parts replaced, rebuilt as :meth:`from_arrays` builds
+        it, so the order, needed set and lower bound follow the change.
+
+        ``changes`` names :meth:`from_arrays` arguments (``mem=``, ``workspace=``,
+        ``seconds=``, ``fixed_mem=``, ``targets=``, ``name=``, ``meta=``, ...; ``src`` and
+        ``dst`` together); every part not named is kept as it is, targets included
+        (``targets=None`` derives them anew). Replaces the ~20-argument rebuilds that
+        transforms and tests wrote out to change one or two arrays.
+        """
+        unknown = sorted(set(changes) - _PARTS)
+        if unknown:
+            raise TypeError(f"with_arrays: not a part of a graph: {', '.join(unknown)}")
+        if ("src" in changes) != ("dst" in changes):
+            raise TypeError("with_arrays: give src and dst together")
+        src, dst = self.edges()
+        parts: dict[str, Any] = {
+            "ids": self.ids,
+            "ops": self.ops,
+            "kinds": self.kinds,
+            "mem": self.mem,
+            "cost": self.cost,
+            "workspace": self.workspace,
+            "src": src,
+            "dst": dst,
+            "targets": self.targets,
+            "fixed_mem": self.fixed_mem,
+            "cost_unit": self.cost_unit,
+            "seconds": self.seconds,
+            "name": self.name,
+            "source": self.name,
+            "meta": self.meta,
+        }
+        parts.update(changes)
+        return Graph.from_arrays(**parts, _checked="ids" not in changes and "src" not in changes)
+
     # ------------------------------------------------------------------ queries
     @property
     def n(self) -> int:
@@ -397,6 +433,28 @@ class Graph:
 
 
 # ---------------------------------------------------------------------- helpers
+#: What :meth:`Graph.with_arrays` may replace: the arguments of :meth:`Graph.from_arrays`.
+_PARTS = frozenset(
+    (
+        "ids",
+        "ops",
+        "kinds",
+        "mem",
+        "cost",
+        "workspace",
+        "src",
+        "dst",
+        "targets",
+        "fixed_mem",
+        "cost_unit",
+        "seconds",
+        "name",
+        "source",
+        "meta",
+    )
+)
+
+
 def _number(value: Any, label: str, node: str | None, source: str, integer: bool = False):
     """Parse one size or cost; reject non-numbers, NaN, infinities and negatives."""
     where = f"{source}: node {node!r}: " if node is not None else f"{source}: "

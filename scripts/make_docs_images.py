@@ -37,27 +37,11 @@ def make_sample(path: Path) -> None:
     """Write the synthetic U-Net training graph described in the module docstring."""
     sys.path.insert(0, str(ROOT))
     from remat_cli import generators, training
-    from remat_cli.graph import Graph
     from remat_cli.loaders import remat_json
 
     fwd = generators.unet(4, base_mem=64 << 20, name="unet4")
     g = training.checkmate_training_graph(fwd)
-    src, dst = g.edges()
-    g = Graph.from_arrays(
-        ids=g.ids,
-        ops=g.ops,
-        kinds=g.kinds,
-        mem=g.mem,
-        cost=g.cost,
-        workspace=g.workspace,
-        src=src,
-        dst=dst,
-        fixed_mem=1 << 30,
-        cost_unit=g.cost_unit,
-        seconds=g.cost * 2e-6,
-        name=g.name,
-        meta=dict(g.meta),
-    )
+    g = g.with_arrays(fixed_mem=1 << 30, seconds=g.cost * 2e-6)
     path.write_text(remat_json.dumps(g))
 
 

@@ -31,19 +31,7 @@ SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[Healt
 
 
 def _with_workspace(g: Graph, ws: np.ndarray) -> Graph:
-    src, dst = g.edges()
-    return Graph.from_arrays(
-        ids=g.ids,
-        ops=g.ops,
-        kinds=g.kinds,
-        mem=g.mem,
-        cost=g.cost,
-        workspace=ws,
-        src=src,
-        dst=dst,
-        fixed_mem=g.fixed_mem,
-        name=g.name,
-    )
+    return g.with_arrays(workspace=ws)
 
 
 @st.composite

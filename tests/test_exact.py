@@ -148,10 +148,7 @@ def test_search_is_the_brute_force_optimum_and_its_early_bound_is_below_it(seed:
     graph = gen.random_dag(n, 0.35, seed=seed, mem=rng.integers(1, 6, n), cost=rng.integers(1, 6, n).astype(float))
     if rng.random() < 0.5:
         ws = rng.integers(0, 3, n)
-        src, dst = graph.edges()
-        graph = Graph.from_arrays(
-            ids=graph.ids, ops=graph.ops, kinds=graph.kinds, mem=graph.mem, cost=graph.cost, workspace=ws, src=src, dst=dst
-        )
+        graph = graph.with_arrays(workspace=ws)
     budget = graph.lb + int(round(where * (store_all_peak(graph) - graph.lb)))
     opt = optimal_cost(graph, budget)
     done = cheapest_schedule(graph, budget)

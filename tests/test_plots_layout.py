@@ -24,24 +24,9 @@ STRATEGIES = "store-all,treewidth,chain-dp,dtr"
 def _graph(seconds: str) -> Graph:
     """A small U-Net training graph; seconds proportional to cost, or not."""
     g = training.checkmate_training_graph(generators.unet(2, base_mem=1 << 20, name="unet2"))
-    src, dst = g.edges()
     rng = np.random.default_rng(0)
     secs = g.cost * 1e-6 if seconds == "proportional" else g.cost * 1e-6 * rng.uniform(0.2, 5.0, g.n)
-    return Graph.from_arrays(
-        ids=g.ids,
-        ops=g.ops,
-        kinds=g.kinds,
-        mem=g.mem,
-        cost=g.cost,
-        workspace=g.workspace,
-        src=src,
-        dst=dst,
-        fixed_mem=1 << 20,
-        cost_unit=g.cost_unit,
-        seconds=secs,
-        name=g.name,
-        meta=dict(g.meta),
-    )
+    return g.with_arrays(fixed_mem=1 << 20, seconds=secs)
 
 
 @pytest.fixture(scope="module")

@@ -52,11 +52,8 @@ def test_memory_greedy_is_topological_over_needed_nodes():
 
 def test_store_all_drops_unneeded_nodes():
     g = G.from_edges(4, [(0, 1), (0, 2), (2, 3)])
-    from remat_cli.graph import Graph
 
-    g = Graph.from_arrays(
-        ids=list(g.ids), ops=list(g.ops), kinds=list(g.kinds), mem=g.mem, cost=g.cost, src=g.edges()[0], dst=g.edges()[1], targets=[1]
-    )
+    g = g.with_arrays(targets=[1])
     plan = make_plan(g, "store-all")
     assert sorted(plan.schedule.compute_nodes.tolist()) == [0, 1]
     assert plan.metrics.base_cost == 2

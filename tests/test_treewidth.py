@@ -62,18 +62,8 @@ graphs = st.builds(_family, st.sampled_from(FAMILIES), st.integers(4, 22), st.in
 def _weighted(g: Graph, seed: int) -> Graph:
     """The same structure with random sizes 1..9 and costs 1..5."""
     rng = np.random.default_rng(seed)
-    src, dst = g.edges()
-    return Graph.from_arrays(
-        ids=g.ids,
-        ops=g.ops,
-        kinds=g.kinds,
-        mem=rng.integers(1, 10, g.n),
-        cost=rng.integers(1, 6, g.n).astype(float),
-        src=src,
-        dst=dst,
-        targets=g.targets,
-        fixed_mem=int(rng.integers(0, 5)),
-        name=g.name + "-w",
+    return g.with_arrays(
+        mem=rng.integers(1, 10, g.n), cost=rng.integers(1, 6, g.n).astype(float), fixed_mem=int(rng.integers(0, 5)), name=g.name + "-w"
     )
 
 

@@ -726,19 +726,7 @@ def _measure(graph: Graph, schedule: Schedule) -> Metrics:
 
 def unit_peak_values(graph: Graph, schedule: Schedule) -> int:
     """Peak of ``schedule`` in values: the simulator's peak on a unit-size copy of ``graph``."""
-    src, dst = graph.edges()
-    unit = Graph.from_arrays(
-        ids=graph.ids,
-        ops=graph.ops,
-        kinds=graph.kinds,
-        mem=np.ones(graph.n, dtype=np.int64),
-        cost=graph.cost,
-        src=src,
-        dst=dst,
-        targets=graph.targets,
-        name=graph.name,
-        _checked=True,
-    )
+    unit = graph.with_arrays(mem=np.ones(graph.n, dtype=np.int64), workspace=np.zeros(graph.n, dtype=np.int64), fixed_mem=0)
     return _measure(unit, schedule).peak_bytes
 
 
