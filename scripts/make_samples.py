@@ -50,19 +50,7 @@ def main() -> None:
     diamonds = checkmate_training_graph(G.diamonds(8, 3, mem=4096, cost=1.0, name="diamonds8"))
     (OUT / "diamond_dag.nodelink.json").write_text(json.dumps(node_link(diamonds), indent=1) + "\n")
     dag = checkmate_training_graph(G.random_dag(40, 0.08, seed=7, max_size=50, name="randdag40"))
-    from remat_cli.graph import Graph
-
-    ints = Graph.from_arrays(
-        ids=[str(i) for i in range(dag.n)],
-        ops=list(dag.ops),
-        kinds=list(dag.kinds),
-        mem=dag.mem,
-        cost=dag.cost,
-        src=dag.edges()[0],
-        dst=dag.edges()[1],
-        targets=dag.targets,
-        name="randdag40",
-    )
+    ints = dag.with_arrays(ids=[str(i) for i in range(dag.n)], name="randdag40")
     (OUT / "random_dag.twremat.txt").write_text(twremat.dumps(ints))
     for path in sorted(OUT.iterdir()):
         print(f"{path.name:32s} {path.stat().st_size:>9,d} bytes")
