@@ -209,7 +209,7 @@ def test_auto_in_two_processes_picks_the_same_plan(monkeypatch):
     assert one.schedule.nodes.tolist() == two.schedule.nodes.tolist()
     # chain-dp and pathwidth (about half of the work) are the ones sent to the second process
     seen: list[str] = []
-    make_plan(g, "auto", budget, {"parallel": True, "progress": lambda done, total, label: seen.append(label)})
+    make_plan(g, "auto", budget, {"parallel": True, "progress": lambda done, total, label: seen.append(say(label))})
     assert {"auto: chain-dp (second process)", "auto: pathwidth (second process)"} <= set(seen)
     assert not any(s.startswith("pathwidth:") for s in seen)  # its own progress stayed there
 
