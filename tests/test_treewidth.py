@@ -21,7 +21,7 @@ from remat_cli.planner import make_plan, store_all_peak
 from remat_cli.simulate import simulate, require_valid
 from remat_cli.algorithms import decompose as D
 from remat_cli.strategies import get_strategy
-from remat_cli.strategies.treewidth import compute_bound, recursive_schedule
+from remat_cli.strategies.treewidth import RecursionStopped, compute_bound, recursive_schedule
 from remat_cli.training import checkmate_training_graph
 
 STRATS = ("treewidth", "pathwidth")
@@ -211,6 +211,24 @@ def test_bare_recursion_bounds(g: Graph) -> None:
         for v in np.flatnonzero(counts).tolist():
             assert counts[v] <= compute_bound(sep, v), (name, g.ids[v])
         assert counts.sum() <= g.needed.sum() * (sep.width + 2) ** sep.depth
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graphs, st.sampled_from([None, 40, 400]))
+def test_bare_recursion_replay_is_the_same_schedule(g: Graph, max_work: int | None) -> None:
+    """Replaying recurring calls (the default) gives step for step the schedule of walking
+    each call again, and stops at the same work limit."""
+    for name, sep in _sep_trees(g).items():
+        runs = []
+        for replay in (False, True):
+            try:
+                s, _ = recursive_schedule(g, sep, None, max_work=max_work, replay=replay)
+            except RecursionStopped as exc:
+                runs.append(str(exc))
+                continue
+            require_valid(g, s, what=name)
+            runs.append((s.ops.tolist(), s.nodes.tolist()))
+        assert runs[0] == runs[1], name
 
 
 def test_bare_recursion_on_a_long_training_chain_is_logarithmic() -> None:

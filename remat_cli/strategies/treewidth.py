@@ -64,7 +64,7 @@ import numpy as np
 from remat_cli.errors import NoPlanError
 from remat_cli.graph import Graph
 from remat_cli.units import Fact, Phrase, fmt_bytes_exact, say
-from remat_cli.schedule import Schedule, ScheduleBuilder
+from remat_cli.schedule import COMPUTE, FREE, Schedule
 from remat_cli.simulate import Metrics, simulate
 from remat_cli.strategies.base import RunContext, Strategy, StrategyResult
 from remat_cli.algorithms.orders import memory_greedy_order
@@ -119,6 +119,7 @@ def recursive_schedule(
     deadline: float | None = None,
     max_cost: float = math.inf,
     memo: dict[Any, Any] | None = None,
+    replay: bool = True,
 ) -> tuple[Schedule, bool]:
     """The schedule of the recursion over ``sep``.
 
@@ -132,7 +133,10 @@ def recursive_schedule(
     ``time.perf_counter()`` value), or once its compute cost exceeds ``max_cost`` (it
     cannot beat a plan of that cost: costs only grow as steps are added). ``memo``, a
     dict the caller keeps across runs on the same graph and tree, shares sub-problem
-    orders between them (at most 20·n nodes stored).
+    orders between them (at most 20·n nodes stored). ``replay`` (bare recursion only)
+    records the steps of each call that leaves its targets pinned and copies them when the
+    same call recurs on the same state (:meth:`_Recursion.solve`): the same schedule, and
+    the same work counted, without walking the sub-problem again.
     """
     planner = _Recursion(graph, sep, limit, cache, eager, evict)
     planner.budget_left = work_limit(graph) if max_work is None else max_work
@@ -142,8 +146,11 @@ def recursive_schedule(
     planner.cost_left = max_cost - float(graph.cost[graph.needed].sum()) if max_cost < math.inf else math.inf
     planner.needed = graph.needed.tolist()
     planner.memo = memo
+    if replay and limit is None and planner.cost_left == math.inf:
+        planner.replay = {}
     planner.solve(sep.root, [int(t) for t in graph.targets if graph.needed[t]], False)
-    return planner.b.build(), not planner.over
+    schedule = Schedule(np.asarray(planner.ops, dtype=np.int8), np.asarray(planner.nodes, dtype=np.int32))
+    return schedule, not planner.over
 
 
 def compute_bound(sep: SeparatorTree, v: int) -> int:
@@ -190,7 +197,12 @@ class _Recursion:
             self.value = [cost[v] / mem[v] if mem[v] else math.inf for v in range(n)]
         else:
             self.value = [0.0] * n
-        self.b = ScheduleBuilder()
+        self.ops: list[int] = []  # the steps so far (COMPUTE or FREE, node)
+        self.nodes: list[int] = []
+        # bare recursion: (x, targets) -> what the call did (see solve); None: off
+        self.replay: dict[tuple[int, tuple[int, ...]], _Recorded] | None = None
+        self.replay_cap = max(1_000_000, 20 * n)  # steps stored at most (bounded memory)
+        self.replay_size = 0
         self.over = False
         self.budget_left = work_limit(graph)  # units of work before RecursionStopped
         self.deadline: float | None = None
@@ -220,7 +232,8 @@ class _Recursion:
         need = self.mem[v] + self.ws[v]
         if self.cur + need > self.limit:
             self._evict(need)
-        self.b.compute(v)
+        self.ops.append(COMPUTE)
+        self.nodes.append(v)
         self.done[v] = True
         self.resident[v] = True
         self.pin[v] = 1
@@ -255,7 +268,8 @@ class _Recursion:
             self._free(u)
 
     def _free(self, u: int) -> None:
-        self.b.free(u)
+        self.ops.append(FREE)
+        self.nodes.append(u)
         self.resident[u] = False
         self.cur -= self.mem[u]
 
@@ -284,6 +298,69 @@ class _Recursion:
         plain_only: bool = False,
         tentative: bool = False,
     ) -> bool:
+        """:meth:`_solve`, replayed where it recurs (bare recursion, ``replay`` on).
+
+        A call that keeps its targets, with nothing of its sub-problem resident (its
+        targets' ancestors inside x's subtree) and every value it reads from outside
+        resident, does the same steps every time: they depend only on x, the targets and
+        that state. Its steps, work units, the nodes it computes and the pins it leaves
+        on its targets are recorded the first time and copied when the call recurs in
+        that state — the (w+2)^depth recomputations are mostly such repeats.
+        """
+        replay = self.replay
+        if replay is None or not keep or handoff or plain_only or tentative:
+            return self._solve(x, targets, keep, handoff, plain_only, tentative)
+        resident = self.resident
+        key = (x, tuple(targets))
+        rec = replay.get(key)
+        if rec is not None and not any(map(resident.__getitem__, rec.closure)) and all(map(resident.__getitem__, rec.boundary)):
+            self._replay(rec)
+            return True
+        if any(map(resident.__getitem__, targets)) or self.replay_size > self.replay_cap:
+            return self._solve(x, targets, keep)
+        start = len(self.ops)
+        units = self.budget_left
+        walk: list[Any] = []
+        self._solve(x, targets, keep, walk=walk)
+        if not walk:
+            return True
+        need, boundary, clean = walk
+        wanted = set(targets)
+        if clean and not any(resident[u] for u in need if u not in wanted):
+            ops, nodes = self.ops[start:], self.nodes[start:]
+            computed = tuple({v for op, v in zip(ops, nodes) if op == COMPUTE})
+            pins = tuple((t, self.pin[t]) for t in wanted)
+            replay[key] = _Recorded(ops, nodes, units - self.budget_left, tuple(need), tuple(boundary), computed, pins)
+            self.replay_size += len(ops) + len(need)
+        return True
+
+    def _replay(self, rec: _Recorded) -> None:
+        """Redo a recorded call: its work, steps, computed nodes and target pins."""
+        self.spend(rec.units)
+        if self.deadline is not None and time.perf_counter() > self.deadline:
+            raise RecursionStopped("time limit")
+        self.ops.extend(rec.ops)
+        self.nodes.extend(rec.nodes)
+        done = self.done
+        for v in rec.computed:
+            done[v] = True
+        mem = self.mem
+        for t, pins in rec.pins:
+            self.resident[t] = True
+            self.pin[t] = pins
+            self.cur += mem[t]
+            self.pinned += mem[t]
+
+    def _solve(
+        self,
+        x: int,
+        targets: list[int],
+        keep: bool,
+        handoff: list[int] | tuple[int, ...] = (),
+        plain_only: bool = False,
+        tentative: bool = False,
+        walk: list[Any] | None = None,
+    ) -> bool:
         """Compute ``targets`` (owned inside x's subtree); with ``keep`` leave each pinned once.
 
         ``handoff``: pins the caller holds only for this call; they are released as soon as
@@ -291,6 +368,8 @@ class _Recursion:
         reader still needs it. ``tentative``: do nothing and return False if the targets
         read a value the caller has not computed yet; ``plain_only``: also unless the
         plain schedule fits (both used to prefetch several requests in one go).
+        ``walk``: filled with (the missing ancestors, the outside values read, whether no
+        resident value inside x's subtree was met) for :meth:`solve`'s replay.
         """
         resident = self.resident
         preds = self.preds
@@ -317,6 +396,7 @@ class _Recursion:
         pin = self.pin
         tin_x, tout_x = self.tin[x], self.tout[x]
         tin, owner = self.tin, self.owner
+        clean = True  # no resident value inside the subtree met
         while stack:
             v = stack.pop()
             for u in preds[v]:
@@ -324,6 +404,7 @@ class _Recursion:
                     continue
                 inside = tin_x <= tin[owner[u]] < tout_x
                 if resident[u]:
+                    clean = clean and not inside
                     # a cached value inside the subtree is planned as missing (and reused
                     # if it is still cached when its turn comes): caching never pins memory
                     if pin[u] or not inside:
@@ -338,6 +419,8 @@ class _Recursion:
                 need.add(u)
                 stack.append(u)
         self.spend(len(need) + len(boundary))
+        if walk is not None:
+            walk.extend((need, boundary, clean))
         for u in boundary:
             self.acquire(u)
         wanted = set(todo) if keep else set()
@@ -521,6 +604,19 @@ class _Recursion:
             self.obtain(v)
             for u in frees[k]:
                 self.release(u)
+
+
+@dataclass(frozen=True)
+class _Recorded:
+    """One call of the bare recursion, as :meth:`_Recursion.solve` replays it."""
+
+    ops: list[int]  # its steps
+    nodes: list[int]
+    units: int  # work it counted
+    closure: tuple[int, ...]  # its targets' ancestors inside the subtree: none resident
+    boundary: tuple[int, ...]  # what it reads from outside: all resident
+    computed: tuple[int, ...]  # nodes it computes
+    pins: tuple[tuple[int, int], ...]  # (target, pins it leaves)
 
 
 # ---------------------------------------------------------------------- the strategy
