@@ -189,9 +189,11 @@ def skeleton(graph: Graph, *, moral: bool = True) -> tuple[np.ndarray, list[set[
 
 # ---------------------------------------------------------------------- tree decompositions
 def shared(memo: dict[Any, Any] | None, graph: Graph, key: str, make: Callable[[], T]) -> T:
-    """``make()`` memoised in ``memo`` (when the caller gave one) for ``graph``."""
+    """``make()`` memoised in ``memo`` (when the caller gave one) for ``graph``; without
+    one, kept on the graph itself (:meth:`Graph.derived`), so that the plans a search for
+    the smallest budget makes decompose the graph once (the skeleton, O(E), is not kept)."""
     if not isinstance(memo, dict):
-        return make()
+        return make() if key == "skeleton" else graph.derived("decompose: " + key, make)
     hit = memo.get(key)
     if hit is not None and hit[0] is graph:
         return hit[1]
@@ -204,12 +206,18 @@ def shared_tree_decomposition(graph: Graph, memo: dict[Any, Any] | None, methods
     """:func:`tree_decomposition` of the moral skeleton, memoised in ``memo`` (a run's
     ``RunContext.shared``) so that the strategies ``auto`` runs decompose each graph once
     per heuristic."""
-    skel = shared(memo, graph, "skeleton", lambda: skeleton(graph))
+    skels: list[tuple[np.ndarray, list[set[int]]]] = []  # built at most once, when needed
+
+    def skel() -> tuple[np.ndarray, list[set[int]]]:
+        if not skels:
+            skels.append(shared(memo, graph, "skeleton", lambda: skeleton(graph)))
+        return skels[0]
+
     best: TreeDecomposition | None = None
     for method in methods:  # as tree_decomposition does, one heuristic at a time
         if best is not None and best.core:
             break
-        td = shared(memo, graph, "td " + method, lambda m=method: tree_decomposition(graph, methods=(m,), skel=skel))
+        td = shared(memo, graph, "td " + method, lambda m=method: tree_decomposition(graph, methods=(m,), skel=skel()))
         if best is None or td.width < best.width:
             best = td
     assert best is not None
@@ -220,8 +228,9 @@ def shared_path_decomposition(graph: Graph, memo: dict[Any, Any] | None) -> Path
     """:func:`path_decomposition` (guided by a min-degree tree decomposition), memoised
     like :func:`shared_tree_decomposition`."""
     td = shared_tree_decomposition(graph, memo, ("min-degree",))
-    skel = shared(memo, graph, "skeleton", lambda: skeleton(graph))
-    return shared(memo, graph, "pd", lambda: path_decomposition(graph, td=td, skel=skel))
+    return shared(
+        memo, graph, "pd", lambda: path_decomposition(graph, td=td, skel=shared(memo, graph, "skeleton", lambda: skeleton(graph)))
+    )
 
 
 def tree_decomposition(

@@ -68,7 +68,7 @@ from remat_cli.schedule import COMPUTE, FREE, Schedule
 from remat_cli.simulate import Metrics, simulate
 from remat_cli.strategies.base import RunContext, Strategy, StrategyResult
 from remat_cli.algorithms.orders import memory_greedy_order
-from remat_cli.algorithms.decompose import MORAL_DEGREE_CAP, SeparatorTree, separator_tree, shared_tree_decomposition
+from remat_cli.algorithms.decompose import MORAL_DEGREE_CAP, SeparatorTree, separator_tree, shared, shared_tree_decomposition
 from remat_cli.strategies.store_all import store_all_if_fits, store_all_plan
 
 __all__ = [
@@ -688,8 +688,38 @@ def plan_over_separator_tree(
     tried = [0]
     pruned = [0]
     memo: dict[Any, Any] = {}
+    # the bare recursion does not depend on the budget: one run per tree, kept on the graph
+    # (a search for the smallest budget plans the same graph ten times)
+    runs = graph.derived("bare recursion runs", dict)
+    hit = runs.get(id(sep))
+    if hit is None or hit[0] is not sep:
+        hit = [sep, None, None, None]  # tree, its run or None, why it stopped, cleaned-up run
+
+    def bare_attempt() -> _Attempt | None:
+        if hit[1] is not None or hit[2] is not None:
+            if hit[1] is None:
+                stopped.append(Phrase("{} ({})", ("bare recursion", hit[2])))
+            return hit[1]
+        before = len(stopped)
+        run = attempt("bare recursion", None)
+        why = None if run is not None else (stopped[-1].args[1] if len(stopped) > before else "cannot win")
+        if run is not None or why == "work limit":  # a time limit may pass next time
+            hit[1], hit[2] = run, why
+            if len(runs) >= 4:  # bounded: a few trees per graph
+                runs.clear()
+            runs[id(sep)] = hit
+        return run
+
+    def cleaned_bare(bare: Schedule) -> Schedule:
+        """The bare run with frees moved to last use (evict.cleanup), made once."""
+        from remat_cli.strategies.evict import cleanup
+
+        if hit[3] is None or hit[1] is None or hit[1].schedule is not bare:
+            hit[3] = cleanup(graph, bare)
+        return hit[3]
+
     if budget is None:
-        bare_run = attempt("bare recursion", None)
+        bare_run = bare_attempt()
         if bare_run is None:
             store = store_all_plan(graph)
             info["mode"] = Phrase("store-all: the bare recursion stopped at its {}", (stopped[0].args[1],))
@@ -706,7 +736,7 @@ def plan_over_separator_tree(
     first = attempt("budgeted recursion", budget - graph.fixed_mem, cache=False)
     if first is not None:
         candidates.append(first)
-    bare_run = attempt("bare recursion", None)
+    bare_run = bare_attempt()
     bare = None if bare_run is None else bare_run.metrics
     if bare_run is not None:
         info["bare peak (bytes)"] = bare_run.metrics.peak_bytes
@@ -749,18 +779,17 @@ def plan_over_separator_tree(
         more = "; …" if len(stopped) > 3 else ""
         info["stopped runs"] = Phrase("{}: " + "; ".join("{}" for _ in shown) + more, (len(stopped), *shown))
     if options.memlimit:  # off only to test the monotone part on its own
-        candidates.extend(_memlimit_candidates(graph, candidates, None if bare_run is None else bare_run.schedule, budget))
+        clean = None if bare_run is None else cleaned_bare(bare_run.schedule)
+        candidates.extend(_memlimit_candidates(graph, candidates, clean, budget))
     fitting = [c for c in candidates if c.metrics.peak_bytes <= budget]
     if not fitting:
         if bare_run is None:
             least = sa.peak_bytes
             why = "its recursion stopped at its work or time limit; store-all"
         else:
-            from remat_cli.strategies.evict import cleanup
-
             # the memory-limit pass over the bare recursion fits every budget at or above the
             # peak of the bare recursion cleaned up (evict.py), which is at most the bare peak
-            least = min(_measure(graph, cleanup(graph, bare_run.schedule)).peak_bytes, sa.peak_bytes)
+            least = min(_measure(graph, cleaned_bare(bare_run.schedule)).peak_bytes, sa.peak_bytes)
             why = "its smallest plan (the bare recursion, frees moved to last use)"
         raise NoPlanError(
             f"{kind} cannot fit budget {fmt_bytes_exact(budget)}: {why} peaks at {fmt_bytes_exact(least)}",
@@ -776,14 +805,14 @@ def plan_over_separator_tree(
 
 def _memlimit_candidates(graph: Graph, candidates: list[_Attempt], bare: Schedule | None, budget: int) -> list[_Attempt]:
     """twremat's memory-limit pass (:mod:`remat_cli.strategies.evict`) at ``budget`` over the
-    bare recursion (what the paper's reference code returns; None when it stopped at a
-    limit) and over the cheapest candidate that fits (the pass never raises a fitting
-    schedule's cost or peak)."""
+    bare recursion (what the paper's reference code returns, already cleaned up; None when
+    it stopped at a limit) and over the cheapest candidate that fits (the pass never raises
+    a fitting schedule's cost or peak)."""
     from remat_cli.strategies.evict import memlimit_pass
 
     out = []
     if bare is not None:
-        s = memlimit_pass(graph, bare, budget)
+        s = memlimit_pass(graph, bare, budget, cleaned=True)
         out.append(_Attempt(s, _measure(graph, s), "bare recursion + memory-limit pass (twremat)"))
     fitting = [c for c in candidates if c.metrics.peak_bytes <= budget]
     if fitting:
@@ -847,7 +876,7 @@ def _result(graph: Graph, schedule: Schedule, metrics: Metrics, info: dict[str, 
 def _run(graph: Graph, budget: int | None, options: DecompositionOptions, context: RunContext) -> StrategyResult:
     started = time.perf_counter()
     td = shared_tree_decomposition(graph, context.shared, ("min-degree", "min-fill"))
-    sep = separator_tree(graph, td)
+    sep = shared(context.shared, graph, f"separator tree {id(td)}", lambda: separator_tree(graph, td))
     info_seconds = time.perf_counter() - started
     result = plan_over_separator_tree(graph, sep, budget, options, context, kind=f"tree ({td.method})", decompose_seconds=info_seconds)
     return result
