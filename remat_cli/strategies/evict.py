@@ -128,8 +128,13 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int) -> Schedule:
             if resident[v] and not candidate[v]:
                 candidate[v] = True
                 stamp[v] += 1
-                heapq.heappush(dead, (last_touch[v], stamp[v], v))
-                heapq.heappush(cheap, (per_byte[v], -mem[v], stamp[v], v))
+                # one heap per candidate: a value no later step touches is evicted from
+                # `dead` before `cheap` is ever read; any other is computed again (the input
+                # frees it before its next use) or evicted, either way before it would be dead
+                if last_touch[v] < pos:
+                    heapq.heappush(dead, (last_touch[v], stamp[v], v))
+                else:
+                    heapq.heappush(cheap, (per_byte[v], -mem[v], stamp[v], v))
             continue
         if resident[v]:  # still resident: the recompute is not needed
             if candidate[v]:
