@@ -387,3 +387,26 @@ def test_budget_ladder_does_not_depend_on_the_budget() -> None:
     assert 95_000 in full and 50_000 in full and 20_000 in full and 10_000 in full
     for budget in (40, 5_000, 49_999, 50_000, 99_999):
         assert _ladder(budget, 37, 100_000) == [p for p in full if p <= budget]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graphs, st.floats(0.3, 1.0))
+def test_plain_plans_laid_out_by_numpy_or_loop_agree(g: Graph, ratio: float) -> None:
+    """Large plain schedules are laid out with numpy, small ones with a loop: forcing either
+    layout everywhere gives the same plan step for step (and the simulator accepts it)."""
+    import remat_cli.strategies.treewidth as T
+
+    budget = max(g.lb, int(ratio * store_all_peak(g)))
+    saved = T.PLAIN_VECTOR_MIN
+    for name in STRATS:
+        runs = []
+        for threshold in (0, 10**9):
+            T.PLAIN_VECTOR_MIN = threshold
+            try:
+                plan = make_plan(g, name, budget)
+                runs.append((plan.schedule.ops.tolist(), plan.schedule.nodes.tolist(), plan.metrics.peak_bytes))
+            except NoPlanError as exc:
+                runs.append(exc.min_budget)
+            finally:
+                T.PLAIN_VECTOR_MIN = saved
+        assert runs[0] == runs[1], name

@@ -90,6 +90,15 @@ __all__ = [
 #: recomputations are not polynomial in any useful sense.
 WORK_FLOOR = 2_000_000
 WORK_PER_NODE = 100
+#: Plain schedules of at least this many nodes are laid out with numpy (the same plan).
+PLAIN_VECTOR_MIN = 256
+
+#: A plain schedule: its order, and the (step, value) releases sorted by step.
+_PlainPlan = tuple[list[int], list[int], list[int]]
+
+
+def _first(pair: tuple[int, int]) -> int:
+    return pair[0]
 
 
 class RecursionStopped(Exception):
@@ -165,6 +174,9 @@ class _Recursion:
         self, graph: Graph, sep: SeparatorTree, limit: int | None, cache: bool, eager: bool = False, evict: str = "recent"
     ) -> None:
         self.preds = graph.pred_lists
+        self.pred_ptr, self.pred_idx = graph.pred_ptr, graph.pred_idx
+        self.mem_np = graph.mem.astype(np.int64)
+        self.ws_np = graph.workspace.astype(np.int64)
         self.succs = graph.succ_lists
         self.mem = graph.mem.tolist()
         self.ws = graph.workspace.tolist()
@@ -523,49 +535,75 @@ class _Recursion:
         return True
 
     # -------------------------------------------------------------- plain schedules
-    def _fitting_plain(self, need: set[int], boundary: set[int], wanted: set[int]) -> tuple[list[int], list[list[int]]] | None:
+    def _fitting_plain(self, need: set[int], boundary: set[int], wanted: set[int]) -> _PlainPlan | None:
         """The lower-peak of two plain schedules of ``need`` (each node once: the graph's
         topological order, and a memory-greedy one) if it stays within the limit, else
         None. The cache counts as free room: it is evicted on demand."""
-        best: tuple[float, tuple[list[int], list[list[int]]]] | None = None
+        best: tuple[float, _PlainPlan] | None = None
         for greedy in (False, True):
-            plan = self._plain_plan(need, boundary, wanted, greedy)
-            peak = self._peak(plan, need)
+            plan, peak = self._plain_plan(need, boundary, wanted, greedy)
             if peak <= self.limit and (best is None or peak < best[0]):
                 best = (peak, plan)
         return None if best is None else best[1]
 
-    def _peak(self, plan: tuple[list[int], list[list[int]]], need: set[int]) -> int:
-        """Peak of running ``plan`` on top of the pinned values."""
-        order, frees = plan
-        mem, ws = self.mem, self.ws
-        pin = self.pin
-        cur = peak = self.pinned
-        for k, v in enumerate(order):
-            peak = max(peak, cur + mem[v] + ws[v])
-            cur += mem[v]
-            for u in frees[k]:
-                if u in need or pin[u] == 1:
-                    cur -= mem[u]
-        return peak
-
-    def _plain_plan(self, need: set[int], boundary: set[int], wanted: set[int], greedy: bool) -> tuple[list[int], list[list[int]]]:
-        """A topological order of ``need`` (the graph's, or memory-greedy) and, per step,
-        the values released after it."""
+    def _plain_plan(self, need: set[int], boundary: set[int], wanted: set[int], greedy: bool) -> tuple[_PlainPlan, int]:
+        """A topological order of ``need`` (the graph's, or memory-greedy), the values
+        released after each step (as (step, value) pairs sorted by step: per step, the
+        order's own values in order, then the boundary's), and the peak of running it on
+        top of the pinned values (a value counts as freed if the plan owns it or holds its
+        only pin). Large plans are laid out with numpy, small ones with a loop."""
         order = self._greedy_order(need, wanted) if greedy else sorted(need, key=self.rank.__getitem__)
+        if len(order) >= PLAIN_VECTOR_MIN:
+            return self._plain_plan_np(order, boundary, wanted)
         last: dict[int, int] = {}
         preds = self.preds
         for k, v in enumerate(order):
             last[v] = k
             for u in preds[v]:
                 last[u] = k
-        frees: list[list[int]] = [[] for _ in order]
-        for v in order:
-            if v not in wanted:
-                frees[last[v]].append(v)
-        for u in boundary:
-            frees[last[u]].append(u)
-        return order, frees
+        events = [(last[v], v) for v in order if v not in wanted]
+        events.extend((last[u], u) for u in boundary)
+        events.sort(key=_first)  # stable: the order within a step is kept
+        mem, ws, pin = self.mem, self.ws, self.pin
+        cur = peak = self.pinned
+        j, count = 0, len(events)
+        for k, v in enumerate(order):
+            peak = max(peak, cur + mem[v] + ws[v])
+            cur += mem[v]
+            while j < count and events[j][0] == k:
+                u = events[j][1]
+                if u in need or pin[u] == 1:
+                    cur -= mem[u]
+                j += 1
+        return (order, [k for k, _ in events], [u for _, u in events]), peak
+
+    def _plain_plan_np(self, order: list[int], boundary: set[int], wanted: set[int]) -> tuple[_PlainPlan, int]:
+        """:meth:`_plain_plan`'s layout and peak with numpy (same result)."""
+        o = np.asarray(order, dtype=np.int64)
+        m = o.size
+        ptr = self.pred_ptr
+        indeg = ptr[o + 1] - ptr[o]
+        reader = np.repeat(np.arange(m, dtype=np.int64), indeg)
+        offset = np.repeat(ptr[o] - np.cumsum(indeg) + indeg, indeg)
+        read = self.pred_idx[offset + np.arange(reader.size, dtype=np.int64)]
+        last = np.full(len(self.mem), -1, dtype=np.int64)
+        np.maximum.at(last, read, reader)
+        last[o] = np.maximum(last[o], np.arange(m, dtype=np.int64))
+        own = o if not wanted else o[~np.isin(o, np.fromiter(wanted, dtype=np.int64, count=len(wanted)))]
+        bound = np.fromiter(boundary, dtype=np.int64, count=len(boundary))  # the set's order
+        pin = self.pin
+        bound_freed = np.fromiter((pin[u] == 1 for u in boundary), dtype=bool, count=len(boundary))
+        ev_k = np.concatenate([last[own], last[bound]])
+        ev_u = np.concatenate([own, bound])
+        freed = np.concatenate([np.ones(own.size, dtype=bool), bound_freed])
+        by_step = np.argsort(ev_k, kind="stable")
+        ev_k, ev_u, freed = ev_k[by_step], ev_u[by_step], freed[by_step]
+        mem_o = self.mem_np[o]
+        released = np.zeros(m, dtype=np.int64)
+        np.add.at(released, ev_k[freed], self.mem_np[ev_u[freed]])
+        before = np.concatenate([[0], np.cumsum(mem_o - released)[:-1]])  # resident before step k
+        peak = max(self.pinned, self.pinned + int((before + mem_o + self.ws_np[o]).max()))
+        return (order, ev_k.tolist(), ev_u.tolist()), peak
 
     def _greedy_order(self, need: set[int], wanted: set[int]) -> list[int]:
         """Topological order of ``need`` that always runs the ready node whose step grows
@@ -598,12 +636,14 @@ class _Recursion:
             need, self.preds, self.succs, self.mem, self.rank, lambda u: u not in wanted and (u in need or pin[u] == 1)
         )
 
-    def _plain(self, plan: tuple[list[int], list[list[int]]]) -> None:
-        order, frees = plan
+    def _plain(self, plan: _PlainPlan) -> None:
+        order, ev_k, ev_u = plan
+        j, count = 0, len(ev_k)
         for k, v in enumerate(order):
             self.obtain(v)
-            for u in frees[k]:
-                self.release(u)
+            while j < count and ev_k[j] == k:
+                self.release(ev_u[j])
+                j += 1
 
 
 @dataclass(frozen=True)
