@@ -48,6 +48,12 @@ schedule has ≤ 2 steps per unit, so memory is O(n + limit)), past the deadline
 (``RunContext.deadline``), or, on the ladder, once it costs more than the best fitting
 plan so far; the cheapest finished plan that fits wins (anytime). A bare recursion that
 stopped is replaced by store-all, and the plan's mode says so.
+
+**Speed** (same schedules): the bare recursion records each call that keeps its targets
+and replays its steps when the same call recurs on the same state (the (w+2)^depth
+repeats), counting the same work; the decompositions, separator trees, the bare run and
+its clean-up are kept on the graph, so repeated plans of one graph (a search for the
+smallest budget) make them once; plain schedules of many nodes are laid out with numpy.
 """
 
 from __future__ import annotations
