@@ -410,3 +410,23 @@ def test_plain_plans_laid_out_by_numpy_or_loop_agree(g: Graph, ratio: float) -> 
             finally:
                 T.PLAIN_VECTOR_MIN = saved
         assert runs[0] == runs[1], name
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(FAMILIES), st.integers(4, 22), st.integers(0, 50))
+def test_runs_kept_on_the_graph_change_no_plan(kind: str, n: int, seed: int) -> None:
+    """Planning one graph at several budgets reuses the decompositions, the bare run and
+    the ladder runs kept on it; each plan equals the plan of a freshly built copy."""
+    g = _family(kind, n, seed)
+    peak = store_all_peak(g)
+    for name in STRATS:
+        for ratio in (0.9, 0.4, 0.6, 0.3):
+            budget = max(g.lb, int(ratio * peak))
+            got = []
+            for graph in (g, _family(kind, n, seed)):  # the reused one, a fresh one
+                try:
+                    plan = make_plan(graph, name, budget)
+                    got.append((plan.schedule.ops.tolist(), plan.schedule.nodes.tolist(), plan.metrics.peak_bytes))
+                except NoPlanError as exc:
+                    got.append(exc.min_budget)
+            assert got[0] == got[1], (name, ratio)

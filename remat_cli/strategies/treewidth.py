@@ -734,6 +734,39 @@ def plan_over_separator_tree(
     tried = [0]
     pruned = [0]
     memo: dict[Any, Any] = {}
+    # a ladder run depends on its point, not on the budget: kept on the graph for the next
+    # plan of it (a search for the smallest budget); (tree id, point, eager, evict) ->
+    # (tree, its run or None, the cost cap it was stopped under, why it stopped)
+    ladder_runs = graph.derived("ladder runs", dict)
+
+    def ladder_attempt(label: Phrase, point: int, eager: bool, evict: str, max_cost: float) -> _Attempt | None:
+        key = (id(sep), point, eager, evict)
+        hit = ladder_runs.get(key)
+        if hit is not None and hit[0] is sep:
+            _, run, cap, why = hit
+            if run is not None and run.metrics.cost <= max_cost:  # it finishes under this cap too
+                tried[0] += 1
+                return _Attempt(run.schedule, run.metrics, label)
+            if run is not None or (why == "cannot win" and max_cost <= cap):  # stopped again
+                tried[0] += 1
+                pruned[0] += 1
+                return None
+            if why == "work limit":
+                tried[0] += 1
+                stopped.append(Phrase("{} ({})", (label, why)))
+                return None
+        was_pruned, was_stopped = pruned[0], len(stopped)
+        run = attempt(label, point - graph.fixed_mem, cache=True, eager=eager, evict=evict, max_cost=max_cost)
+        if len(ladder_runs) >= 64:  # bounded: a few searches' worth
+            ladder_runs.clear()
+        if run is not None:
+            ladder_runs[key] = (sep, run, None, None)
+        elif pruned[0] > was_pruned:
+            ladder_runs[key] = (sep, None, max_cost, "cannot win")
+        elif len(stopped) > was_stopped and stopped[-1].args[1] == "work limit":
+            ladder_runs[key] = (sep, None, None, "work limit")
+        return run
+
     # the bare recursion does not depend on the budget: one run per tree, kept on the graph
     # (a search for the smallest budget plans the same graph ten times)
     runs = graph.derived("bare recursion runs", dict)
@@ -810,7 +843,7 @@ def plan_over_separator_tree(
                 if fitted or not eager:
                     to_beat = min((c.metrics.cost for c in candidates if c.metrics.peak_bytes <= budget), default=math.inf)
                 try:
-                    run = attempt(label, point - graph.fixed_mem, cache=True, eager=eager, evict=evict, max_cost=to_beat * (1 + 1e-9))
+                    run = ladder_attempt(label, point, eager, evict, to_beat * (1 + 1e-9))
                 except RecursionBug:  # an internal error in a refinement: never let it
                     discarded += 1  # cost a plan; the tests require this to stay 0
                     continue
