@@ -21,7 +21,7 @@ from remat_cli.planner import make_plan, store_all_peak
 from remat_cli.simulate import simulate, require_valid
 from remat_cli.algorithms import decompose as D
 from remat_cli.strategies import get_strategy
-from remat_cli.strategies.treewidth import compute_bound, recursive_schedule
+from remat_cli.strategies.treewidth import RecursionStopped, compute_bound, recursive_schedule
 from remat_cli.training import checkmate_training_graph
 
 STRATS = ("treewidth", "pathwidth")
@@ -203,6 +203,24 @@ def test_bare_recursion_bounds(g: Graph) -> None:
         assert counts.sum() <= g.needed.sum() * (sep.width + 2) ** sep.depth
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graphs, st.sampled_from([None, 40, 400]))
+def test_bare_recursion_replay_is_the_same_schedule(g: Graph, max_work: int | None) -> None:
+    """Replaying recurring calls (the default) gives step for step the schedule of walking
+    each call again, and stops at the same work limit."""
+    for name, sep in _sep_trees(g).items():
+        runs = []
+        for replay in (False, True):
+            try:
+                s, _ = recursive_schedule(g, sep, None, max_work=max_work, replay=replay)
+            except RecursionStopped as exc:
+                runs.append(str(exc))
+                continue
+            require_valid(g, s, what=name)
+            runs.append((s.ops.tolist(), s.nodes.tolist()))
+        assert runs[0] == runs[1], name
+
+
 def test_bare_recursion_on_a_long_training_chain_is_logarithmic() -> None:
     g = checkmate_training_graph(G.chain(512))
     for name in STRATS:
@@ -359,3 +377,46 @@ def test_budget_ladder_does_not_depend_on_the_budget() -> None:
     assert 95_000 in full and 50_000 in full and 20_000 in full and 10_000 in full
     for budget in (40, 5_000, 49_999, 50_000, 99_999):
         assert _ladder(budget, 37, 100_000) == [p for p in full if p <= budget]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graphs, st.floats(0.3, 1.0))
+def test_plain_plans_laid_out_by_numpy_or_loop_agree(g: Graph, ratio: float) -> None:
+    """Large plain schedules are laid out with numpy, small ones with a loop: forcing either
+    layout everywhere gives the same plan step for step (and the simulator accepts it)."""
+    import remat_cli.strategies.treewidth as T
+
+    budget = max(g.lb, int(ratio * store_all_peak(g)))
+    saved = T.PLAIN_VECTOR_MIN
+    for name in STRATS:
+        runs = []
+        for threshold in (0, 10**9):
+            T.PLAIN_VECTOR_MIN = threshold
+            try:
+                plan = make_plan(g, name, budget)
+                runs.append((plan.schedule.ops.tolist(), plan.schedule.nodes.tolist(), plan.metrics.peak_bytes))
+            except NoPlanError as exc:
+                runs.append(exc.min_budget)
+            finally:
+                T.PLAIN_VECTOR_MIN = saved
+        assert runs[0] == runs[1], name
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(FAMILIES), st.integers(4, 22), st.integers(0, 50))
+def test_runs_kept_on_the_graph_change_no_plan(kind: str, n: int, seed: int) -> None:
+    """Planning one graph at several budgets reuses the decompositions, the bare run and
+    the ladder runs kept on it; each plan equals the plan of a freshly built copy."""
+    g = _family(kind, n, seed)
+    peak = store_all_peak(g)
+    for name in STRATS:
+        for ratio in (0.9, 0.4, 0.6, 0.3):
+            budget = max(g.lb, int(ratio * peak))
+            got = []
+            for graph in (g, _family(kind, n, seed)):  # the reused one, a fresh one
+                try:
+                    plan = make_plan(graph, name, budget)
+                    got.append((plan.schedule.ops.tolist(), plan.schedule.nodes.tolist(), plan.metrics.peak_bytes))
+                except NoPlanError as exc:
+                    got.append(exc.min_budget)
+            assert got[0] == got[1], (name, ratio)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from remat_cli.graph import Graph
-from remat_cli.schedule import Schedule, ScheduleBuilder
+from remat_cli.schedule import COMPUTE, FREE, Schedule
 
 __all__ = ["Segmentation", "split", "segment", "schedule_from_sequence", "checkpoint_sequence"]
 
@@ -147,21 +147,31 @@ def schedule_from_sequence(graph: Graph, seq: Sequence[int]) -> Schedule:
 
     An instance of v is read by the computes of v's consumers up to v's next compute; one
     that nobody reads is freed at once. ``seq`` must compute each node's inputs before it.
+    Vectorised (sorts, no loop per step): O((m + reads) log m) for m computes.
     """
-    preds = graph.pred_lists
-    n = graph.n
-    latest = [-1] * n  # position of the current instance of each node
-    last_read: dict[int, int] = {}  # instance (its position) -> position of its last reader
-    for p, v in enumerate(seq):
-        for u in preds[v]:
-            last_read[latest[u]] = p
-        latest[v] = p
-    frees_at: list[list[int]] = [[] for _ in seq]
-    for p, v in enumerate(seq):
-        frees_at[last_read.get(p, p)].append(v)
-    b = ScheduleBuilder()
-    for p, v in enumerate(seq):
-        b.compute(v)
-        for u in frees_at[p]:
-            b.free(u)
-    return b.build()
+    s = np.asarray(seq, dtype=np.int64).reshape(-1)
+    m = int(s.size)
+    if m == 0:
+        return Schedule(np.zeros(0, dtype=np.int8), np.zeros(0, dtype=np.int32))
+    ptr = graph.pred_ptr
+    indeg = ptr[s + 1] - ptr[s]
+    reader = np.repeat(np.arange(m, dtype=np.int64), indeg)  # position of each read
+    # the predecessors read at each position: CSR rows of seq's nodes, concatenated
+    offset = np.repeat(ptr[s] - np.cumsum(indeg) + indeg, indeg)
+    read = graph.pred_idx[offset + np.arange(reader.size, dtype=np.int64)].astype(np.int64)
+    # the instance read: the latest compute of that node before the reader
+    stride = m + 1
+    keys = s * stride + np.arange(m, dtype=np.int64)  # increasing within a node
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    instance = order[np.searchsorted(sorted_keys, read * stride + reader) - 1]
+    last = np.arange(m, dtype=np.int64)  # an instance nobody reads is freed at once
+    np.maximum.at(last, instance, reader)
+    # steps: compute p, then the frees due at p in the order of their instances
+    step_pos = np.concatenate([np.arange(m, dtype=np.int64), last])
+    step_kind = np.concatenate([np.zeros(m, dtype=np.int64), np.ones(m, dtype=np.int64)])
+    step_tie = np.concatenate([np.zeros(m, dtype=np.int64), np.arange(m, dtype=np.int64)])
+    steps = np.lexsort((step_tie, step_kind, step_pos))
+    ops = np.where(step_kind[steps] == 0, COMPUTE, FREE).astype(np.int8)
+    nodes = np.concatenate([s, s])[steps].astype(np.int32)
+    return Schedule(ops, nodes)

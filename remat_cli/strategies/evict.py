@@ -44,11 +44,12 @@ from remat_cli.schedule import COMPUTE, FREE, Schedule
 __all__ = ["memlimit_pass", "cleanup", "lazy_eviction"]
 
 
-def memlimit_pass(graph: Graph, schedule: Schedule, limit: int, *, rounds: int = 4) -> Schedule:
+def memlimit_pass(graph: Graph, schedule: Schedule, limit: int, *, rounds: int = 4, cleaned: bool = False) -> Schedule:
     """twremat's memory-limit post-processing of ``schedule`` for a peak of ``limit`` bytes
     (fixed memory included). Returns a valid schedule with no more computes than the input
-    (given a valid input); its peak may exceed ``limit`` when nothing can be evicted."""
-    current = cleanup(graph, schedule)
+    (given a valid input); its peak may exceed ``limit`` when nothing can be evicted.
+    ``cleaned``: ``schedule`` is already :func:`cleanup`'s output (the caller kept it)."""
+    current = schedule if cleaned else cleanup(graph, schedule)
     for _ in range(max(1, rounds)):
         nxt = cleanup(graph, lazy_eviction(graph, current, limit))
         if len(nxt) == len(current) and (nxt.nodes == current.nodes).all() and (nxt.ops == current.ops).all():
@@ -127,8 +128,13 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int) -> Schedule:
             if resident[v] and not candidate[v]:
                 candidate[v] = True
                 stamp[v] += 1
-                heapq.heappush(dead, (last_touch[v], stamp[v], v))
-                heapq.heappush(cheap, (per_byte[v], -mem[v], stamp[v], v))
+                # one heap per candidate: a value no later step touches is evicted from
+                # `dead` before `cheap` is ever read; any other is computed again (the input
+                # frees it before its next use) or evicted, either way before it would be dead
+                if last_touch[v] < pos:
+                    heapq.heappush(dead, (last_touch[v], stamp[v], v))
+                else:
+                    heapq.heappush(cheap, (per_byte[v], -mem[v], stamp[v], v))
             continue
         if resident[v]:  # still resident: the recompute is not needed
             if candidate[v]:

@@ -20,7 +20,7 @@ import time
 
 from remat_cli.graph import Graph
 from remat_cli.strategies.base import RunContext, Strategy, StrategyResult
-from remat_cli.algorithms.decompose import path_separator_tree, shared_path_decomposition
+from remat_cli.algorithms.decompose import path_separator_tree, shared, shared_path_decomposition
 from remat_cli.strategies.treewidth import DecompositionOptions, plan_over_separator_tree
 
 __all__ = ["STRATEGY"]
@@ -29,7 +29,7 @@ __all__ = ["STRATEGY"]
 def _run(graph: Graph, budget: int | None, options: DecompositionOptions, context: RunContext) -> StrategyResult:
     started = time.perf_counter()
     pd = shared_path_decomposition(graph, context.shared)
-    sep = path_separator_tree(graph, pd)
+    sep = shared(context.shared, graph, f"path separator tree {id(pd)}", lambda: path_separator_tree(graph, pd))
     seconds = time.perf_counter() - started
     return plan_over_separator_tree(graph, sep, budget, options, context, kind=f"path ({pd.order} order)", decompose_seconds=seconds)
 

@@ -48,6 +48,12 @@ schedule has ≤ 2 steps per unit, so memory is O(n + limit)), past the deadline
 (``RunContext.deadline``), or, on the ladder, once it costs more than the best fitting
 plan so far; the cheapest finished plan that fits wins (anytime). A bare recursion that
 stopped is replaced by store-all, and the plan's mode says so.
+
+**Speed** (same schedules): the bare recursion records each call that keeps its targets
+and replays its steps when the same call recurs on the same state (the (w+2)^depth
+repeats), counting the same work; the decompositions, separator trees, the bare run and
+its clean-up are kept on the graph, so repeated plans of one graph (a search for the
+smallest budget) make them once; plain schedules of many nodes are laid out with numpy.
 """
 
 from __future__ import annotations
@@ -64,11 +70,11 @@ import numpy as np
 from remat_cli.errors import NoPlanError
 from remat_cli.graph import Graph
 from remat_cli.units import Fact, Phrase, fmt_bytes_exact
-from remat_cli.schedule import Schedule, ScheduleBuilder
+from remat_cli.schedule import COMPUTE, FREE, Schedule
 from remat_cli.simulate import Metrics, simulate
 from remat_cli.strategies.base import RunContext, Strategy, StrategyResult
 from remat_cli.algorithms.orders import memory_greedy_order
-from remat_cli.algorithms.decompose import MORAL_DEGREE_CAP, SeparatorTree, separator_tree, shared_tree_decomposition
+from remat_cli.algorithms.decompose import MORAL_DEGREE_CAP, SeparatorTree, separator_tree, shared, shared_tree_decomposition
 from remat_cli.strategies.store_all import store_all_if_fits, store_all_plan
 
 __all__ = [
@@ -90,6 +96,15 @@ __all__ = [
 #: recomputations are not polynomial in any useful sense.
 WORK_FLOOR = 2_000_000
 WORK_PER_NODE = 100
+#: Plain schedules of at least this many nodes are laid out with numpy (the same plan).
+PLAIN_VECTOR_MIN = 256
+
+#: A plain schedule: its order, and the (step, value) releases sorted by step.
+_PlainPlan = tuple[list[int], list[int], list[int]]
+
+
+def _first(pair: tuple[int, int]) -> int:
+    return pair[0]
 
 
 class RecursionStopped(Exception):
@@ -119,6 +134,7 @@ def recursive_schedule(
     deadline: float | None = None,
     max_cost: float = math.inf,
     memo: dict[Any, Any] | None = None,
+    replay: bool = True,
 ) -> tuple[Schedule, bool]:
     """The schedule of the recursion over ``sep``.
 
@@ -132,7 +148,10 @@ def recursive_schedule(
     ``time.perf_counter()`` value), or once its compute cost exceeds ``max_cost`` (it
     cannot beat a plan of that cost: costs only grow as steps are added). ``memo``, a
     dict the caller keeps across runs on the same graph and tree, shares sub-problem
-    orders between them (at most 20·n nodes stored).
+    orders between them (at most 20·n nodes stored). ``replay`` (bare recursion only)
+    records the steps of each call that leaves its targets pinned and copies them when the
+    same call recurs on the same state (:meth:`_Recursion.solve`): the same schedule, and
+    the same work counted, without walking the sub-problem again.
     """
     planner = _Recursion(graph, sep, limit, cache, eager, evict)
     planner.budget_left = work_limit(graph) if max_work is None else max_work
@@ -142,8 +161,11 @@ def recursive_schedule(
     planner.cost_left = max_cost - float(graph.cost[graph.needed].sum()) if max_cost < math.inf else math.inf
     planner.needed = graph.needed.tolist()
     planner.memo = memo
+    if replay and limit is None and planner.cost_left == math.inf:
+        planner.replay = {}
     planner.solve(sep.root, [int(t) for t in graph.targets if graph.needed[t]], False)
-    return planner.b.build(), not planner.over
+    schedule = Schedule(np.asarray(planner.ops, dtype=np.int8), np.asarray(planner.nodes, dtype=np.int32))
+    return schedule, not planner.over
 
 
 def compute_bound(sep: SeparatorTree, v: int) -> int:
@@ -158,6 +180,9 @@ class _Recursion:
         self, graph: Graph, sep: SeparatorTree, limit: int | None, cache: bool, eager: bool = False, evict: str = "recent"
     ) -> None:
         self.preds = graph.pred_lists
+        self.pred_ptr, self.pred_idx = graph.pred_ptr, graph.pred_idx
+        self.mem_np = graph.mem.astype(np.int64)
+        self.ws_np = graph.workspace.astype(np.int64)
         self.succs = graph.succ_lists
         self.mem = graph.mem.tolist()
         self.ws = graph.workspace.tolist()
@@ -190,7 +215,12 @@ class _Recursion:
             self.value = [cost[v] / mem[v] if mem[v] else math.inf for v in range(n)]
         else:
             self.value = [0.0] * n
-        self.b = ScheduleBuilder()
+        self.ops: list[int] = []  # the steps so far (COMPUTE or FREE, node)
+        self.nodes: list[int] = []
+        # bare recursion: (x, targets) -> what the call did (see solve); None: off
+        self.replay: dict[tuple[int, tuple[int, ...]], _Recorded] | None = None
+        self.replay_cap = max(1_000_000, 20 * n)  # steps stored at most (bounded memory)
+        self.replay_size = 0
         self.over = False
         self.budget_left = work_limit(graph)  # units of work before RecursionStopped
         self.deadline: float | None = None
@@ -220,7 +250,8 @@ class _Recursion:
         need = self.mem[v] + self.ws[v]
         if self.cur + need > self.limit:
             self._evict(need)
-        self.b.compute(v)
+        self.ops.append(COMPUTE)
+        self.nodes.append(v)
         self.done[v] = True
         self.resident[v] = True
         self.pin[v] = 1
@@ -255,7 +286,8 @@ class _Recursion:
             self._free(u)
 
     def _free(self, u: int) -> None:
-        self.b.free(u)
+        self.ops.append(FREE)
+        self.nodes.append(u)
         self.resident[u] = False
         self.cur -= self.mem[u]
 
@@ -284,6 +316,69 @@ class _Recursion:
         plain_only: bool = False,
         tentative: bool = False,
     ) -> bool:
+        """:meth:`_solve`, replayed where it recurs (bare recursion, ``replay`` on).
+
+        A call that keeps its targets, with nothing of its sub-problem resident (its
+        targets' ancestors inside x's subtree) and every value it reads from outside
+        resident, does the same steps every time: they depend only on x, the targets and
+        that state. Its steps, work units, the nodes it computes and the pins it leaves
+        on its targets are recorded the first time and copied when the call recurs in
+        that state — the (w+2)^depth recomputations are mostly such repeats.
+        """
+        replay = self.replay
+        if replay is None or not keep or handoff or plain_only or tentative:
+            return self._solve(x, targets, keep, handoff, plain_only, tentative)
+        resident = self.resident
+        key = (x, tuple(targets))
+        rec = replay.get(key)
+        if rec is not None and not any(map(resident.__getitem__, rec.closure)) and all(map(resident.__getitem__, rec.boundary)):
+            self._replay(rec)
+            return True
+        if any(map(resident.__getitem__, targets)) or self.replay_size > self.replay_cap:
+            return self._solve(x, targets, keep)
+        start = len(self.ops)
+        units = self.budget_left
+        walk: list[Any] = []
+        self._solve(x, targets, keep, walk=walk)
+        if not walk:
+            return True
+        need, boundary, clean = walk
+        wanted = set(targets)
+        if clean and not any(resident[u] for u in need if u not in wanted):
+            ops, nodes = self.ops[start:], self.nodes[start:]
+            computed = tuple({v for op, v in zip(ops, nodes) if op == COMPUTE})
+            pins = tuple((t, self.pin[t]) for t in wanted)
+            replay[key] = _Recorded(ops, nodes, units - self.budget_left, tuple(need), tuple(boundary), computed, pins)
+            self.replay_size += len(ops) + len(need)
+        return True
+
+    def _replay(self, rec: _Recorded) -> None:
+        """Redo a recorded call: its work, steps, computed nodes and target pins."""
+        self.spend(rec.units)
+        if self.deadline is not None and time.perf_counter() > self.deadline:
+            raise RecursionStopped("time limit")
+        self.ops.extend(rec.ops)
+        self.nodes.extend(rec.nodes)
+        done = self.done
+        for v in rec.computed:
+            done[v] = True
+        mem = self.mem
+        for t, pins in rec.pins:
+            self.resident[t] = True
+            self.pin[t] = pins
+            self.cur += mem[t]
+            self.pinned += mem[t]
+
+    def _solve(
+        self,
+        x: int,
+        targets: list[int],
+        keep: bool,
+        handoff: list[int] | tuple[int, ...] = (),
+        plain_only: bool = False,
+        tentative: bool = False,
+        walk: list[Any] | None = None,
+    ) -> bool:
         """Compute ``targets`` (owned inside x's subtree); with ``keep`` leave each pinned once.
 
         ``handoff``: pins the caller holds only for this call; they are released as soon as
@@ -291,6 +386,8 @@ class _Recursion:
         reader still needs it. ``tentative``: do nothing and return False if the targets
         read a value the caller has not computed yet; ``plain_only``: also unless the
         plain schedule fits (both used to prefetch several requests in one go).
+        ``walk``: filled with (the missing ancestors, the outside values read, whether no
+        resident value inside x's subtree was met) for :meth:`solve`'s replay.
         """
         resident = self.resident
         preds = self.preds
@@ -317,6 +414,7 @@ class _Recursion:
         pin = self.pin
         tin_x, tout_x = self.tin[x], self.tout[x]
         tin, owner = self.tin, self.owner
+        clean = True  # no resident value inside the subtree met
         while stack:
             v = stack.pop()
             for u in preds[v]:
@@ -324,6 +422,7 @@ class _Recursion:
                     continue
                 inside = tin_x <= tin[owner[u]] < tout_x
                 if resident[u]:
+                    clean = clean and not inside
                     # a cached value inside the subtree is planned as missing (and reused
                     # if it is still cached when its turn comes): caching never pins memory
                     if pin[u] or not inside:
@@ -338,6 +437,8 @@ class _Recursion:
                 need.add(u)
                 stack.append(u)
         self.spend(len(need) + len(boundary))
+        if walk is not None:
+            walk.extend((need, boundary, clean))
         for u in boundary:
             self.acquire(u)
         wanted = set(todo) if keep else set()
@@ -440,49 +541,75 @@ class _Recursion:
         return True
 
     # -------------------------------------------------------------- plain schedules
-    def _fitting_plain(self, need: set[int], boundary: set[int], wanted: set[int]) -> tuple[list[int], list[list[int]]] | None:
+    def _fitting_plain(self, need: set[int], boundary: set[int], wanted: set[int]) -> _PlainPlan | None:
         """The lower-peak of two plain schedules of ``need`` (each node once: the graph's
         topological order, and a memory-greedy one) if it stays within the limit, else
         None. The cache counts as free room: it is evicted on demand."""
-        best: tuple[float, tuple[list[int], list[list[int]]]] | None = None
+        best: tuple[float, _PlainPlan] | None = None
         for greedy in (False, True):
-            plan = self._plain_plan(need, boundary, wanted, greedy)
-            peak = self._peak(plan, need)
+            plan, peak = self._plain_plan(need, boundary, wanted, greedy)
             if peak <= self.limit and (best is None or peak < best[0]):
                 best = (peak, plan)
         return None if best is None else best[1]
 
-    def _peak(self, plan: tuple[list[int], list[list[int]]], need: set[int]) -> int:
-        """Peak of running ``plan`` on top of the pinned values."""
-        order, frees = plan
-        mem, ws = self.mem, self.ws
-        pin = self.pin
-        cur = peak = self.pinned
-        for k, v in enumerate(order):
-            peak = max(peak, cur + mem[v] + ws[v])
-            cur += mem[v]
-            for u in frees[k]:
-                if u in need or pin[u] == 1:
-                    cur -= mem[u]
-        return peak
-
-    def _plain_plan(self, need: set[int], boundary: set[int], wanted: set[int], greedy: bool) -> tuple[list[int], list[list[int]]]:
-        """A topological order of ``need`` (the graph's, or memory-greedy) and, per step,
-        the values released after it."""
+    def _plain_plan(self, need: set[int], boundary: set[int], wanted: set[int], greedy: bool) -> tuple[_PlainPlan, int]:
+        """A topological order of ``need`` (the graph's, or memory-greedy), the values
+        released after each step (as (step, value) pairs sorted by step: per step, the
+        order's own values in order, then the boundary's), and the peak of running it on
+        top of the pinned values (a value counts as freed if the plan owns it or holds its
+        only pin). Large plans are laid out with numpy, small ones with a loop."""
         order = self._greedy_order(need, wanted) if greedy else sorted(need, key=self.rank.__getitem__)
+        if len(order) >= PLAIN_VECTOR_MIN:
+            return self._plain_plan_np(order, boundary, wanted)
         last: dict[int, int] = {}
         preds = self.preds
         for k, v in enumerate(order):
             last[v] = k
             for u in preds[v]:
                 last[u] = k
-        frees: list[list[int]] = [[] for _ in order]
-        for v in order:
-            if v not in wanted:
-                frees[last[v]].append(v)
-        for u in boundary:
-            frees[last[u]].append(u)
-        return order, frees
+        events = [(last[v], v) for v in order if v not in wanted]
+        events.extend((last[u], u) for u in boundary)
+        events.sort(key=_first)  # stable: the order within a step is kept
+        mem, ws, pin = self.mem, self.ws, self.pin
+        cur = peak = self.pinned
+        j, count = 0, len(events)
+        for k, v in enumerate(order):
+            peak = max(peak, cur + mem[v] + ws[v])
+            cur += mem[v]
+            while j < count and events[j][0] == k:
+                u = events[j][1]
+                if u in need or pin[u] == 1:
+                    cur -= mem[u]
+                j += 1
+        return (order, [k for k, _ in events], [u for _, u in events]), peak
+
+    def _plain_plan_np(self, order: list[int], boundary: set[int], wanted: set[int]) -> tuple[_PlainPlan, int]:
+        """:meth:`_plain_plan`'s layout and peak with numpy (same result)."""
+        o = np.asarray(order, dtype=np.int64)
+        m = o.size
+        ptr = self.pred_ptr
+        indeg = ptr[o + 1] - ptr[o]
+        reader = np.repeat(np.arange(m, dtype=np.int64), indeg)
+        offset = np.repeat(ptr[o] - np.cumsum(indeg) + indeg, indeg)
+        read = self.pred_idx[offset + np.arange(reader.size, dtype=np.int64)]
+        last = np.full(len(self.mem), -1, dtype=np.int64)
+        np.maximum.at(last, read, reader)
+        last[o] = np.maximum(last[o], np.arange(m, dtype=np.int64))
+        own = o if not wanted else o[~np.isin(o, np.fromiter(wanted, dtype=np.int64, count=len(wanted)))]
+        bound = np.fromiter(boundary, dtype=np.int64, count=len(boundary))  # the set's order
+        pin = self.pin
+        bound_freed = np.fromiter((pin[u] == 1 for u in boundary), dtype=bool, count=len(boundary))
+        ev_k = np.concatenate([last[own], last[bound]])
+        ev_u = np.concatenate([own, bound])
+        freed = np.concatenate([np.ones(own.size, dtype=bool), bound_freed])
+        by_step = np.argsort(ev_k, kind="stable")
+        ev_k, ev_u, freed = ev_k[by_step], ev_u[by_step], freed[by_step]
+        mem_o = self.mem_np[o]
+        released = np.zeros(m, dtype=np.int64)
+        np.add.at(released, ev_k[freed], self.mem_np[ev_u[freed]])
+        before = np.concatenate([[0], np.cumsum(mem_o - released)[:-1]])  # resident before step k
+        peak = max(self.pinned, self.pinned + int((before + mem_o + self.ws_np[o]).max()))
+        return (order, ev_k.tolist(), ev_u.tolist()), peak
 
     def _greedy_order(self, need: set[int], wanted: set[int]) -> list[int]:
         """Topological order of ``need`` that always runs the ready node whose step grows
@@ -515,12 +642,27 @@ class _Recursion:
             need, self.preds, self.succs, self.mem, self.rank, lambda u: u not in wanted and (u in need or pin[u] == 1)
         )
 
-    def _plain(self, plan: tuple[list[int], list[list[int]]]) -> None:
-        order, frees = plan
+    def _plain(self, plan: _PlainPlan) -> None:
+        order, ev_k, ev_u = plan
+        j, count = 0, len(ev_k)
         for k, v in enumerate(order):
             self.obtain(v)
-            for u in frees[k]:
-                self.release(u)
+            while j < count and ev_k[j] == k:
+                self.release(ev_u[j])
+                j += 1
+
+
+@dataclass(frozen=True)
+class _Recorded:
+    """One call of the bare recursion, as :meth:`_Recursion.solve` replays it."""
+
+    ops: list[int]  # its steps
+    nodes: list[int]
+    units: int  # work it counted
+    closure: tuple[int, ...]  # its targets' ancestors inside the subtree: none resident
+    boundary: tuple[int, ...]  # what it reads from outside: all resident
+    computed: tuple[int, ...]  # nodes it computes
+    pins: tuple[tuple[int, int], ...]  # (target, pins it leaves)
 
 
 # ---------------------------------------------------------------------- the strategy
@@ -592,8 +734,71 @@ def plan_over_separator_tree(
     tried = [0]
     pruned = [0]
     memo: dict[Any, Any] = {}
+    # a ladder run depends on its point, not on the budget: kept on the graph for the next
+    # plan of it (a search for the smallest budget); (tree id, point, eager, evict) ->
+    # (tree, its run or None, the cost cap it was stopped under, why it stopped)
+    ladder_runs = graph.derived("ladder runs", dict)
+
+    def ladder_attempt(label: Phrase, point: int, eager: bool, evict: str, max_cost: float) -> _Attempt | None:
+        key = (id(sep), point, eager, evict)
+        hit = ladder_runs.get(key)
+        if hit is not None and hit[0] is sep:
+            _, run, cap, why = hit
+            if run is not None and run.metrics.cost <= max_cost:  # it finishes under this cap too
+                tried[0] += 1
+                return _Attempt(run.schedule, run.metrics, label)
+            if run is not None or (why == "cannot win" and max_cost <= cap):  # stopped again
+                tried[0] += 1
+                pruned[0] += 1
+                return None
+            if why == "work limit":
+                tried[0] += 1
+                stopped.append(Phrase("{} ({})", (label, why)))
+                return None
+        was_pruned, was_stopped = pruned[0], len(stopped)
+        run = attempt(label, point - graph.fixed_mem, cache=True, eager=eager, evict=evict, max_cost=max_cost)
+        if len(ladder_runs) >= 64:  # bounded: a few searches' worth
+            ladder_runs.clear()
+        if run is not None:
+            ladder_runs[key] = (sep, run, None, None)
+        elif pruned[0] > was_pruned:
+            ladder_runs[key] = (sep, None, max_cost, "cannot win")
+        elif len(stopped) > was_stopped and stopped[-1].args[1] == "work limit":
+            ladder_runs[key] = (sep, None, None, "work limit")
+        return run
+
+    # the bare recursion does not depend on the budget: one run per tree, kept on the graph
+    # (a search for the smallest budget plans the same graph ten times)
+    runs = graph.derived("bare recursion runs", dict)
+    hit = runs.get(id(sep))
+    if hit is None or hit[0] is not sep:
+        hit = [sep, None, None, None]  # tree, its run or None, why it stopped, cleaned-up run
+
+    def bare_attempt() -> _Attempt | None:
+        if hit[1] is not None or hit[2] is not None:
+            if hit[1] is None:
+                stopped.append(Phrase("{} ({})", ("bare recursion", hit[2])))
+            return hit[1]
+        before = len(stopped)
+        run = attempt("bare recursion", None)
+        why = None if run is not None else (stopped[-1].args[1] if len(stopped) > before else "cannot win")
+        if run is not None or why == "work limit":  # a time limit may pass next time
+            hit[1], hit[2] = run, why
+            if len(runs) >= 4:  # bounded: a few trees per graph
+                runs.clear()
+            runs[id(sep)] = hit
+        return run
+
+    def cleaned_bare(bare: Schedule) -> Schedule:
+        """The bare run with frees moved to last use (evict.cleanup), made once."""
+        from remat_cli.strategies.evict import cleanup
+
+        if hit[3] is None or hit[1] is None or hit[1].schedule is not bare:
+            hit[3] = cleanup(graph, bare)
+        return hit[3]
+
     if budget is None:
-        bare_run = attempt("bare recursion", None)
+        bare_run = bare_attempt()
         if bare_run is None:
             store = store_all_plan(graph)
             info["mode"] = Phrase("store-all: the bare recursion stopped at its {}", (stopped[0].args[1],))
@@ -610,7 +815,7 @@ def plan_over_separator_tree(
     first = attempt("budgeted recursion", budget - graph.fixed_mem, cache=False)
     if first is not None:
         candidates.append(first)
-    bare_run = attempt("bare recursion", None)
+    bare_run = bare_attempt()
     bare = None if bare_run is None else bare_run.metrics
     if bare_run is not None:
         info["bare peak (bytes)"] = bare_run.metrics.peak_bytes
@@ -638,7 +843,7 @@ def plan_over_separator_tree(
                 if fitted or not eager:
                     to_beat = min((c.metrics.cost for c in candidates if c.metrics.peak_bytes <= budget), default=math.inf)
                 try:
-                    run = attempt(label, point - graph.fixed_mem, cache=True, eager=eager, evict=evict, max_cost=to_beat * (1 + 1e-9))
+                    run = ladder_attempt(label, point, eager, evict, to_beat * (1 + 1e-9))
                 except RecursionBug:  # an internal error in a refinement: never let it
                     discarded += 1  # cost a plan; the tests require this to stay 0
                     continue
@@ -653,18 +858,17 @@ def plan_over_separator_tree(
         more = "; …" if len(stopped) > 3 else ""
         info["stopped runs"] = Phrase("{}: " + "; ".join("{}" for _ in shown) + more, (len(stopped), *shown))
     if options.memlimit:  # off only to test the monotone part on its own
-        candidates.extend(_memlimit_candidates(graph, candidates, None if bare_run is None else bare_run.schedule, budget))
+        clean = None if bare_run is None else cleaned_bare(bare_run.schedule)
+        candidates.extend(_memlimit_candidates(graph, candidates, clean, budget))
     fitting = [c for c in candidates if c.metrics.peak_bytes <= budget]
     if not fitting:
         if bare_run is None:
             least = sa.peak_bytes
             why = "its recursion stopped at its work or time limit; store-all"
         else:
-            from remat_cli.strategies.evict import cleanup
-
             # the memory-limit pass over the bare recursion fits every budget at or above the
             # peak of the bare recursion cleaned up (evict.py), which is at most the bare peak
-            least = min(_measure(graph, cleanup(graph, bare_run.schedule)).peak_bytes, sa.peak_bytes)
+            least = min(_measure(graph, cleaned_bare(bare_run.schedule)).peak_bytes, sa.peak_bytes)
             why = "its smallest plan (the bare recursion, frees moved to last use)"
         raise NoPlanError(
             f"{kind} cannot fit budget {fmt_bytes_exact(budget)}: {why} peaks at {fmt_bytes_exact(least)}",
@@ -680,14 +884,14 @@ def plan_over_separator_tree(
 
 def _memlimit_candidates(graph: Graph, candidates: list[_Attempt], bare: Schedule | None, budget: int) -> list[_Attempt]:
     """twremat's memory-limit pass (:mod:`remat_cli.strategies.evict`) at ``budget`` over the
-    bare recursion (what the paper's reference code returns; None when it stopped at a
-    limit) and over the cheapest candidate that fits (the pass never raises a fitting
-    schedule's cost or peak)."""
+    bare recursion (what the paper's reference code returns, already cleaned up; None when
+    it stopped at a limit) and over the cheapest candidate that fits (the pass never raises
+    a fitting schedule's cost or peak)."""
     from remat_cli.strategies.evict import memlimit_pass
 
     out = []
     if bare is not None:
-        s = memlimit_pass(graph, bare, budget)
+        s = memlimit_pass(graph, bare, budget, cleaned=True)
         out.append(_Attempt(s, _measure(graph, s), "bare recursion + memory-limit pass (twremat)"))
     fitting = [c for c in candidates if c.metrics.peak_bytes <= budget]
     if fitting:
@@ -739,7 +943,7 @@ def _result(graph: Graph, schedule: Schedule, metrics: Metrics, info: dict[str, 
 def _run(graph: Graph, budget: int | None, options: DecompositionOptions, context: RunContext) -> StrategyResult:
     started = time.perf_counter()
     td = shared_tree_decomposition(graph, context.shared, ("min-degree", "min-fill"))
-    sep = separator_tree(graph, td)
+    sep = shared(context.shared, graph, f"separator tree {id(td)}", lambda: separator_tree(graph, td))
     info_seconds = time.perf_counter() - started
     result = plan_over_separator_tree(graph, sep, budget, options, context, kind=f"tree ({td.method})", decompose_seconds=info_seconds)
     return result
