@@ -48,7 +48,7 @@ Score = Callable[["_State", int], tuple]
 class _State:
     """What a score may look at: sizes, costs, residency, last access, evicted set."""
 
-    __slots__ = ("graph", "mem", "cost", "resident", "evicted", "last_access", "computed_at", "clock", "preds", "succs")
+    __slots__ = ("graph", "mem", "cost", "resident", "evicted", "last_access", "computed_at", "clock", "preds", "succs", "nbrs")
 
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
@@ -56,6 +56,8 @@ class _State:
         self.cost = graph.cost.tolist()
         self.preds = graph.pred_lists
         self.succs = graph.succ_lists
+        # inputs then consumers of each node, built once: dtr_score walks them per eviction
+        self.nbrs = [(*p, *q) for p, q in zip(self.preds, self.succs)]
         self.resident = bytearray(graph.n)
         self.evicted = bytearray(graph.n)  # freed while still needed later
         self.last_access = [0] * graph.n
@@ -71,18 +73,27 @@ def largest_first(state: _State, v: int) -> tuple:
 
 def dtr_score(state: _State, v: int, limit: int = 32) -> tuple:
     """DTR's h(t): evicted-neighbourhood recompute cost / (size · staleness); smallest first."""
-    total = state.cost[v]
+    cost, evicted, nbrs = state.cost, state.evicted, state.nbrs
+    total = cost[v]
     seen = {v}
     stack = [v]
     while stack and len(seen) < limit:
-        u = stack.pop()
-        for w in (*state.preds[u], *state.succs[u]):
-            if w not in seen and state.evicted[w]:
+        for w in nbrs[stack.pop()]:
+            if evicted[w] and w not in seen:
                 seen.add(w)
-                total += state.cost[w]
+                total += cost[w]
                 stack.append(w)
     staleness = state.clock - state.last_access[v] + 1
     return (total / (state.mem[v] * staleness), v)
+
+
+def _dtr_floor(state: _State, v: int) -> tuple:
+    """A key no larger than ``dtr_score(state, v)``: v's own cost alone (the evicted
+    neighbourhood only adds non-negative costs)."""
+    return (state.cost[v] / (state.mem[v] * (state.clock - state.last_access[v] + 1)), v)
+
+
+dtr_score.floor = _dtr_floor  # type: ignore[attr-defined]
 
 
 def evict_schedule(graph: Graph, budget: int, score: Score, order: list[int], max_factor: int = 10, sample: int = 64) -> Schedule | None:
@@ -141,15 +152,25 @@ def evict_schedule(graph: Graph, budget: int, score: Score, order: list[int], ma
             heapq.heappush(heap, item)
         return found
 
+    floor = getattr(score, "floor", None)
+
     def pick_scored() -> int | None:
         pool = live if len(live) <= sample else rng.sample(live, sample)
         best, best_key = None, None
         for _ in range(2):
-            for v in pool:
-                if pins[v] == 0:
-                    key = score(st, v)
+            if floor is not None:  # the same minimum with fewer scores: lowest floors first
+                for low in sorted(floor(st, v) for v in pool if pins[v] == 0):
+                    if best_key is not None and low > best_key:
+                        break  # every key left is at least its floor
+                    key = score(st, low[-1])
                     if best_key is None or key < best_key:
-                        best, best_key = v, key
+                        best, best_key = low[-1], key
+            else:
+                for v in pool:
+                    if pins[v] == 0:
+                        key = score(st, v)
+                        if best_key is None or key < best_key:
+                            best, best_key = v, key
             if best is not None or pool is live:
                 break
             pool = live  # every sampled value was pinned: look at all of them
