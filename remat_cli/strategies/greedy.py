@@ -27,6 +27,7 @@ the strategy meets (a bisection of whole replays) stops at ``RunContext.deadline
 from __future__ import annotations
 
 import heapq
+import math
 import random
 import time
 from collections.abc import Callable
@@ -39,7 +40,7 @@ from remat_cli.schedule import Schedule, ScheduleBuilder
 from remat_cli.strategies.base import RunContext, Strategy, StrategyFn, StrategyResult
 from remat_cli.strategies.store_all import store_all_if_fits, store_all_plan
 
-__all__ = ["GREEDY", "DTR", "EvictOptions", "evict_schedule", "largest_first", "dtr_score"]
+__all__ = ["GREEDY", "DTR", "EvictOptions", "CostlierThan", "evict_schedule", "largest_first", "dtr_score"]
 
 # score(state, v) -> key; the resident, unpinned value with the SMALLEST key is evicted
 Score = Callable[["_State", int], tuple]
@@ -96,8 +97,14 @@ def _dtr_floor(state: _State, v: int) -> tuple:
 dtr_score.floor = _dtr_floor  # type: ignore[attr-defined]
 
 
-def evict_schedule(graph: Graph, budget: int, score: Score, order: list[int], max_factor: int = 10, sample: int = 64) -> Schedule | None:
+def evict_schedule(
+    graph: Graph, budget: int, score: Score, order: list[int], max_factor: int = 10, sample: int = 64, max_cost: float | None = None
+) -> Schedule | None:
     """Replay ``order`` within ``budget`` evicting by ``score``; None when it cannot.
+
+    ``max_cost``: raise :class:`CostlierThan` as soon as the computes so far cost more
+    (costs only add up, so the finished plan would too): ``auto`` passes the cost a plan
+    must beat to matter.
 
     ``largest_first`` keeps candidates in a heap. Other scores change with time, so (as
     DTR's implementation does) at most ``sample`` resident values, drawn by a seeded
@@ -122,6 +129,9 @@ def evict_schedule(graph: Graph, budget: int, score: Score, order: list[int], ma
     b = ScheduleBuilder()
     budget_computes = max_factor * max(len(order), 1)
     computes = 0
+    costs = st.cost
+    spent = 0.0
+    cap = math.inf if max_cost is None else max_cost
 
     def free(v: int) -> None:
         nonlocal cur
@@ -186,10 +196,13 @@ def evict_schedule(graph: Graph, budget: int, score: Score, order: list[int], ma
         return True
 
     def compute(v: int) -> bool:
-        nonlocal cur, computes
+        nonlocal cur, computes, spent
         if not make_room(mem[v] + ws[v]):
             return False
         computes += 1
+        spent += costs[v]
+        if spent > cap:
+            raise CostlierThan(f"stopped once its plan cost more than {cap:g}", max_cost=cap)
         b.compute(v)
         resident[v] = 1
         st.evicted[v] = 0
@@ -244,12 +257,25 @@ def evict_schedule(graph: Graph, budget: int, score: Score, order: list[int], ma
     return b.build()
 
 
+class CostlierThan(NoPlanError):
+    """The replay stopped once its plan cost more than ``max_cost`` (not a budget failure)."""
+
+    def __init__(self, message: str, max_cost: float) -> None:
+        super().__init__(message, min_budget=None)
+        self.max_cost = max_cost
+
+
 @dataclass(frozen=True)
 class EvictOptions:
     """``greedy``'s and ``dtr``'s options: a run that computes more than ``max_factor``
-    times the graph gives up (eviction can thrash near the lower bound)."""
+    times the graph gives up (eviction can thrash near the lower bound). ``search``: when
+    the budget cannot be met, bisect for the smallest budget it meets (``auto`` only needs
+    to know that it failed). ``max_cost``: stop (:class:`CostlierThan`) once the plan costs
+    more than this."""
 
     max_factor: int = 10
+    search: bool = True
+    max_cost: float | None = None
 
 
 def _runner(name: str, score: Score) -> StrategyFn:
@@ -262,9 +288,11 @@ def _runner(name: str, score: Score) -> StrategyFn:
         store, store_peak = store_all.schedule, store_all.metrics.peak_bytes
         order = store.compute_nodes.tolist()
         max_factor = int(options.max_factor)
-        schedule = evict_schedule(graph, budget, score, order, max_factor)
+        schedule = evict_schedule(graph, budget, score, order, max_factor, max_cost=options.max_cost)
         if schedule is not None:
             return StrategyResult(schedule, {"evict": "largest" if name == "greedy" else "DTR h(t)"})
+        if not options.search:
+            raise NoPlanError(f"{name} cannot fit budget {fmt_bytes_exact(budget)} (its smallest budget was not searched)")
         # the smallest budget it meets, by bisection; past the deadline the smallest found
         # so far (every probe is a whole replay)
         deadline = context.deadline
