@@ -8,6 +8,7 @@ is the one it makes without the caps. Every schedule goes through the simulator.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -129,3 +130,26 @@ def test_auto_plans_samples_where_eviction_wins_the_same_with_and_without_the_ca
     g = load_graph(SAMPLES / sample)
     budget = int(ratio * store_all_peak(g))
     _same_with_and_without_caps(g, budget)
+
+
+def test_the_smallest_budget_search_is_proportionate_to_the_failed_attempt(monkeypatch):
+    """A plan that fails at once is followed by a short search, not by SEARCH_SECONDS of it."""
+    from remat_cli import planner, sweep
+
+    g = _graph("dag", 12, 3)
+    seen: list[float] = []
+    real = sweep.smallest_budget
+
+    def spy(*args, deadline=None, **kwargs):
+        seen.append(deadline - time.perf_counter())
+        return real(*args, deadline=deadline, **kwargs)
+
+    monkeypatch.setattr(sweep, "smallest_budget", spy)
+    with pytest.raises(NoPlanError):
+        make_plan(g, "greedy", g.lb - 1, find_smallest=True)
+    assert len(seen) == 1 and seen[0] <= planner.MIN_SEARCH_SECONDS < planner.SEARCH_SECONDS
+    assert planner.search_seconds(0.01, None) == planner.MIN_SEARCH_SECONDS
+    assert planner.search_seconds(1e6, None) == planner.SEARCH_SECONDS
+    assert planner.search_seconds(1e6, 3.0) == 3.0
+    lows = [planner.search_seconds(t, None) for t in (0.0, 1.0, 4.0, 8.0, 15.0, 30.0)]
+    assert lows == sorted(lows)
