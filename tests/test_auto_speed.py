@@ -153,3 +153,17 @@ def test_the_smallest_budget_search_is_proportionate_to_the_failed_attempt(monke
     assert planner.search_seconds(1e6, 3.0) == 3.0
     lows = [planner.search_seconds(t, None) for t in (0.0, 1.0, 4.0, 8.0, 15.0, 30.0)]
     assert lows == sorted(lows)
+
+
+@pytest.mark.parametrize("name", ["greedy", "dtr"])
+def test_a_replay_stops_at_the_deadline_naming_a_budget_that_works(monkeypatch, name):
+    """Past its deadline a replay stops (looked at every DEADLINE_EVERY computes; 1 here)
+    and the error names the store-all peak, which always works; without one it fits."""
+    g = _graph("skip", 40, 2)
+    budget = int(0.6 * store_all_peak(g))
+    plan = make_plan(g, name, budget)
+    assert simulate(g, plan.schedule).metrics.peak_bytes <= budget
+    monkeypatch.setattr(greedy, "DEADLINE_EVERY", 1)
+    with pytest.raises(NoPlanError) as stopped:
+        make_plan(g, name, budget, {"deadline": time.perf_counter() - 1.0})
+    assert "time limit" in stopped.value.message and stopped.value.min_budget == store_all_peak(g)

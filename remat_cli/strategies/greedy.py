@@ -19,7 +19,8 @@ than ``max_factor`` (10) times the graph gives up (eviction can thrash near the 
 bound) and the strategy declines.
 
 Anytime: the replay at the budget is one bounded run (at most ``max_factor`` × the
-graph's computes) and always finishes; when it fails, the search for the smallest budget
+graph's computes) that stops at ``RunContext.deadline`` (looked at every 4,096 computes,
+so small graphs always finish); when it fails, the search for the smallest budget
 the strategy meets (a bisection of whole replays) stops at ``RunContext.deadline`` (a
 ``time.perf_counter()`` value) and names the smallest budget found by then.
 """
@@ -40,7 +41,7 @@ from remat_cli.schedule import Schedule, ScheduleBuilder
 from remat_cli.strategies.base import RunContext, Strategy, StrategyFn, StrategyResult
 from remat_cli.strategies.store_all import store_all_if_fits, store_all_plan
 
-__all__ = ["GREEDY", "DTR", "EvictOptions", "CostlierThan", "evict_schedule", "largest_first", "dtr_score"]
+__all__ = ["GREEDY", "DTR", "EvictOptions", "CostlierThan", "ReplayStopped", "evict_schedule", "largest_first", "dtr_score"]
 
 # score(state, v) -> key; the resident, unpinned value with the SMALLEST key is evicted
 Score = Callable[["_State", int], tuple]
@@ -98,13 +99,22 @@ dtr_score.floor = _dtr_floor  # type: ignore[attr-defined]
 
 
 def evict_schedule(
-    graph: Graph, budget: int, score: Score, order: list[int], max_factor: int = 10, sample: int = 64, max_cost: float | None = None
+    graph: Graph,
+    budget: int,
+    score: Score,
+    order: list[int],
+    max_factor: int = 10,
+    sample: int = 64,
+    max_cost: float | None = None,
+    deadline: float | None = None,
 ) -> Schedule | None:
     """Replay ``order`` within ``budget`` evicting by ``score``; None when it cannot.
 
     ``max_cost``: raise :class:`CostlierThan` as soon as the computes so far cost more
     (costs only add up, so the finished plan would too): ``auto`` passes the cost a plan
-    must beat to matter.
+    must beat to matter. ``deadline`` (a ``time.perf_counter()`` value), looked at every
+    :data:`DEADLINE_EVERY` computes: raise :class:`ReplayStopped` once it has passed (a
+    replay near the lower bound can thrash for up to ``max_factor`` × the graph's computes).
 
     ``largest_first`` keeps candidates in a heap. Other scores change with time, so (as
     DTR's implementation does) at most ``sample`` resident values, drawn by a seeded
@@ -203,6 +213,8 @@ def evict_schedule(
         spent += costs[v]
         if spent > cap:
             raise CostlierThan(f"stopped once its plan cost more than {cap:g}", max_cost=cap)
+        if deadline is not None and computes % DEADLINE_EVERY == 0 and time.perf_counter() > deadline:
+            raise ReplayStopped(f"stopped at its time limit after {computes} computes")
         b.compute(v)
         resident[v] = 1
         st.evicted[v] = 0
@@ -257,6 +269,14 @@ def evict_schedule(
     return b.build()
 
 
+#: How many computes a replay makes between two looks at its deadline.
+DEADLINE_EVERY = 4096
+
+
+class ReplayStopped(NoPlanError):
+    """The replay passed its deadline before it finished (not a budget failure)."""
+
+
 class CostlierThan(NoPlanError):
     """The replay stopped once its plan cost more than ``max_cost`` (not a budget failure)."""
 
@@ -288,14 +308,21 @@ def _runner(name: str, score: Score) -> StrategyFn:
         store, store_peak = store_all.schedule, store_all.metrics.peak_bytes
         order = store.compute_nodes.tolist()
         max_factor = int(options.max_factor)
-        schedule = evict_schedule(graph, budget, score, order, max_factor, max_cost=options.max_cost)
+        deadline = context.deadline
+        try:
+            schedule = evict_schedule(graph, budget, score, order, max_factor, max_cost=options.max_cost, deadline=deadline)
+        except ReplayStopped as exc:
+            raise NoPlanError(
+                f"{name} cannot fit budget {fmt_bytes_exact(budget)} by its time limit (its replay {exc.message});"
+                f" a budget it meets is the store-all peak {fmt_bytes_exact(store_peak)}",
+                min_budget=store_peak,
+            ) from None
         if schedule is not None:
             return StrategyResult(schedule, {"evict": "largest" if name == "greedy" else "DTR h(t)"})
         if not options.search:
             raise NoPlanError(f"{name} cannot fit budget {fmt_bytes_exact(budget)} (its smallest budget was not searched)")
         # the smallest budget it meets, by bisection; past the deadline the smallest found
-        # so far (every probe is a whole replay)
-        deadline = context.deadline
+        # so far (every probe is a whole replay, stopped at the deadline too)
         lo, hi = max(budget, graph.lb - 1), store_peak  # hi always succeeds
         stopped = False
         while hi - lo > 1:
@@ -303,7 +330,12 @@ def _runner(name: str, score: Score) -> StrategyFn:
                 stopped = True
                 break
             mid = (lo + hi) // 2
-            if evict_schedule(graph, mid, score, order, max_factor) is not None:
+            try:
+                fitted = evict_schedule(graph, mid, score, order, max_factor, deadline=deadline) is not None
+            except ReplayStopped:
+                stopped = True
+                break
+            if fitted:
                 hi = mid
             else:
                 lo = mid
