@@ -226,7 +226,7 @@ def _with_smallest(
             f"; the smallest budget {strat.name} was found to meet is {_forms(graph, found.budget_bytes, reference_peak)}"
             f" (a search in steps of {fmt_bytes(found.tolerance_bytes)}: {below}"
             + ("" if found.monotone else f"; {strat.name} can fit a budget and fail a larger one, so a smaller one may fit")
-            + ("" if found.complete else f"; the search stopped after {limit:g} s, so a smaller one may fit")
+            + ("" if found.complete else f"; the search stopped after {limit:.1f} s, so a smaller one may fit")
             + ")"
         )
     return NoPlanError(head + tail + hint, min_budget=found.budget_bytes)
