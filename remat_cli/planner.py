@@ -21,7 +21,7 @@ from remat_cli.simulate import simulate
 from remat_cli.strategies import RunContext, Strategy, get_strategy
 from remat_cli.strategies.store_all import store_all_plan
 
-__all__ = ["make_plan", "store_all_peak", "resolve_budget", "check_lower_bound", "ratio_at_least", "activation_at_least"]
+__all__ = ["make_plan", "store_all_peak", "resolve_budget", "check_lower_bound", "ratio_at_least", "activation_at_least", "search_seconds"]
 
 
 def store_all_peak(graph: Graph) -> int:
@@ -83,12 +83,14 @@ def make_plan(
     if reference_peak is None:
         reference_peak = store_all_peak(graph)
     budget_bytes = resolve_budget(graph, budget, reference_peak)
+    started = time.perf_counter()
     try:
         return _make_plan(graph, strat, budget_bytes, opts, ctx, reference_peak)
     except NoPlanError as exc:
         if not find_smallest or budget_bytes is None:
             raise
-        raise _with_smallest(graph, strat, exc, budget_bytes, opts, ctx, reference_peak, graph_file) from None
+        spent = time.perf_counter() - started
+        raise _with_smallest(graph, strat, exc, budget_bytes, opts, ctx, reference_peak, graph_file, spent) from None
 
 
 def _make_plan(graph: Graph, strat: Strategy, budget_bytes: int | None, opts: Any, ctx: RunContext, reference_peak: int) -> Plan:
@@ -155,8 +157,19 @@ def _forms(graph: Graph, nbytes: int, store_all: int) -> str:
 
 
 #: Longest the search for the smallest budget may take after a plan fails (seconds; less
-#: with a smaller --time-limit).
+#: with a smaller --time-limit). Within that, it is proportionate to the failed attempt:
+#: at most SEARCH_FACTOR times the seconds that attempt took, and never less than
+#: MIN_SEARCH_SECONDS (the user waits for an error message; each probe is a whole plan).
 SEARCH_SECONDS = 20.0
+SEARCH_FACTOR = 1.0
+MIN_SEARCH_SECONDS = 5.0
+
+
+def search_seconds(attempt_seconds: float, time_limit: float | None) -> float:
+    """How long the smallest-budget search may take after an attempt of ``attempt_seconds``
+    failed, under ``time_limit`` (None: none given)."""
+    limit = min(SEARCH_SECONDS, max(MIN_SEARCH_SECONDS, SEARCH_FACTOR * attempt_seconds))
+    return min(limit, float(time_limit)) if time_limit else limit
 
 
 def _with_smallest(
@@ -168,6 +181,7 @@ def _with_smallest(
     context: RunContext,
     reference_peak: int,
     graph_file: str,
+    spent: float = 0.0,
 ) -> NoPlanError:
     """``exc`` restated with the smallest budget the search found, in bytes and ratios."""
     from remat_cli.sweep import searchable, smallest_budget
@@ -193,7 +207,7 @@ def _with_smallest(
     if not searchable(strat):  # a slow strategy: its own words, not searched
         return NoPlanError(head + (f"; {exc.message}" if budget_bytes >= graph.lb else "") + hint, min_budget=None)
     # bounded: the user is waiting for an error message (each probe is a whole plan)
-    limit = min(SEARCH_SECONDS, float(context.time_limit or SEARCH_SECONDS))
+    limit = search_seconds(spent, context.time_limit)
     found = smallest_budget(graph, strat, options, context=context, reference_peak=reference_peak, deadline=time.perf_counter() + limit)
     if found.budget_bytes is None:
         tail = f"; {strat.name} found no plan even at the store-all peak"
@@ -212,7 +226,7 @@ def _with_smallest(
             f"; the smallest budget {strat.name} was found to meet is {_forms(graph, found.budget_bytes, reference_peak)}"
             f" (a search in steps of {fmt_bytes(found.tolerance_bytes)}: {below}"
             + ("" if found.monotone else f"; {strat.name} can fit a budget and fail a larger one, so a smaller one may fit")
-            + ("" if found.complete else f"; the search stopped after {limit:g} s, so a smaller one may fit")
+            + ("" if found.complete else f"; the search stopped after {limit:.1f} s, so a smaller one may fit")
             + ")"
         )
     return NoPlanError(head + tail + hint, min_budget=found.budget_bytes)

@@ -31,6 +31,7 @@ from remat_cli.units import Fact, Phrase, fmt_bytes_exact
 from remat_cli.simulate import simulate
 from remat_cli.schedule import Schedule
 from remat_cli.strategies.base import NoOptions, RunContext, Strategy, StrategyResult
+from remat_cli.strategies.greedy import CostlierThan
 
 __all__ = ["STRATEGY"]
 
@@ -42,7 +43,11 @@ PARALLEL_NODES = 400
 _PARALLEL = ("chain-dp", "pathwidth")
 #: The order candidates run in: the cheap ones first, so that a deadline finds good plans
 #: already made. Ties between equal plans still go to the registry's order.
-_RUN_FIRST = ("store-all", "greedy", "dtr", "chen-sqrt", "chen-greedy", "chain-dp", "treewidth", "pathwidth")
+_RUN_FIRST = ("store-all", "greedy", "chen-sqrt", "chen-greedy", "dtr", "chain-dp", "treewidth", "pathwidth")
+#: Replays that auto runs without their search for the smallest budget (auto only needs to
+#: know they failed) and stops once they cost more than the third cheapest fitting plan so
+#: far (only the three cheapest can win or be polished, :func:`_polish`).
+_CAPPED = ("greedy", "dtr")
 #: Run only when no plan of the others fits: their plans are cheaper wherever they fit.
 _LAST_RESORT = ("min-memory",)
 
@@ -64,6 +69,9 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
 
     def consider(rank: int, strat: Strategy, outcome: StrategyResult | RematError) -> None:
         nonlocal best
+        if isinstance(outcome, CostlierThan):
+            tried[strat.name] = Phrase("stopped once costlier than {}", (Fact(outcome.max_cost / base - 1, "change"),))
+            return
         if isinstance(outcome, NoPlanError):
             tried[strat.name] = "no fit"
             if outcome.min_budget is not None:
@@ -112,7 +120,7 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
             if progress is not None:
                 progress(rank, len(candidates), Phrase("auto: {}", (strat.name,)))
             try:
-                outcome: StrategyResult | RematError = strat.run(graph, budget, None, context)
+                outcome: StrategyResult | RematError = strat.run(graph, budget, _options(strat.name, fitting), context)
             except RematError as exc:
                 outcome = exc
             consider(rank, strat, outcome)
@@ -145,6 +153,16 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
     tried_facts = Phrase(", ".join("{} {}" for _ in ranked), tuple(x for kv in ranked for x in kv))
     info = {"winner": name, **{f"{k}": v for k, v in result.info.items()}, "tried": tried_facts}
     return StrategyResult(result.schedule, info, result.keep)
+
+
+def _options(name: str, fitting: list[tuple]) -> dict[str, Any] | None:
+    """Options for candidate ``name``: the replays of :data:`_CAPPED` skip their smallest-budget
+    search and stop once costlier than the third cheapest fitting plan (a plan costlier than
+    that can neither win nor be polished); None: the strategy's defaults."""
+    if name not in _CAPPED:
+        return None
+    costs = sorted(k[0] for k in fitting)
+    return {"search": False, "max_cost": costs[2] * (1 + 1e-9) if len(costs) >= 3 else None}
 
 
 def _polish(graph: Graph, budget: int | None, fitting: list, best: tuple) -> tuple:

@@ -19,7 +19,8 @@ than ``max_factor`` (10) times the graph gives up (eviction can thrash near the 
 bound) and the strategy declines.
 
 Anytime: the replay at the budget is one bounded run (at most ``max_factor`` × the
-graph's computes) and always finishes; when it fails, the search for the smallest budget
+graph's computes) that stops at ``RunContext.deadline`` (looked at every 4,096 computes,
+so small graphs always finish); when it fails, the search for the smallest budget
 the strategy meets (a bisection of whole replays) stops at ``RunContext.deadline`` (a
 ``time.perf_counter()`` value) and names the smallest budget found by then.
 """
@@ -27,6 +28,7 @@ the strategy meets (a bisection of whole replays) stops at ``RunContext.deadline
 from __future__ import annotations
 
 import heapq
+import math
 import random
 import time
 from collections.abc import Callable
@@ -39,7 +41,7 @@ from remat_cli.schedule import Schedule, ScheduleBuilder
 from remat_cli.strategies.base import RunContext, Strategy, StrategyFn, StrategyResult
 from remat_cli.strategies.store_all import store_all_if_fits, store_all_plan
 
-__all__ = ["GREEDY", "DTR", "EvictOptions", "evict_schedule", "largest_first", "dtr_score"]
+__all__ = ["GREEDY", "DTR", "EvictOptions", "CostlierThan", "ReplayStopped", "evict_schedule", "largest_first", "dtr_score"]
 
 # score(state, v) -> key; the resident, unpinned value with the SMALLEST key is evicted
 Score = Callable[["_State", int], tuple]
@@ -48,7 +50,7 @@ Score = Callable[["_State", int], tuple]
 class _State:
     """What a score may look at: sizes, costs, residency, last access, evicted set."""
 
-    __slots__ = ("graph", "mem", "cost", "resident", "evicted", "last_access", "computed_at", "clock", "preds", "succs")
+    __slots__ = ("graph", "mem", "cost", "resident", "evicted", "last_access", "computed_at", "clock", "preds", "succs", "nbrs")
 
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
@@ -56,6 +58,8 @@ class _State:
         self.cost = graph.cost.tolist()
         self.preds = graph.pred_lists
         self.succs = graph.succ_lists
+        # inputs then consumers of each node, built once: dtr_score walks them per eviction
+        self.nbrs = [(*p, *q) for p, q in zip(self.preds, self.succs)]
         self.resident = bytearray(graph.n)
         self.evicted = bytearray(graph.n)  # freed while still needed later
         self.last_access = [0] * graph.n
@@ -71,22 +75,46 @@ def largest_first(state: _State, v: int) -> tuple:
 
 def dtr_score(state: _State, v: int, limit: int = 32) -> tuple:
     """DTR's h(t): evicted-neighbourhood recompute cost / (size · staleness); smallest first."""
-    total = state.cost[v]
+    cost, evicted, nbrs = state.cost, state.evicted, state.nbrs
+    total = cost[v]
     seen = {v}
     stack = [v]
     while stack and len(seen) < limit:
-        u = stack.pop()
-        for w in (*state.preds[u], *state.succs[u]):
-            if w not in seen and state.evicted[w]:
+        for w in nbrs[stack.pop()]:
+            if evicted[w] and w not in seen:
                 seen.add(w)
-                total += state.cost[w]
+                total += cost[w]
                 stack.append(w)
     staleness = state.clock - state.last_access[v] + 1
     return (total / (state.mem[v] * staleness), v)
 
 
-def evict_schedule(graph: Graph, budget: int, score: Score, order: list[int], max_factor: int = 10, sample: int = 64) -> Schedule | None:
+def _dtr_floor(state: _State, v: int) -> tuple:
+    """A key no larger than ``dtr_score(state, v)``: v's own cost alone (the evicted
+    neighbourhood only adds non-negative costs)."""
+    return (state.cost[v] / (state.mem[v] * (state.clock - state.last_access[v] + 1)), v)
+
+
+dtr_score.floor = _dtr_floor  # type: ignore[attr-defined]
+
+
+def evict_schedule(
+    graph: Graph,
+    budget: int,
+    score: Score,
+    order: list[int],
+    max_factor: int = 10,
+    sample: int = 64,
+    max_cost: float | None = None,
+    deadline: float | None = None,
+) -> Schedule | None:
     """Replay ``order`` within ``budget`` evicting by ``score``; None when it cannot.
+
+    ``max_cost``: raise :class:`CostlierThan` as soon as the computes so far cost more
+    (costs only add up, so the finished plan would too): ``auto`` passes the cost a plan
+    must beat to matter. ``deadline`` (a ``time.perf_counter()`` value), looked at every
+    :data:`DEADLINE_EVERY` computes: raise :class:`ReplayStopped` once it has passed (a
+    replay near the lower bound can thrash for up to ``max_factor`` × the graph's computes).
 
     ``largest_first`` keeps candidates in a heap. Other scores change with time, so (as
     DTR's implementation does) at most ``sample`` resident values, drawn by a seeded
@@ -111,6 +139,9 @@ def evict_schedule(graph: Graph, budget: int, score: Score, order: list[int], ma
     b = ScheduleBuilder()
     budget_computes = max_factor * max(len(order), 1)
     computes = 0
+    costs = st.cost
+    spent = 0.0
+    cap = math.inf if max_cost is None else max_cost
 
     def free(v: int) -> None:
         nonlocal cur
@@ -141,15 +172,25 @@ def evict_schedule(graph: Graph, budget: int, score: Score, order: list[int], ma
             heapq.heappush(heap, item)
         return found
 
+    floor = getattr(score, "floor", None)
+
     def pick_scored() -> int | None:
         pool = live if len(live) <= sample else rng.sample(live, sample)
         best, best_key = None, None
         for _ in range(2):
-            for v in pool:
-                if pins[v] == 0:
-                    key = score(st, v)
+            if floor is not None:  # the same minimum with fewer scores: lowest floors first
+                for low in sorted(floor(st, v) for v in pool if pins[v] == 0):
+                    if best_key is not None and low > best_key:
+                        break  # every key left is at least its floor
+                    key = score(st, low[-1])
                     if best_key is None or key < best_key:
-                        best, best_key = v, key
+                        best, best_key = low[-1], key
+            else:
+                for v in pool:
+                    if pins[v] == 0:
+                        key = score(st, v)
+                        if best_key is None or key < best_key:
+                            best, best_key = v, key
             if best is not None or pool is live:
                 break
             pool = live  # every sampled value was pinned: look at all of them
@@ -165,10 +206,15 @@ def evict_schedule(graph: Graph, budget: int, score: Score, order: list[int], ma
         return True
 
     def compute(v: int) -> bool:
-        nonlocal cur, computes
+        nonlocal cur, computes, spent
         if not make_room(mem[v] + ws[v]):
             return False
         computes += 1
+        spent += costs[v]
+        if spent > cap:
+            raise CostlierThan(f"stopped once its plan cost more than {cap:g}", max_cost=cap)
+        if deadline is not None and computes % DEADLINE_EVERY == 0 and time.perf_counter() > deadline:
+            raise ReplayStopped(f"stopped at its time limit after {computes} computes")
         b.compute(v)
         resident[v] = 1
         st.evicted[v] = 0
@@ -223,12 +269,33 @@ def evict_schedule(graph: Graph, budget: int, score: Score, order: list[int], ma
     return b.build()
 
 
+#: How many computes a replay makes between two looks at its deadline.
+DEADLINE_EVERY = 4096
+
+
+class ReplayStopped(NoPlanError):
+    """The replay passed its deadline before it finished (not a budget failure)."""
+
+
+class CostlierThan(NoPlanError):
+    """The replay stopped once its plan cost more than ``max_cost`` (not a budget failure)."""
+
+    def __init__(self, message: str, max_cost: float) -> None:
+        super().__init__(message, min_budget=None)
+        self.max_cost = max_cost
+
+
 @dataclass(frozen=True)
 class EvictOptions:
     """``greedy``'s and ``dtr``'s options: a run that computes more than ``max_factor``
-    times the graph gives up (eviction can thrash near the lower bound)."""
+    times the graph gives up (eviction can thrash near the lower bound). ``search``: when
+    the budget cannot be met, bisect for the smallest budget it meets (``auto`` only needs
+    to know that it failed). ``max_cost``: stop (:class:`CostlierThan`) once the plan costs
+    more than this."""
 
     max_factor: int = 10
+    search: bool = True
+    max_cost: float | None = None
 
 
 def _runner(name: str, score: Score) -> StrategyFn:
@@ -241,12 +308,21 @@ def _runner(name: str, score: Score) -> StrategyFn:
         store, store_peak = store_all.schedule, store_all.metrics.peak_bytes
         order = store.compute_nodes.tolist()
         max_factor = int(options.max_factor)
-        schedule = evict_schedule(graph, budget, score, order, max_factor)
+        deadline = context.deadline
+        try:
+            schedule = evict_schedule(graph, budget, score, order, max_factor, max_cost=options.max_cost, deadline=deadline)
+        except ReplayStopped as exc:
+            raise NoPlanError(
+                f"{name} cannot fit budget {fmt_bytes_exact(budget)} by its time limit (its replay {exc.message});"
+                f" a budget it meets is the store-all peak {fmt_bytes_exact(store_peak)}",
+                min_budget=store_peak,
+            ) from None
         if schedule is not None:
             return StrategyResult(schedule, {"evict": "largest" if name == "greedy" else "DTR h(t)"})
+        if not options.search:
+            raise NoPlanError(f"{name} cannot fit budget {fmt_bytes_exact(budget)} (its smallest budget was not searched)")
         # the smallest budget it meets, by bisection; past the deadline the smallest found
-        # so far (every probe is a whole replay)
-        deadline = context.deadline
+        # so far (every probe is a whole replay, stopped at the deadline too)
         lo, hi = max(budget, graph.lb - 1), store_peak  # hi always succeeds
         stopped = False
         while hi - lo > 1:
@@ -254,7 +330,12 @@ def _runner(name: str, score: Score) -> StrategyFn:
                 stopped = True
                 break
             mid = (lo + hi) // 2
-            if evict_schedule(graph, mid, score, order, max_factor) is not None:
+            try:
+                fitted = evict_schedule(graph, mid, score, order, max_factor, deadline=deadline) is not None
+            except ReplayStopped:
+                stopped = True
+                break
+            if fitted:
                 hi = mid
             else:
                 lo = mid

@@ -1,0 +1,169 @@
+"""What `auto` skips to go faster (issue 14 items 1-2) never changes its plan.
+
+auto runs greedy and dtr without their search for the smallest budget and stops them
+once they cost more than the third cheapest fitting plan so far; these tests check that
+the stop is exact (a replay that is not stopped is the same replay) and that auto's plan
+is the one it makes without the caps. Every schedule goes through the simulator.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from remat_cli import generators as G
+from remat_cli.errors import NoPlanError
+from remat_cli.graph import Graph
+from remat_cli.loaders import load_graph
+from remat_cli.planner import make_plan, store_all_peak
+from remat_cli.simulate import simulate
+from remat_cli.strategies import auto, greedy
+from remat_cli.strategies.store_all import store_all_plan
+from remat_cli.training import checkmate_training_graph
+
+
+def _graph(kind: str, n: int, seed: int) -> Graph:
+    rng = np.random.default_rng(seed)
+    mem, cost = rng.integers(1, 9, n), rng.integers(1, 9, n).astype(float)
+    fwd = {
+        "chain": lambda: G.chain(n, mem=mem, cost=cost),
+        "skip": lambda: G.skip_chain(n, skip=3, mem=mem, cost=cost),
+        "dag": lambda: G.random_dag(n, 0.25, seed=seed),
+    }[kind]()
+    return checkmate_training_graph(fwd)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    score=st.sampled_from([greedy.largest_first, greedy.dtr_score]),
+    kind=st.sampled_from(["chain", "skip", "dag"]),
+    n=st.integers(2, 20),
+    seed=st.integers(0, 40),
+    ratio=st.floats(0.3, 1.0),
+    cut=st.floats(0.0, 1.2),
+)
+def test_a_cost_cap_stops_exactly_the_replays_that_cost_more(score, kind, n, seed, ratio, cut):
+    g = _graph(kind, n, seed)
+    budget = max(g.lb, int(ratio * store_all_peak(g)))
+    order = store_all_plan(g).schedule.compute_nodes.tolist()
+    free = greedy.evict_schedule(g, budget, score, order)
+    if free is None:
+        return
+    m = simulate(g, free).metrics
+    assert m is not None and m.peak_bytes <= budget
+    cap = m.cost * cut
+    if m.cost > cap:
+        with pytest.raises(greedy.CostlierThan):
+            greedy.evict_schedule(g, budget, score, order, max_cost=cap)
+    else:
+        capped = greedy.evict_schedule(g, budget, score, order, max_cost=cap)
+        assert capped is not None
+        assert capped.ops.tolist() == free.ops.tolist() and capped.nodes.tolist() == free.nodes.tolist()
+
+
+@pytest.mark.parametrize("name", ["greedy", "dtr"])
+def test_without_search_a_failing_replay_runs_once(monkeypatch, name):
+    g = _graph("dag", 30, 0)
+    calls = [0]
+    real = greedy.evict_schedule
+
+    def counted(*args, **kwargs):
+        calls[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(greedy, "evict_schedule", counted)
+    with pytest.raises(NoPlanError) as searched:
+        make_plan(g, name, g.lb)
+    assert calls[0] > 1 and searched.value.min_budget is not None
+    calls[0] = 0
+    with pytest.raises(NoPlanError) as once:
+        make_plan(g, name, g.lb, {"search": False})
+    assert calls[0] == 1 and once.value.min_budget is None
+    assert "not searched" in once.value.message
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    kind=st.sampled_from(["chain", "skip", "dag"]),
+    n=st.integers(2, 16),
+    seed=st.integers(0, 40),
+    ratio=st.floats(0.2, 1.0),
+)
+def test_auto_plans_the_same_with_and_without_the_caps(kind, n, seed, ratio):
+    g = _graph(kind, n, seed)
+    _same_with_and_without_caps(g, max(g.lb, int(ratio * store_all_peak(g))))
+
+
+def _same_with_and_without_caps(g: Graph, budget: int) -> None:
+    def plan(uncapped: bool):
+        real = auto._options
+        if uncapped:
+            auto._options = lambda name, fitting: None
+        try:
+            return make_plan(g, "auto", budget, {"parallel": False})
+        except NoPlanError:
+            return None
+        finally:
+            auto._options = real
+
+    capped, free = plan(False), plan(True)
+    assert (capped is None) == (free is None)
+    if capped is not None:
+        assert capped.metrics.peak_bytes <= budget
+        assert (capped.metrics.cost, capped.metrics.peak_bytes) == (free.metrics.cost, free.metrics.peak_bytes)
+        assert capped.schedule.ops.tolist() == free.schedule.ops.tolist()
+
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_graphs"
+
+
+@pytest.mark.parametrize("ratio", [0.5, 0.7, 0.9])
+@pytest.mark.parametrize("sample", ["unet_train.json", "random_dag.twremat.txt"])
+def test_auto_plans_samples_where_eviction_wins_the_same_with_and_without_the_caps(sample, ratio):
+    """On these samples greedy or dtr wins auto at some of the budgets, so a cap that stops
+    a replay that could win changes the plan here."""
+    g = load_graph(SAMPLES / sample)
+    budget = int(ratio * store_all_peak(g))
+    _same_with_and_without_caps(g, budget)
+
+
+def test_the_smallest_budget_search_is_proportionate_to_the_failed_attempt(monkeypatch):
+    """A plan that fails at once is followed by a short search, not by SEARCH_SECONDS of it."""
+    from remat_cli import planner, sweep
+
+    g = _graph("dag", 12, 3)
+    seen: list[float] = []
+    real = sweep.smallest_budget
+
+    def spy(*args, deadline=None, **kwargs):
+        seen.append(deadline - time.perf_counter())
+        return real(*args, deadline=deadline, **kwargs)
+
+    monkeypatch.setattr(sweep, "smallest_budget", spy)
+    with pytest.raises(NoPlanError):
+        make_plan(g, "greedy", g.lb - 1, find_smallest=True)
+    assert len(seen) == 1 and seen[0] <= planner.MIN_SEARCH_SECONDS < planner.SEARCH_SECONDS
+    assert planner.search_seconds(0.01, None) == planner.MIN_SEARCH_SECONDS
+    assert planner.search_seconds(1e6, None) == planner.SEARCH_SECONDS
+    assert planner.search_seconds(1e6, 3.0) == 3.0
+    lows = [planner.search_seconds(t, None) for t in (0.0, 1.0, 4.0, 8.0, 15.0, 30.0)]
+    assert lows == sorted(lows)
+
+
+@pytest.mark.parametrize("name", ["greedy", "dtr"])
+def test_a_replay_stops_at_the_deadline_naming_a_budget_that_works(monkeypatch, name):
+    """Past its deadline a replay stops (looked at every DEADLINE_EVERY computes; 1 here)
+    and the error names the store-all peak, which always works; without one it fits."""
+    g = _graph("skip", 40, 2)
+    budget = int(0.6 * store_all_peak(g))
+    plan = make_plan(g, name, budget)
+    assert simulate(g, plan.schedule).metrics.peak_bytes <= budget
+    monkeypatch.setattr(greedy, "DEADLINE_EVERY", 1)
+    with pytest.raises(NoPlanError) as stopped:
+        make_plan(g, name, budget, {"deadline": time.perf_counter() - 1.0})
+    assert "time limit" in stopped.value.message and stopped.value.min_budget == store_all_peak(g)
