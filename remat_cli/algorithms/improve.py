@@ -61,7 +61,7 @@ from remat_cli.graph import Graph
 from remat_cli.schedule import COMPUTE, Schedule
 from remat_cli.simulate import Metrics, simulate
 
-__all__ = ["Improvement", "improve_plan", "RANKINGS", "SCORES"]
+__all__ = ["Improvement", "improve_plan", "work_limit", "RANKINGS", "SCORES", "WORK_PER_STEP"]
 
 #: How a round orders its candidate moves: by cost saved per byte kept ("per-byte"), or
 #: per byte·step kept ("per-byte-step", short gaps first).
@@ -74,8 +74,35 @@ SCORES = ("r/size/d", "r/size", "r/size/d2", "c/size/d")
 _GONE = -(2**62)
 #: A re-eviction gives up past this many computes per node of its order (it thrashes).
 _MAX_FACTOR = 20
+#: Default work units per step of the plan and node of the graph (:func:`work_limit`).
+WORK_PER_STEP = 500
 #: Nodes a recomputation-cost estimate r looks at (freed ancestors, depth first).
 _R_NODES = 16
+
+
+def work_limit(graph: Graph, schedule: Schedule) -> int:
+    """Units of work :func:`improve_plan` spends at most by default: ``WORK_PER_STEP`` per
+    step of the plan and node of the graph (about a quarter of auto's own time on 1,000-node
+    training graphs; scripts/bench_quality.py --section improve)."""
+    return WORK_PER_STEP * (len(schedule) + graph.n)
+
+
+class _Limits:
+    """Work left and the deadline: :meth:`spend` says when either has run out."""
+
+    __slots__ = ("deadline", "work")
+
+    def __init__(self, deadline: float | None, work: int) -> None:
+        self.deadline = deadline
+        self.work = work
+
+    def spend(self, units: int) -> bool:
+        """Spend ``units``; True when the work or the time is spent."""
+        self.work -= units
+        return self.out()
+
+    def out(self) -> bool:
+        return self.work < 0 or (self.deadline is not None and time.perf_counter() > self.deadline)
 
 
 @dataclass(frozen=True, eq=False)
@@ -102,14 +129,17 @@ def improve_plan(
     budget: int,
     *,
     deadline: float | None = None,
+    max_work: int | None = None,
     replay: bool = False,
     max_rounds: int = 64,
 ) -> Improvement:
     """A plan for ``graph`` that costs at most what ``schedule`` costs and peaks at most
     ``max(budget, schedule's peak)`` bytes (fixed memory included): keep moves on the
     plan, and with ``replay`` also on re-evictions of its order (module docstring).
-    ``schedule`` must be valid (ValueError otherwise). Stops at ``deadline``
-    (``time.perf_counter()`` seconds) with the best plan so far."""
+    ``schedule`` must be valid (ValueError otherwise). Stops with the best plan so far
+    at ``deadline`` (``time.perf_counter()`` seconds) or after ``max_work`` units of work
+    (default :func:`work_limit`; a unit is a step replayed or checked, or a value scored
+    for eviction), which bounds it deterministically: same input, same plan."""
     sim = simulate(graph, schedule)
     if sim.metrics is None:
         raise ValueError(f"improve_plan needs a valid schedule: {sim.error}")
@@ -117,8 +147,8 @@ def improve_plan(
     limit = max(int(budget), start.peak_bytes)
     best = Improvement(schedule, start, None, None, False)
 
-    def late() -> bool:
-        return deadline is not None and time.perf_counter() > deadline
+    limits = _Limits(deadline, work_limit(graph, schedule) if max_work is None else max_work)
+    late = limits.out
 
     def descend(seq: list[int], score: str | None) -> bool:
         """Keep moves from ``seq`` under each ranking; keeps the cheapest. False: late."""
@@ -128,7 +158,7 @@ def improve_plan(
             for _ in range(max_rounds):
                 if late():
                     break
-                nxt = _keep_round(graph, cur, limit, ranking)
+                nxt = _keep_round(graph, cur, limit, ranking, limits)
                 if nxt is None:
                     break
                 cur = nxt
@@ -147,7 +177,7 @@ def improve_plan(
     if replay and finished and best.metrics.cost > graph.base_cost:
         order = _first_computes(schedule.compute_nodes.tolist(), graph.n)
         for score in SCORES:
-            seq = _reevict(graph, order, limit, score, deadline)
+            seq = _reevict(graph, order, limit, score, limits)
             if seq is None:
                 if late():
                     finished = False
@@ -172,10 +202,10 @@ def _first_computes(seq: list[int], n: int) -> list[int]:
     return out
 
 
-def _reevict(graph: Graph, order: list[int], limit: int, score: str, deadline: float | None) -> list[int] | None:
+def _reevict(graph: Graph, order: list[int], limit: int, score: str, limits: _Limits) -> list[int] | None:
     """The compute sequence of replaying ``order`` (each node's inputs before it) within
     ``limit`` bytes, evicting by ``score`` with knowledge of every future use; None when
-    it cannot fit (a compute finds nothing evictable), thrashes, or passes ``deadline``."""
+    it cannot fit (a compute finds nothing evictable), thrashes, or runs out of ``limits``."""
     n = graph.n
     mem = graph.mem.tolist()
     ws = graph.workspace.tolist()
@@ -207,6 +237,8 @@ def _reevict(graph: Graph, order: list[int], limit: int, score: str, deadline: f
 
     def recompute_cost(u: int) -> float:
         total = cost[u]
+        if all(resident[w] for w in preds[u]):
+            return total  # the common case: its inputs are all there
         seen = {u}
         stack = [u]
         while stack and len(seen) < _R_NODES:
@@ -243,7 +275,7 @@ def _reevict(graph: Graph, order: list[int], limit: int, score: str, deadline: f
                 k = (recompute_cost(u) if use_r else cost[u]) / (mem[u] * d**power)
                 if k < key:
                     victim, key = u, k
-            if victim < 0 or (deadline is not None and time.perf_counter() > deadline):
+            if victim < 0 or limits.spend(len(live)):
                 return False
             free(victim)
         return True
@@ -301,7 +333,7 @@ def _reevict(graph: Graph, order: list[int], limit: int, score: str, deadline: f
     return out
 
 
-def _keep_round(graph: Graph, seq: list[int], limit: int, ranking: str) -> list[int] | None:
+def _keep_round(graph: Graph, seq: list[int], limit: int, ranking: str, limits: _Limits) -> list[int] | None:
     """One round of keep moves over the compute sequence ``seq`` (frees at last read);
     the new sequence, unread computes deleted, or None when no move fits."""
     schedule = schedule_from_sequence(graph, seq)
@@ -338,7 +370,10 @@ def _keep_round(graph: Graph, seq: list[int], limit: int, ranking: str) -> list[
         return None
     moves.sort()
     dropped: set[int] = set()
+    limits.spend(len(ops))
     for _, k, f, v in moves:
+        if limits.spend(k - f):
+            break
         m = mem[v]
         if k - f > 1 and int(memory[f + 1 : k].max()) + m > limit:
             continue
