@@ -32,10 +32,13 @@ needs; a freed value is recomputed on demand, recursively from what is resident;
 value is freed for good after its last use. Scores, each a variant: r / (size · d),
 r / (size · d²), r / size and c / (size · d), where c is the value's cost, r its cost
 plus that of the freed ancestors its recomputation would need, and d the distance (in
-the order) to its next use. Each replay's plan then gets the keep moves. On CNN-shaped
-training graphs at 0.6× of the store-all peak this takes auto from 1.055 to 1.022 times
-the base cost on a ResNet-18 shape (the proven optimum) and from 1.184 to 1.105 on a
-U-Net shape (``scripts/bench_quality.py --section improve``).
+the order) to its next use. Each replay's plan then gets the keep moves. Then the same
+replays again with every value's score multiplied by a random factor in [0.5, 2]
+(seeded: the same plan every run), a restart of the local search from elsewhere, until
+the work limit. On CNN-shaped training graphs at 0.6× of the store-all peak this takes
+auto from 1.055 to 1.022 times the base cost on a ResNet-18 shape and from 1.184 to
+1.057 on a U-Net shape, the exact solver's best plans
+(``scripts/bench_quality.py --section improve``).
 
 **Guarantee.** Each accepted move keeps every step's memory within the budget (checked
 against the profile, which only over-estimates after deletions) and every step valid,
@@ -51,6 +54,7 @@ returned.
 from __future__ import annotations
 
 import math
+import random
 import time
 from dataclasses import dataclass
 
@@ -61,7 +65,7 @@ from remat_cli.graph import Graph
 from remat_cli.schedule import COMPUTE, Schedule
 from remat_cli.simulate import Metrics, simulate
 
-__all__ = ["Improvement", "improve_plan", "work_limit", "RANKINGS", "SCORES", "WORK_PER_STEP"]
+__all__ = ["Improvement", "improve_plan", "work_limit", "RANKINGS", "SCORES", "WORK_PER_STEP", "WORK_FLOOR"]
 
 #: How a round orders its candidate moves: by cost saved per byte kept ("per-byte"), or
 #: per byte·step kept ("per-byte-step", short gaps first).
@@ -75,16 +79,18 @@ _GONE = -(2**62)
 #: A re-eviction gives up past this many computes per node of its order (it thrashes).
 _MAX_FACTOR = 20
 #: Default work units per step of the plan and node of the graph (:func:`work_limit`).
-WORK_PER_STEP = 500
+WORK_PER_STEP = 300
+#: ... and at least this many (about 0.2 s on this project's 2-core machine when idle).
+WORK_FLOOR = 600_000
 #: Nodes a recomputation-cost estimate r looks at (freed ancestors, depth first).
 _R_NODES = 16
 
 
 def work_limit(graph: Graph, schedule: Schedule) -> int:
     """Units of work :func:`improve_plan` spends at most by default: ``WORK_PER_STEP`` per
-    step of the plan and node of the graph (about a quarter of auto's own time on 1,000-node
+    step of the plan and node of the graph, at least ``WORK_FLOOR`` (about a quarter of auto's own time on 1,000-node
     training graphs; scripts/bench_quality.py --section improve)."""
-    return WORK_PER_STEP * (len(schedule) + graph.n)
+    return max(WORK_FLOOR, WORK_PER_STEP * (len(schedule) + graph.n))
 
 
 class _Limits:
@@ -109,12 +115,14 @@ class _Limits:
 class Improvement:
     """What :func:`improve_plan` returns: the schedule (the input itself when nothing
     cheaper was found), its simulated metrics, how it was found (``score``: the
-    re-eviction score, None for the input plan; ``ranking``: the keep moves' ranking;
-    both None when unchanged), and whether the deadline cut the search short."""
+    re-eviction score, None for the input plan; ``restart``: 0, or which perturbed
+    re-eviction; ``ranking``: the keep moves' ranking; None when unchanged), and
+    whether the deadline or the work limit cut the search short."""
 
     schedule: Schedule
     metrics: Metrics
     score: str | None
+    restart: int
     ranking: str | None
     stopped: bool
 
@@ -131,11 +139,13 @@ def improve_plan(
     deadline: float | None = None,
     max_work: int | None = None,
     replay: bool = False,
+    restarts: int = 64,
     max_rounds: int = 64,
 ) -> Improvement:
     """A plan for ``graph`` that costs at most what ``schedule`` costs and peaks at most
     ``max(budget, schedule's peak)`` bytes (fixed memory included): keep moves on the
-    plan, and with ``replay`` also on re-evictions of its order (module docstring).
+    plan, and with ``replay`` also on re-evictions of its order, each score plain and
+    then ``restarts`` times perturbed (module docstring).
     ``schedule`` must be valid (ValueError otherwise). Stops with the best plan so far
     at ``deadline`` (``time.perf_counter()`` seconds) or after ``max_work`` units of work
     (default :func:`work_limit`; a unit is a step replayed or checked, or a value scored
@@ -145,15 +155,16 @@ def improve_plan(
         raise ValueError(f"improve_plan needs a valid schedule: {sim.error}")
     start = sim.metrics
     limit = max(int(budget), start.peak_bytes)
-    best = Improvement(schedule, start, None, None, False)
+    best = Improvement(schedule, start, None, 0, None, False)
 
     limits = _Limits(deadline, work_limit(graph, schedule) if max_work is None else max_work)
     late = limits.out
 
-    def descend(seq: list[int], score: str | None) -> bool:
-        """Keep moves from ``seq`` under each ranking; keeps the cheapest. False: late."""
+    def descend(seq: list[int], score: str | None, restart: int = 0) -> bool:
+        """Keep moves from ``seq`` under each ranking (restarts: the first only, for
+        time); keeps the cheapest. False: late."""
         nonlocal best
-        for ranking in RANKINGS:
+        for ranking in RANKINGS[:1] if restart else RANKINGS:
             cur = seq
             for _ in range(max_rounds):
                 if late():
@@ -166,7 +177,7 @@ def improve_plan(
             m = simulate(graph, candidate).metrics
             # every accepted move is safe by construction; the replay is what we rely on
             if m is not None and m.peak_bytes <= limit and m.cost < best.metrics.cost:
-                best = Improvement(candidate, m, score, ranking, False)
+                best = Improvement(candidate, m, score, restart, ranking, False)
             if late():
                 return False
         return True
@@ -176,18 +187,23 @@ def improve_plan(
         finished = descend(_prune(graph, schedule.compute_nodes.tolist()), None)
     if replay and finished and best.metrics.cost > graph.base_cost:
         order = _first_computes(schedule.compute_nodes.tolist(), graph.n)
-        for score in SCORES:
-            seq = _reevict(graph, order, limit, score, limits)
+        rng = random.Random(0)  # deterministic restarts
+        for attempt in range(len(SCORES) * (1 + restarts)):
+            if best.metrics.cost <= graph.base_cost:
+                break  # nothing is cheaper
+            score = SCORES[attempt % len(SCORES)]
+            weight = None if attempt < len(SCORES) else [rng.uniform(0.5, 2.0) for _ in range(graph.n)]
+            seq = _reevict(graph, order, limit, score, limits, weight)
             if seq is None:
                 if late():
                     finished = False
                     break
                 continue
-            if not descend(_prune(graph, seq), score):
+            if not descend(_prune(graph, seq), score, attempt // len(SCORES)):
                 finished = False
                 break
     if not finished:
-        best = Improvement(best.schedule, best.metrics, best.score, best.ranking, True)
+        best = Improvement(best.schedule, best.metrics, best.score, best.restart, best.ranking, True)
     return best
 
 
@@ -202,7 +218,9 @@ def _first_computes(seq: list[int], n: int) -> list[int]:
     return out
 
 
-def _reevict(graph: Graph, order: list[int], limit: int, score: str, limits: _Limits) -> list[int] | None:
+def _reevict(
+    graph: Graph, order: list[int], limit: int, score: str, limits: _Limits, weight: list[float] | None = None
+) -> list[int] | None:
     """The compute sequence of replaying ``order`` (each node's inputs before it) within
     ``limit`` bytes, evicting by ``score`` with knowledge of every future use; None when
     it cannot fit (a compute finds nothing evictable), thrashes, or runs out of ``limits``."""
@@ -273,6 +291,8 @@ def _reevict(graph: Graph, order: list[int], limit: int, score: str, limits: _Li
                     break  # never read again: free it first
                 d = nu - pos + 1
                 k = (recompute_cost(u) if use_r else cost[u]) / (mem[u] * d**power)
+                if weight is not None:
+                    k *= weight[u]
                 if k < key:
                     victim, key = u, k
             if victim < 0 or limits.spend(len(live)):
