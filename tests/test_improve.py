@@ -188,8 +188,9 @@ def _cnn(name: str) -> Graph:
 
 
 # cost / base cost at 0.6x of the store-all peak: auto before the pass, and the exact
-# solver's best plan (scripts/bench_quality.py --section improve, HiGHS 60 s)
-CNN_AT_06 = {"resnet": (1.0547, 1.0217), "segnet": (1.0735, 1.0417), "unet": (1.1842, 1.0559)}
+# solver's best plan (best in Checkmate's model, HiGHS within 60 s; scripts/bench_quality.py
+# --section improve)
+CNN_AT_06 = {"resnet": (1.0547, 1.0217), "segnet": (1.0735, 1.0424), "unet": (1.1842, 1.0564)}
 
 
 @pytest.mark.parametrize("name", sorted(CNN_AT_06))
@@ -201,8 +202,7 @@ def test_auto_closes_the_gap_to_the_exact_solver_on_cnn_shapes(name: str) -> Non
     before, exact = CNN_AT_06[name]
     ratio = plan.metrics.cost / g.base_cost
     assert ratio < before - 0.015, f"auto {ratio:.4f}, before the pass {before}"
-    if name == "resnet":
-        assert ratio <= exact + 1e-4  # the exact solver's best plan
+    assert ratio <= exact * 1.001, f"auto {ratio:.4f}, exact's best {exact}"  # within 0.1% of it
     assert "improvement pass" in say(plan.info["improved"])
 
 
