@@ -27,7 +27,12 @@ Sections (``--section``, default all):
 * ``bound``: the structural lower bound against the largest-operation bound, and auto's
   lowest peak as a multiple of it;
 * ``exact``: the table above, for the sample graphs, small generated families and
-  CNN-shaped training graphs with realistic sizes (``--families``).
+  CNN-shaped training graphs with realistic sizes (``--families``);
+* ``improve``: the plan-improvement pass (``remat_cli.algorithms.improve``) on the
+  CNN-shaped graphs and a transformer: per budget the reference (as above), treewidth,
+  auto before and after the pass, and the exact solver's best plan (``--time-limit``),
+  as cost / base cost; then the pass's own time on auto's plans of 1,000-node training
+  graphs (``bench_speed``'s shapes; the pass spends its whole work limit there).
 
 Usage: PYTHONPATH=. python scripts/bench_quality.py [--time-limit 60] [--section S] [GRAPH ...]
 """
@@ -138,6 +143,75 @@ def bound_row(graph: Graph) -> None:
     )
 
 
+def improve_rows(graph: Graph, ratios: list[float], time_limit: float, exact_max: int) -> None:
+    """Cost / base cost per budget: the reference, treewidth, auto before and after the
+    improvement pass (before: from the change auto's ``improved`` fact states), exact."""
+    from remat_cli.simulate import simulate
+    from remat_cli.algorithms import decompose as D
+    from remat_cli.strategies.evict import memlimit_pass
+    from remat_cli.strategies.treewidth import recursive_schedule
+
+    peak = store_all_peak(graph)
+    base = graph.base_cost
+    bare, _ = recursive_schedule(graph, D.separator_tree(graph, D.tree_decomposition(graph)), None)
+    use_exact = "exact" in STRATEGIES and int(graph.needed.sum()) <= exact_max
+    print(f"{graph.name}: {graph.n} nodes; cells: cost / base cost (exact: its status, seconds)")
+    print("  " + "".join(h.ljust(13) for h in ("budget", "reference", "treewidth", "auto before", "auto after")) + "exact")
+    for ratio in ratios:
+        budget = int(ratio * peak)
+        if budget < graph.lb:
+            print(f"  {ratio:.2f}x".ljust(15) + "below LB")
+            continue
+        m = simulate(graph, memlimit_pass(graph, bare, budget)).metrics
+        assert m is not None
+        cells = [f"{m.cost / base:.4f}" + ("" if m.peak_bytes <= budget else " over")]
+        try:
+            cells.append(f"{make_plan(graph, 'treewidth', budget, {}).metrics.cost / base:.4f}")
+        except NoPlanError:
+            cells.append("-")
+        try:
+            auto = make_plan(graph, "auto", budget, {})
+            fact = auto.info.get("improved")
+            change = fact.args[0].value if fact is not None else 0.0
+            cells += [f"{auto.metrics.cost / (1 + change) / base:.4f}", f"{auto.metrics.cost / base:.4f}"]
+        except NoPlanError:
+            cells += ["-", "-"]
+        exact = ""
+        if use_exact:
+            started = time.perf_counter()
+            try:
+                plan = make_plan(graph, "exact", budget, {"time_limit": time_limit})
+                exact = f"{plan.metrics.cost / base:.4f} ({plan.info.get('status')}, {time.perf_counter() - started:.0f}s)"
+            except NoPlanError:
+                exact = "-"
+        print(f"  {ratio:.2f}x".ljust(15) + "".join(c.ljust(13) for c in cells) + exact)
+    print()
+
+
+def improve_cost() -> None:
+    """Seconds of the improvement pass (re-eviction on) on auto's plan of 1,000-node
+    training graphs: auto's plan is already improved, so the pass finds nothing and spends
+    its whole work limit, its most expensive case."""
+    from remat_cli.algorithms.improve import improve_plan, work_limit
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_speed import shapes
+
+    for name, g in shapes(1000).items():
+        for ratio in (0.7, 0.5):
+            budget = int(ratio * store_all_peak(g))
+            try:
+                plan = make_plan(g, "auto", budget, {})
+            except NoPlanError:
+                print(f"  {name}{g.n} {ratio:.1f}x: auto has no plan")
+                continue
+            started = time.perf_counter()
+            improve_plan(g, plan.schedule, budget, replay=True)
+            took = time.perf_counter() - started
+            print(f"  {name}{g.n} {ratio:.1f}x: pass {took:.2f}s (work limit {work_limit(g, plan.schedule):,} units)")
+    print()
+
+
 def sample_graphs(paths: list[str]) -> list[Graph]:
     files = [Path(p) for p in paths] or sorted(p for p in (ROOT / "sample_graphs").glob("*") if p.is_file())
     out = []
@@ -217,10 +291,11 @@ def main() -> None:
     ap.add_argument("--no-generated", action="store_true")
     ap.add_argument(
         "--section",
-        choices=["all", "exact", "reference", "bound"],
+        choices=["all", "exact", "reference", "bound", "improve"],
         default="all",
         help="exact: every strategy vs the exact solver; reference: treewidth/pathwidth/auto vs "
-        "the paper's recursion with twremat's memory-limit pass; bound: the structural lower bound",
+        "the paper's recursion with twremat's memory-limit pass; bound: the structural lower bound; "
+        "improve: auto before/after the plan-improvement pass against exact",
     )
     ap.add_argument(
         "--families",
@@ -247,6 +322,12 @@ def main() -> None:
         for g in samples + cnn_shaped():
             bound_row(g)
         print()
+    if args.section in ("all", "improve"):
+        print("== the plan-improvement pass: auto before/after, against the exact solver ==\n")
+        for g in cnn_shaped() + [checkmate_training_graph(gen.transformer(6, name="transformer6"))]:
+            improve_rows(g, ratios, args.time_limit, args.exact_max_nodes)
+        print("the pass's own time on auto's plans, 1,000-node training graphs:")
+        improve_cost()
     if args.section in ("all", "exact"):
         families = set(args.families.split(","))
         graphs = (samples if "samples" in families else []) + (

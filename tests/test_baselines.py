@@ -252,7 +252,7 @@ def test_auto_is_the_cheapest_fast_strategy(graph: Graph, ratio: float) -> None:
         assert isinstance(got, NoPlanError)
         return
     assert got.metrics.cost <= min(costs.values())
-    if "polished" in got.info:  # the memory-limit pass made the winner's plan cheaper
+    if "polished" in got.info or "improved" in got.info:  # a pass made the winner's plan cheaper
         assert got.metrics.cost < costs[got.info["winner"]]
     else:
         assert got.metrics.cost == min(costs.values()) == costs[got.info["winner"]]

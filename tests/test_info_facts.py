@@ -100,9 +100,9 @@ def test_plan_json_info_reads_as_before_the_facts() -> None:
         "separator depth": 5,
         "bare bound (w+1)(depth+1)": 36,
         "bare peak (bytes)": 603979776,
-        "mode": "budgeted recursion with cache (cheap evicted first) and prefetch at 495 MiB + memory-limit pass",
+        "mode": "budgeted recursion with cache (cheap evicted first) and prefetch at 495 MiB + memory-limit pass + keep moves",
         "candidates tried": 8,
-        "peak (values)": 22,
+        "peak (values)": 24,
     }
     auto = _info("training_chain_32.json", "auto", 0.5)
     assert auto["winner"] == "treewidth"

@@ -147,6 +147,7 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
             min_budget=floor,
         )
     best = _polish(graph, budget, fitting, best)
+    best = _improve(graph, budget, best, deadline)  # the plan-improvement pass (algorithms/improve.py)
     name, result = best[3], best[4]
     order = {s.name: i for i, s in enumerate(candidates)}
     ranked = sorted(tried.items(), key=lambda kv: order[kv[0]])
@@ -184,6 +185,22 @@ def _polish(graph: Graph, budget: int | None, fitting: list, best: tuple) -> tup
         if key[:3] < best[:3]:
             best = key
     return best
+
+
+def _improve(graph: Graph, budget: int | None, best: tuple, deadline: float | None) -> tuple:
+    """The winning plan after :func:`remat_cli.algorithms.improve.improve_plan` (keep moves
+    and re-evictions of its order), when that replays within the budget and costs less."""
+    if budget is None:
+        return best
+    from remat_cli.algorithms.improve import improve_plan
+
+    cost, _, rank, name, result = best
+    imp = improve_plan(graph, result.schedule, budget, deadline=deadline, replay=True)
+    m = imp.metrics
+    if not imp.improved or m.peak_bytes > budget or m.cost >= cost:
+        return best
+    info = {**result.info, "improved": Phrase("improvement pass: cost {} on {}'s plan", (Fact(m.cost / cost - 1, "change"), name))}
+    return (m.cost, m.peak_bytes, rank, name, StrategyResult(imp.schedule, info, None))
 
 
 #: Strategies that return the store-all plan itself whenever it fits the budget (with

@@ -875,6 +875,11 @@ def plan_over_separator_tree(
             min_budget=least,
         )
     best = min(fitting, key=lambda c: (c.metrics.cost, c.metrics.peak_bytes))
+    if options.memlimit and best.metrics.recomputations:  # drop recomputations the budget allows
+        from remat_cli.algorithms.improve import improve_plan
+
+        imp = improve_plan(graph, best.schedule, budget, deadline=deadline)
+        best = _Attempt(imp.schedule, imp.metrics, Phrase("{} + keep moves", (best.label,))) if imp.improved else best
     info["mode"] = best.label
     info["candidates tried"] = len(candidates)
     if discarded:

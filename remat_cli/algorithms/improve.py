@@ -1,0 +1,427 @@
+"""Plan improvement: make a finished valid plan cheaper without leaving the budget.
+
+:func:`improve_plan` takes any valid schedule that fits a budget and returns one that
+costs at most as much, fits the same budget and is valid; the simulator checks every
+result, and the input comes back unchanged when nothing better is found. It is a local
+search, ours (not from a paper), in the spirit of twremat's memory-limit pass
+(:mod:`remat_cli.strategies.evict`), which it complements: that pass keeps values in
+time order until memory runs out; this one chooses globally which recomputations to
+drop.
+
+**The move** ("keep instead of recompute"). Write the plan as its compute sequence with
+every value freed right after its last reader (that form never peaks higher than the
+plan itself). A recomputation of v at step k, whose previous copy was freed at step f,
+is dropped by keeping that copy: memory rises by mem(v) at every step strictly between
+f and k, the compute at k disappears, and nothing else changes. The move is accepted
+when the simulator's memory at those steps plus mem(v) stays within the budget. After
+a round of moves, computations nobody reads any more (inputs recomputed only to feed a
+dropped recomputation) are deleted, which only lowers memory, and the plan is rebuilt
+and replayed.
+
+**Order.** Within a round, moves are tried greedily, best first, against a memory
+profile updated after each accepted move, by one of two rankings: cost saved per byte
+kept, or cost saved per byte·step kept (short gaps first). Rounds repeat until no move
+is accepted; each ranking is run from the input and the cheapest result wins.
+
+**Re-eviction** (``replay=True``; what ``auto`` asks for). Keep moves only drop
+recomputations, so they cannot undo a poor choice of *which* values the plan recomputes.
+So the plan's order of first computations is also replayed offline under the budget
+(Belady-style: the replay knows every future use): before a compute that would exceed
+the budget, the resident value with the least score is freed, never one the compute
+needs; a freed value is recomputed on demand, recursively from what is resident; each
+value is freed for good after its last use. Scores, each a variant: r / (size · d),
+r / (size · d²), r / size and c / (size · d), where c is the value's cost, r its cost
+plus that of the freed ancestors its recomputation would need, and d the distance (in
+the order) to its next use. Each replay's plan then gets the keep moves. Then the same
+replays again with every value's score multiplied by a random factor in [0.5, 2]
+(seeded: the same plan every run), a restart of the local search from elsewhere, until
+the work limit. On CNN-shaped training graphs at 0.6× of the store-all peak this takes
+auto from 1.055 to 1.022 times the base cost on a ResNet-18 shape and from 1.184 to
+1.057 on a U-Net shape, the exact solver's best plans
+(``scripts/bench_quality.py --section improve``).
+
+**Guarantee.** Each accepted move keeps every step's memory within the budget (checked
+against the profile, which only over-estimates after deletions) and every step valid,
+and removes a compute: the cost never rises. The returned schedule is replayed by the
+simulator; one that failed (a bug) would never be returned.
+
+**Cost.** A round is O(steps + Σ gap lengths) with numpy slices for the checks, plus a
+replay; a re-eviction is O(evictions · resident values). Everything stops at
+``deadline`` (a ``time.perf_counter()`` value): anytime, the best plan so far is
+returned.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from remat_cli.algorithms.segments import schedule_from_sequence
+from remat_cli.graph import Graph
+from remat_cli.schedule import COMPUTE, Schedule
+from remat_cli.simulate import Metrics, simulate
+
+__all__ = ["Improvement", "improve_plan", "work_limit", "RANKINGS", "SCORES", "WORK_PER_STEP", "WORK_FLOOR"]
+
+#: How a round orders its candidate moves: by cost saved per byte kept ("per-byte"), or
+#: per byte·step kept ("per-byte-step", short gaps first).
+RANKINGS = ("per-byte", "per-byte-step")
+#: Re-eviction scores, least evicted first (module docstring): r/(size·d), r/size,
+#: r/(size·d²), c/(size·d); tried in this order until the deadline.
+SCORES = ("r/size/d", "r/size", "r/size/d2", "c/size/d")
+
+#: Memory of a step that no longer exists (its compute or free was removed): never binds.
+_GONE = -(2**62)
+#: A re-eviction gives up past this many computes per node of its order (it thrashes).
+_MAX_FACTOR = 20
+#: Default work units per step of the plan and node of the graph (:func:`work_limit`).
+WORK_PER_STEP = 300
+#: ... and at least this many (about 0.2 s on this project's 2-core machine when idle).
+WORK_FLOOR = 600_000
+#: Nodes a recomputation-cost estimate r looks at (freed ancestors, depth first).
+_R_NODES = 16
+
+
+def work_limit(graph: Graph, schedule: Schedule) -> int:
+    """Units of work :func:`improve_plan` spends at most by default: ``WORK_PER_STEP`` per
+    step of the plan and node of the graph, at least ``WORK_FLOOR`` (about a quarter of auto's own time on 1,000-node
+    training graphs: 0.3–0.8 s; scripts/bench_quality.py --section improve)."""
+    return max(WORK_FLOOR, WORK_PER_STEP * (len(schedule) + graph.n))
+
+
+class _Limits:
+    """Work left and the deadline: :meth:`spend` says when either has run out."""
+
+    __slots__ = ("deadline", "work")
+
+    def __init__(self, deadline: float | None, work: int) -> None:
+        self.deadline = deadline
+        self.work = work
+
+    def spend(self, units: int) -> bool:
+        """Spend ``units``; True when the work or the time is spent."""
+        self.work -= units
+        return self.out()
+
+    def out(self) -> bool:
+        return self.work < 0 or (self.deadline is not None and time.perf_counter() > self.deadline)
+
+
+@dataclass(frozen=True, eq=False)
+class Improvement:
+    """What :func:`improve_plan` returns: the schedule (the input itself when nothing
+    cheaper was found), its simulated metrics, how it was found (``score``: the
+    re-eviction score, None for the input plan; ``restart``: 0, or which perturbed
+    re-eviction; ``ranking``: the keep moves' ranking; None when unchanged), and
+    whether the deadline or the work limit cut the search short."""
+
+    schedule: Schedule
+    metrics: Metrics
+    score: str | None
+    restart: int
+    ranking: str | None
+    stopped: bool
+
+    @property
+    def improved(self) -> bool:
+        return self.ranking is not None
+
+
+def improve_plan(
+    graph: Graph,
+    schedule: Schedule,
+    budget: int,
+    *,
+    deadline: float | None = None,
+    max_work: int | None = None,
+    replay: bool = False,
+    restarts: int = 64,
+    max_rounds: int = 64,
+) -> Improvement:
+    """A plan for ``graph`` that costs at most what ``schedule`` costs and peaks at most
+    ``max(budget, schedule's peak)`` bytes (fixed memory included): keep moves on the
+    plan, and with ``replay`` also on re-evictions of its order, each score plain and
+    then ``restarts`` times perturbed (module docstring).
+    ``schedule`` must be valid (ValueError otherwise). Stops with the best plan so far
+    at ``deadline`` (``time.perf_counter()`` seconds) or after ``max_work`` units of work
+    (default :func:`work_limit`; a unit is a step replayed or checked, or a value scored
+    for eviction), which bounds it deterministically: same input, same plan."""
+    sim = simulate(graph, schedule)
+    if sim.metrics is None:
+        raise ValueError(f"improve_plan needs a valid schedule: {sim.error}")
+    start = sim.metrics
+    limit = max(int(budget), start.peak_bytes)
+    best = Improvement(schedule, start, None, 0, None, False)
+
+    limits = _Limits(deadline, work_limit(graph, schedule) if max_work is None else max_work)
+    late = limits.out
+
+    def descend(seq: list[int], score: str | None, restart: int = 0) -> bool:
+        """Keep moves from ``seq`` under each ranking (restarts: the first only, for
+        time); keeps the cheapest. False: late."""
+        nonlocal best
+        for ranking in RANKINGS[:1] if restart else RANKINGS:
+            cur = seq
+            for _ in range(max_rounds):
+                if late():
+                    break
+                nxt = _keep_round(graph, cur, limit, ranking, limits)
+                if nxt is None:
+                    break
+                cur = nxt
+            candidate = schedule_from_sequence(graph, cur)
+            m = simulate(graph, candidate).metrics
+            # every accepted move is safe by construction; the replay is what we rely on
+            if m is not None and m.peak_bytes <= limit and m.cost < best.metrics.cost:
+                best = Improvement(candidate, m, score, restart, ranking, False)
+            if late():
+                return False
+        return True
+
+    finished = True
+    if start.recomputations:
+        finished = descend(_prune(graph, schedule.compute_nodes.tolist()), None)
+    if replay and finished and best.metrics.cost > graph.base_cost:
+        order = _first_computes(schedule.compute_nodes.tolist(), graph.n)
+        rng = random.Random(0)  # deterministic restarts
+        for attempt in range(len(SCORES) * (1 + restarts)):
+            if best.metrics.cost <= graph.base_cost:
+                break  # nothing is cheaper
+            score = SCORES[attempt % len(SCORES)]
+            weight = None if attempt < len(SCORES) else [rng.uniform(0.5, 2.0) for _ in range(graph.n)]
+            seq = _reevict(graph, order, limit, score, limits, weight)
+            if seq is None:
+                if late():
+                    finished = False
+                    break
+                continue
+            if not descend(_prune(graph, seq), score, attempt // len(SCORES)):
+                finished = False
+                break
+    if not finished:
+        best = Improvement(best.schedule, best.metrics, best.score, best.restart, best.ranking, True)
+    return best
+
+
+def _first_computes(seq: list[int], n: int) -> list[int]:
+    """The nodes of ``seq`` in the order of their first computation."""
+    seen = [False] * n
+    out = []
+    for v in seq:
+        if not seen[v]:
+            seen[v] = True
+            out.append(v)
+    return out
+
+
+def _reevict(
+    graph: Graph, order: list[int], limit: int, score: str, limits: _Limits, weight: list[float] | None = None
+) -> list[int] | None:
+    """The compute sequence of replaying ``order`` (each node's inputs before it) within
+    ``limit`` bytes, evicting by ``score`` with knowledge of every future use; None when
+    it cannot fit (a compute finds nothing evictable), thrashes, or runs out of ``limits``."""
+    n = graph.n
+    mem = graph.mem.tolist()
+    ws = graph.workspace.tolist()
+    cost = graph.cost.tolist()
+    preds = graph.pred_lists
+    uses_at: list[list[int]] = [[] for _ in range(n)]  # positions in order that read v
+    for p, v in enumerate(order):
+        for u in preds[v]:
+            uses_at[u].append(p)
+    ptr = [0] * n
+    resident = [False] * n
+    pins = [0] * n
+    live: list[int] = []  # resident values of nonzero size (eviction candidates)
+    where = [-1] * n
+    out: list[int] = []
+    cur = graph.fixed_mem
+    pos = 0
+    max_computes = _MAX_FACTOR * max(len(order), 1)
+    use_r = score.startswith("r")
+    power = 0 if score == "r/size" else 2 if score == "r/size/d2" else 1
+
+    def next_use(u: int) -> int:
+        lst = uses_at[u]
+        i = ptr[u]
+        while i < len(lst) and lst[i] < pos:
+            i += 1
+        ptr[u] = i
+        return lst[i] if i < len(lst) else -1
+
+    def recompute_cost(u: int) -> float:
+        total = cost[u]
+        if all(resident[w] for w in preds[u]):
+            return total  # the common case: its inputs are all there
+        seen = {u}
+        stack = [u]
+        while stack and len(seen) < _R_NODES:
+            for w in preds[stack.pop()]:
+                if not resident[w] and w not in seen:
+                    seen.add(w)
+                    total += cost[w]
+                    stack.append(w)
+        return total
+
+    def free(u: int) -> None:
+        nonlocal cur
+        resident[u] = False
+        k = where[u]
+        if k >= 0:
+            last = live.pop()
+            if last != u:
+                live[k] = last
+                where[last] = k
+            where[u] = -1
+        cur -= mem[u]
+
+    def room(need: int) -> bool:
+        while cur + need > limit:
+            victim, key = -1, math.inf
+            for u in live:
+                if pins[u]:
+                    continue
+                nu = next_use(u)
+                if nu < 0:
+                    victim = u
+                    break  # never read again: free it first
+                d = nu - pos + 1
+                k = (recompute_cost(u) if use_r else cost[u]) / (mem[u] * d**power)
+                if weight is not None:
+                    k *= weight[u]
+                if k < key:
+                    victim, key = u, k
+            if victim < 0 or limits.spend(len(live)):
+                return False
+            free(victim)
+        return True
+
+    def compute(v: int) -> bool:
+        nonlocal cur
+        if len(out) >= max_computes or not room(mem[v] + ws[v]):
+            return False
+        out.append(v)
+        resident[v] = True
+        cur += mem[v]
+        if mem[v] > 0:
+            where[v] = len(live)
+            live.append(v)
+        return True
+
+    def release(u: int) -> None:
+        pins[u] -= 1
+        if pins[u] == 0 and resident[u] and next_use(u) < 0:
+            free(u)
+
+    def ensure(target: int) -> bool:
+        """Make ``target`` resident and pin it, recomputing freed ancestors (iteratively)."""
+        stack = [(target, False)]
+        while stack:
+            v, ready = stack.pop()
+            if not ready:
+                if resident[v]:
+                    pins[v] += 1
+                    continue
+                stack.append((v, True))
+                stack.extend((u, False) for u in reversed(preds[v]))
+                continue
+            if not compute(v):  # its inputs are resident and pinned
+                return False
+            for u in preds[v]:
+                release(u)
+            pins[v] += 1
+        return True
+
+    for p, v in enumerate(order):
+        pos = p
+        if resident[v]:
+            continue  # already there (a target computed early): nothing to do
+        for u in preds[v]:
+            if not ensure(u):
+                return None
+        if not compute(v):
+            return None
+        pos = p + 1
+        for u in preds[v]:
+            release(u)
+        if next_use(v) < 0 and pins[v] == 0:
+            free(v)
+    return out
+
+
+def _keep_round(graph: Graph, seq: list[int], limit: int, ranking: str, limits: _Limits) -> list[int] | None:
+    """One round of keep moves over the compute sequence ``seq`` (frees at last read);
+    the new sequence, unread computes deleted, or None when no move fits."""
+    schedule = schedule_from_sequence(graph, seq)
+    sim = simulate(graph, schedule, per_step=True)
+    assert sim.memory is not None, "the sequence of a valid plan stays valid"
+    memory = sim.memory.copy()
+    ops = schedule.ops.tolist()
+    nodes = schedule.nodes.tolist()
+    mem = graph.mem.tolist()
+    cost = graph.cost.tolist()
+    n = graph.n
+    last_free = [-1] * n
+    seen = [False] * n
+    moves: list[tuple[float, int, int, int]] = []  # (-score, compute step, free step, v)
+    compute_index: dict[int, int] = {}  # compute step -> its position in seq
+    c = 0
+    for k, (op, v) in enumerate(zip(ops, nodes)):
+        if op != COMPUTE:
+            last_free[v] = k
+            continue
+        compute_index[k] = c
+        c += 1
+        if seen[v] and cost[v] > 0:
+            f = last_free[v]
+            if mem[v] == 0:
+                score = math.inf
+            elif ranking == "per-byte":
+                score = cost[v] / mem[v]
+            else:
+                score = cost[v] / (mem[v] * (k - f))
+            moves.append((-score, k, f, v))
+        seen[v] = True
+    if not moves:
+        return None
+    moves.sort()
+    dropped: set[int] = set()
+    limits.spend(len(ops))
+    for _, k, f, v in moves:
+        if limits.spend(k - f):
+            break
+        m = mem[v]
+        if k - f > 1 and int(memory[f + 1 : k].max()) + m > limit:
+            continue
+        memory[f + 1 : k] += m
+        memory[f] = memory[k] = _GONE
+        dropped.add(compute_index[k])
+    if not dropped:
+        return None
+    return _prune(graph, [v for i, v in enumerate(seq) if i not in dropped])
+
+
+def _prune(graph: Graph, seq: list[int]) -> list[int]:
+    """``seq`` without the computes whose value nobody reads before its next compute
+    (the last compute of each target stays), to a fixpoint in one backward pass: whether
+    a compute is read depends only on the computes kept after it."""
+    preds = graph.pred_lists
+    is_target = np.zeros(graph.n, dtype=bool)
+    is_target[graph.targets] = True
+    target = is_target.tolist()
+    read = [False] * graph.n
+    last_seen = [False] * graph.n
+    keep = [False] * len(seq)
+    for i in range(len(seq) - 1, -1, -1):
+        v = seq[i]
+        if read[v] or (target[v] and not last_seen[v]):
+            keep[i] = True
+            read[v] = False
+            for u in preds[v]:
+                read[u] = True
+        last_seen[v] = True
+    return [v for i, v in enumerate(seq) if keep[i]]
