@@ -27,15 +27,44 @@ matters when it beats the best bound found so far, so the minimum over s stops a
 first child that cannot; children are tried smallest-first. Work is capped (``max_work``
 expansions in all); the bound reported is the best proven within the cap, and the fact
 says whether every node was searched to the full depth.
+
+**A second argument: the reach search** (:func:`reach_lower_bound`). Follow the same
+chain back to the start: from a set S resident at some compute step, the latest-computed
+s ∈ S was computed at an earlier step with S' = (S − {s}) ∪ inputs(s) resident, at memory
+at least w(S, s) = mem(S ∪ inputs(s)) + workspace(s); repeat until S' is empty (every step
+goes strictly back in time, so the chain ends). Each valid schedule therefore contains,
+for every needed v, a path inputs(v) = S₀ → S₁ → … → ∅ in the graph of node sets whose
+edge weights are memories at distinct steps, so its peak is at least
+P(v) = max(term(v), G(inputs(v))) with G(S) the least over such paths of the largest
+edge weight (a bottleneck shortest path). Conversely every such path, run forwards
+(compute s, free what S does not keep), is a valid schedule that ends with S resident, and
+targets can be computed one after another from nothing: so the least peak of all valid
+schedules is exactly fixed + max over targets of P(t), and the search below computes it
+where it finishes.
+
+G is found by best-first search in order of f(S) = max(g(S), h(S)), g the largest weight
+so far and h(S) ≤ G(S): h(S) = mem(S) + min over s ∈ S of the extra memory computing s
+needs (the first edge out of S weighs that much), and the bounds already proven for
+S's members (a path from S computes each u ∈ S from its inputs: G(S) ≥ P(u); nodes are
+searched in topological order, so those bounds exist; G is monotone, as a path from a
+superset, with the members not in the subset skipped, is a path from the subset with no
+larger weights). States reached again with a
+smaller g are searched again. While the search runs, every path to ∅ passes through a
+state on the open list whose f is at most that path's largest weight, so the least f on
+the open list is a proven lower bound on G when the search is cut short, and it equals G
+when ∅ is taken from the list. Work: at most ``per_node`` expansions per node and
+``max_work`` in all; past that, a node's bound is its own term and its inputs' bounds
+(computing v computes each input: P(v) ≥ P(u)).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import heapq
+from dataclasses import dataclass, replace
 
 from remat_cli.graph import Graph
 
-__all__ = ["StructuralBound", "structural_lower_bound"]
+__all__ = ["ReachBound", "StructuralBound", "reach_lower_bound", "structural_lower_bound"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +77,8 @@ class StructuralBound:
     depth: int  # how many steps back in time the argument follows inputs
     complete: bool  # every needed node searched to ``depth`` within the work cap
     expansions: int  # search steps spent
+    argument: str = "game tree"  # which argument gave ``bytes``: "game tree" or "reach search"
+    exact: bool = False  # the reach search finished for every target: ``bytes`` is the least peak
 
     @property
     def gain(self) -> float:
@@ -55,12 +86,24 @@ class StructuralBound:
         return self.bytes / self.op_bound_bytes if self.op_bound_bytes else 1.0
 
 
-def structural_lower_bound(graph: Graph, *, depth: int = 4, max_work: int = 2_000) -> StructuralBound:
-    """The bound of the module docstring, searched ``depth`` levels deep.
+def structural_lower_bound(graph: Graph, *, depth: int = 4, max_work: int = 2_000, reach_work: int = 1_000) -> StructuralBound:
+    """The larger of the module docstring's two bounds (``reach_work=0``: the game tree only),
+    and which argument gave it.
 
     Never below ``graph.lb`` (depth 0 is exactly it). Work: at most ``max_work`` set
     expansions, each O(in-degree · |S|); start-up cost is one pass over the needed nodes.
     """
+    game = _game_tree_bound(graph, depth, max_work)
+    if reach_work <= 0:
+        return game
+    reach = reach_lower_bound(graph, max_work=reach_work)
+    if reach.bytes > game.bytes or (reach.exact and reach.bytes == game.bytes):
+        return replace(game, bytes=reach.bytes, node=reach.node, argument="reach search", exact=reach.exact)
+    return game
+
+
+def _game_tree_bound(graph: Graph, depth: int, max_work: int) -> StructuralBound:
+    """The depth-limited game-tree bound (module docstring, first argument)."""
     preds = graph.pred_lists
     mem = graph.mem.tolist()
     ws = graph.workspace.tolist()
@@ -121,3 +164,86 @@ def structural_lower_bound(graph: Graph, *, depth: int = 4, max_work: int = 2_00
         complete=complete,
         expansions=min(work, max_work),
     )
+
+
+@dataclass(frozen=True)
+class ReachBound:
+    """The reach search's bound (module docstring), fixed memory included."""
+
+    bytes: int
+    node: str  # a node whose bound P(v) gives ``bytes``
+    exact: bool  # every target's search finished: ``bytes`` is the least peak of all schedules
+    expansions: int
+
+
+def reach_lower_bound(graph: Graph, *, per_node: int = 300, max_work: int = 1_000) -> ReachBound:
+    """max over needed v of a proven lower bound on P(v), by the bottleneck best-first search
+    of the module docstring. Never below ``graph.lb`` (each bound starts at the node's term).
+    Cost: one pass over the needed nodes and edges, plus at most ``max_work`` expansions,
+    each O(|S| · in-degree)."""
+    preds = [frozenset(p) for p in graph.pred_lists]
+    mem = graph.mem.tolist()
+    ws = graph.workspace.tolist()
+    needed = graph.needed
+    is_target = bytearray(graph.n)
+    for t in graph.targets.tolist():
+        is_target[t] = 1
+    plb = [0] * graph.n  # proven lower bound on P(v), activation bytes
+    work = 0
+    exact = True
+
+    def h(s_set: frozenset[int], held: int) -> int:
+        """A lower bound on G(S) (module docstring)."""
+        if not s_set:
+            return 0
+        first = min(sum(mem[u] for u in preds[s] if u not in s_set) + ws[s] for s in s_set)
+        return max(held + first, max(plb[u] for u in s_set))
+
+    for v in graph.topo.tolist():
+        if not needed[v]:
+            continue
+        start = preds[v]
+        held0 = sum(mem[u] for u in start)
+        bound = max([held0 + mem[v] + ws[v]] + [plb[u] for u in start])
+        cap = min(per_node, max_work - work)
+        if cap > 0 and start:
+            got, spent, done = _bottleneck(start, held0, preds, mem, ws, h, cap)
+            work += spent
+            bound = max(bound, got)
+        else:
+            done = not start
+        plb[v] = bound
+        if is_target[v] and not done:
+            exact = False
+    best = max((v for v in graph.needed_nodes.tolist()), key=lambda v: (plb[v], -v))
+    return ReachBound(int(plb[best] + graph.fixed_mem), graph.ids[best], exact, work)
+
+
+def _bottleneck(start, held0, preds, mem, ws, h, cap) -> tuple[int, int, bool]:
+    """G(start) (done) or a lower bound on it (the least f on the open list when ``cap``
+    expansions are spent), the expansions spent, and whether ∅ was reached."""
+    heap = [(h(start, held0), 0, 0, held0, start)]
+    best_g = {start: 0}
+    tick = 0
+    spent = 0
+    while heap:
+        f, g, _, held, s_set = heap[0]
+        if best_g[s_set] < g:  # a stale entry: reached again with a smaller g
+            heapq.heappop(heap)
+            continue
+        if not s_set:
+            return f, spent, True
+        if spent >= cap:
+            return f, spent, False
+        heapq.heappop(heap)
+        spent += 1
+        for s in s_set:
+            extra = sum(mem[u] for u in preds[s] if u not in s_set)
+            g2 = max(g, held + extra + ws[s])
+            nxt = (s_set - {s}) | preds[s]
+            if g2 < best_g.get(nxt, g2 + 1):
+                best_g[nxt] = g2
+                held2 = held - mem[s] + extra
+                tick += 1
+                heapq.heappush(heap, (max(g2, h(nxt, held2)), g2, tick, held2, nxt))
+    return 0, spent, False  # unreachable: ∅ is always reachable from a set of needed nodes

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from brute_force import optimal_cost
 from remat_cli import generators as gen
-from remat_cli.bounds import structural_lower_bound
+from remat_cli.bounds import reach_lower_bound, structural_lower_bound
 from remat_cli.graph import Graph, NodeSpec
 from remat_cli.planner import store_all_peak
 from remat_cli.training import checkmate_training_graph
@@ -53,11 +53,37 @@ def tiny_graphs(draw) -> Graph:
 @SETTINGS
 @given(tiny_graphs(), st.integers(0, 5))
 def test_bound_never_exceeds_the_brute_forced_minimum(g: Graph, depth: int) -> None:
-    bound = structural_lower_bound(g, depth=depth)
-    assert bound.bytes >= g.lb == bound.op_bound_bytes
-    assert bound.bytes <= min_peak(g)
+    game = structural_lower_bound(g, depth=depth, reach_work=0)
+    assert game.bytes >= g.lb == game.op_bound_bytes and game.argument == "game tree"
+    assert game.bytes <= min_peak(g)
     if depth == 0:
-        assert bound.bytes == g.lb
+        assert game.bytes == g.lb
+    both = structural_lower_bound(g, depth=depth)
+    assert game.bytes <= both.bytes <= min_peak(g)  # never weaker, still proven
+
+
+@SETTINGS
+@given(tiny_graphs(), st.sampled_from([1, 5, 5_000]))
+def test_reach_search_is_a_bound_and_exact_when_it_finishes(g: Graph, per_node: int) -> None:
+    """The reach search never exceeds the brute-forced minimum peak, however early it is cut;
+    when every target's search finished it IS that minimum (module docstring's converse)."""
+    reach = reach_lower_bound(g, per_node=per_node, max_work=1_000_000)
+    low = min_peak(g)
+    assert g.lb <= reach.bytes <= low
+    if reach.exact:
+        assert reach.bytes == low
+    if per_node == 5_000:
+        assert reach.exact  # at most 2^9 sets per search: it always finishes
+
+
+def test_reach_search_beats_the_game_tree_bound() -> None:
+    """A graph where the depth-limited game tree stops at the operation bound but the reach
+    search proves, and attains, the brute-forced minimum."""
+    g = _reach_example()
+    game = structural_lower_bound(g, reach_work=0)
+    both = structural_lower_bound(g)
+    assert game.bytes < both.bytes == min_peak(g)
+    assert both.argument == "reach search" and both.exact
 
 
 def test_bound_is_tight_where_the_operation_bound_is_not() -> None:
@@ -115,3 +141,10 @@ def test_info_and_plan_report_the_structural_bound(tmp_path) -> None:
     assert doc["structural_bound"]["bytes"] == 25 and doc["lower_bound_bytes"] == 21
     plan = runner.invoke(cli, ["plan", str(path), "-s", "store-all", "--format", "json"], catch_exceptions=False)
     assert json.loads(plan.output)["structural_bound"]["bytes"] == 25
+
+
+def _reach_example() -> Graph:
+    """The training graph of a 5-node forward DAG (0 feeds 1, 2 and 3; 2 feeds 4), found
+    by a search over small random graphs: game tree 24 B, least peak 25 B."""
+    fwd = gen.from_edges(5, np.array([[0, 1], [0, 2], [0, 3], [2, 4]]), mem=np.array([2, 8, 1, 1, 5]))
+    return checkmate_training_graph(fwd)

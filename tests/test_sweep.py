@@ -90,7 +90,10 @@ def test_monotone_strategies_fit_every_larger_budget(name: str, graph: Graph, da
 
 # Graphs (tests' generator, seed) on which these strategies fit a budget and fail a larger
 # one: why sweep.NOT_MONOTONE names them, and why their figure is not called a minimum.
-WITNESSES = {"greedy": (58, 44, 46), "dtr": (9, 29, 32), "auto": (88, 39, 40)}
+# auto has none now: its old one (88, 39, 40) fits at 40 B since min-memory's from-scratch
+# variant, and seeds 0-611 (budgets LB to LB + 40/80) show none; it stays listed because
+# it runs greedy and dtr, whose plans it may return (the test below checks that reason).
+WITNESSES = {"greedy": (58, 44, 46), "dtr": (9, 29, 32)}
 
 
 def _witness_graph(seed: int) -> Graph:
@@ -102,6 +105,11 @@ def _witness_graph(seed: int) -> Graph:
 
 @pytest.mark.parametrize("name", sorted(NOT_MONOTONE))
 def test_not_monotone_strategies_have_a_witness(name: str) -> None:
+    if name == "auto":
+        from remat_cli.strategies import auto
+
+        assert {"greedy", "dtr"} <= set(auto._RUN_FIRST) and {"greedy", "dtr"} <= set(WITNESSES)
+        return
     seed, fits_at, fails_at = WITNESSES[name]
     graph = _witness_graph(seed)
     assert fits_at < fails_at
@@ -169,7 +177,7 @@ def test_plan_tradeoff_and_check_give_the_same_smallest_budget(graph_file: Path,
 
 @pytest.mark.parametrize("name", sorted(NOT_MONOTONE))
 def test_reports_say_when_the_found_budget_may_not_be_the_minimum(name: str, tmp_path: Path) -> None:
-    seed, _, _ = WITNESSES[name]
+    seed = WITNESSES[name][0] if name in WITNESSES else 88  # auto: its old witness graph
     graph = _witness_graph(seed)
     found = smallest_budget(graph, name)
     assert found.budget_bytes is not None and not found.monotone

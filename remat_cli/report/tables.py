@@ -111,6 +111,8 @@ def structural_bound_text(b: StructuralBound) -> str:
     """One line: the proven bound, how it compares with the largest-operation bound, and
     how far its argument searched (bounds.py)."""
     steps = f"searched {b.depth} steps back" + ("" if b.complete else ", cut short")
+    if b.argument == "reach search":
+        steps = "reach search" + ("; the least peak of any schedule" if b.exact else ", cut short")
     if b.bytes > b.op_bound_bytes:
         return f"{fmt_bytes(b.bytes)}  at {b.node} ({b.gain:.3f}x the lower bound; {steps})"
     return f"{fmt_bytes(b.bytes)}  (same as the lower bound; {steps})"
