@@ -48,10 +48,13 @@ def main() -> None:
     )
     ap.add_argument("--pairs", type=int, default=30, help="(plan step, eager step) pairs timed for the exec column")
     args = ap.parse_args()
-    if args.threads > 0:
-        import torch
+    import torch
 
+    if args.threads > 0:
         torch.set_num_threads(args.threads)
+    if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
+        print(f"bench_fidelity.py: --device {args.device}: torch {torch.__version__} sees no CUDA device", file=sys.stderr)
+        sys.exit(2)
     strategies = args.strategy or ["chain-dp", "dtr", "treewidth"]
     print(
         f"{'model':<12} {'budget':>6} {'strategy':<14} {'pred peak':>10} {'measured':>10} {'ratio':>6} "
