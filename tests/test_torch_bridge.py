@@ -145,6 +145,17 @@ def test_batchnorm_statistics_are_a_node_of_their_own(captured):
     assert store_all.metrics.peak_bytes <= eager.peak_bytes * 1.05, (store_all.metrics.peak_bytes, eager.peak_bytes)
 
 
+def test_dropout_mask_is_a_node_of_its_own(captured):
+    """Dropout's gradient step reads only its mask (one byte an element): ``X.stats``."""
+    _m, _x, _l, graph, _prog = captured["transformer"]
+    i = graph.index
+    drops = [x for x in graph.ids if x.startswith("native_dropout") and not x.endswith(".stats")]
+    assert drops
+    for x in drops:
+        assert [graph.ids[u] for u in graph.preds(i["bwd:" + x])][-1] == x + ".stats"
+        assert 0 < graph.mem[i[x + ".stats"]] * 4 <= graph.mem[i[x]]
+
+
 # ---------------------------------------------------------------- apply
 @pytest.mark.parametrize("name", sorted(FACTORIES))
 def test_gradients_equal_eager_at_several_budgets(captured, name):

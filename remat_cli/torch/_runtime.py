@@ -263,23 +263,25 @@ def recipes(prog: Program) -> dict[str, _Recipe]:
 STATS = ".stats"
 
 _aten = torch.ops.aten
-# Multi-output ops whose gradient step reads small outputs (per-channel or per-row
-# statistics) but not the big normalized output: output indices of those statistics.
+# Multi-output ops whose gradient step reads small outputs (a norm's per-channel or
+# per-row statistics, dropout's one-byte mask) but not the big main output: their indices.
 _STAT_OUTPUTS: dict[Any, tuple[int, ...]] = {
     _aten._native_batch_norm_legit_functional.default: (1, 2),
     _aten.native_layer_norm.default: (1, 2),
     _aten.native_group_norm.default: (1, 2),
+    _aten.native_dropout.default: (1,),
 }
 
 
 def stats_nodes(prog: Program) -> dict[str, tuple[str, tuple[int, ...]]]:
-    """``X.stats`` -> (X, output indices) for every normalization op X of ``prog``.
+    """``X.stats`` -> (X, output indices) for every normalization or dropout op X of ``prog``.
 
     A remat node is one storage-owning value, so a five-output BatchNorm would keep its
-    normalized output resident for the 128 bytes of statistics its gradient step reads.
-    ``X.stats`` is a copy of those statistics (a cheap op of its own, read by ``bwd:X``
-    instead of X), so a plan can free X after its last forward reader, as eager PyTorch
-    does. Recomputing ``X.stats`` needs X resident, so it recomputes the op if X is gone.
+    normalized output resident for the 128 bytes of statistics its gradient step reads
+    (and dropout its output for the mask). ``X.stats`` is a copy of those outputs (a
+    cheap op of its own, read by ``bwd:X`` instead of X), so a plan can free X after its
+    last forward reader, as eager PyTorch does. Recomputing ``X.stats`` needs X
+    resident, so it recomputes the op if X is gone.
     """
     cached = prog.__dict__.get("_stats")
     if cached is None:
