@@ -9,8 +9,9 @@ asserts nothing. On CPU the peak is storage tracking; on CUDA the allocator's pe
 
 Column `exec`: the executor's own overhead, time / (eager time x (1 + measured extra
 FLOPs)) - 1, the plan's step and PyTorch's eager step timed alternately (median over
-max(runs, 3) pairs of their ratio): what running the plan costs beyond its arithmetic.
-Timings on a shared machine are noisy: use --runs 20 or more for this column.
+--pairs pairs of their ratio, default 30), one torch thread unless --threads says
+otherwise: what running the plan costs beyond its arithmetic. The quartiles of the
+pairs' ratios follow each row: on a shared machine the spread is part of the figure.
 """
 
 from __future__ import annotations
@@ -40,13 +41,20 @@ def main() -> None:
     ap.add_argument("--models", nargs="*", default=MODELS)
     ap.add_argument("--no-sac", action="store_true")
     ap.add_argument(
-        "--threads", type=int, default=None, help="torch.set_num_threads (1 on a loaded machine: spinning threads distort times)"
+        "--threads",
+        type=int,
+        default=1,
+        help="torch.set_num_threads (default 1: on a shared machine spinning threads distort times; 0 keeps torch's)",
     )
+    ap.add_argument("--pairs", type=int, default=30, help="(plan step, eager step) pairs timed for the exec column")
     args = ap.parse_args()
-    if args.threads:
-        import torch
+    import torch
 
+    if args.threads > 0:
         torch.set_num_threads(args.threads)
+    if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
+        print(f"bench_fidelity.py: --device {args.device}: torch {torch.__version__} sees no CUDA device", file=sys.stderr)
+        sys.exit(2)
     strategies = args.strategy or ["chain-dp", "dtr", "treewidth"]
     print(
         f"{'model':<12} {'budget':>6} {'strategy':<14} {'pred peak':>10} {'measured':>10} {'ratio':>6} "
@@ -61,7 +69,16 @@ def main() -> None:
         for b in args.budgets.split(","):
             started = time.perf_counter()
             rep = fidelity(
-                model, inputs, loss_fn, parse_budget(b), strategies, factory=spec, runs=args.runs, sac=not args.no_sac, captured=captured
+                model,
+                inputs,
+                loss_fn,
+                parse_budget(b),
+                strategies,
+                factory=spec,
+                runs=args.runs,
+                sac=not args.no_sac,
+                captured=captured,
+                pairs=args.pairs,
             )
             for row in rep.rows:
                 if b != args.budgets.split(",")[0] and row.strategy in ("store-all", "eager"):
@@ -76,7 +93,7 @@ def main() -> None:
                     f"{name:<12} {b:>6} {row.strategy:<14} {fmt_bytes(row.predicted_peak_bytes):>10} "
                     f"{fmt_bytes(row.measured_peak_bytes):>10} {ratio:6.3f} {fmt_pct(row.predicted_overhead):>11} "
                     f"{fmt_pct(row.measured_flops_overhead):>9} {fmt_seconds(row.predicted_seconds):>8} "
-                    f"{fmt_seconds(row.measured_seconds):>8} {_ovh(row.executor_overhead):>6} {fb:>3} {grads}"
+                    f"{fmt_seconds(row.measured_seconds):>8} {_ovh(row.executor_overhead):>6} {fb:>3} {grads} {_iqr(row.executor_overhead_iqr)}"
                 )
             print(
                 f"{name:<12} {b:>6} (store-all {fmt_bytes(rep.store_all_peak)}, LB {fmt_bytes(rep.lower_bound)}, "
@@ -86,6 +103,10 @@ def main() -> None:
 
 def _ovh(x: float | None) -> str:
     return "-" if x is None else f"{x * 100:+.1f}%"
+
+
+def _iqr(q: tuple[float, float] | None) -> str:
+    return "" if q is None else f"(exec quartiles {_ovh(q[0])}..{_ovh(q[1])})"
 
 
 if __name__ == "__main__":

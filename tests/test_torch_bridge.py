@@ -120,6 +120,42 @@ def test_views_share_their_base(captured):
     assert bmm and all(graph.mem[v] > 0 for v in bmm)
 
 
+def test_batchnorm_statistics_are_a_node_of_their_own(captured):
+    """A training BatchNorm is one op with five outputs; its gradient step reads only the
+    small saved mean and inverse std. Those are node ``X.stats`` (a copy), so the plan can
+    free the normalized output after its forward readers, and store-all peaks where eager
+    PyTorch does instead of holding every BatchNorm's output until the backward pass."""
+    model, inputs, loss_fn, graph, prog = captured["cnn"]
+    i = graph.index
+    norms = [v for v in range(graph.n) if graph.ops[v].startswith("_native_batch_norm_legit_functional")]
+    norms = [v for v in norms if graph.kinds[v] == "forward" and not graph.ids[v].endswith(".stats")]
+    assert len(norms) == 4
+    for v in norms:
+        x = graph.ids[v]
+        bwd = [graph.ids[u] for u in graph.preds(i["bwd:" + x])]
+        assert x + ".stats" in bwd and x not in bwd, bwd
+        s = i[x + ".stats"]
+        assert list(graph.preds(s)) == [v] and 0 < graph.mem[s] * 8 < graph.mem[v]
+    store_all = make_plan(graph, "store-all")
+    step = Step(prog, graph, store_all.schedule, "store-all", inputs)
+    m = measure(step, inputs, runs=1)
+    assert m.fallbacks == 0 and abs(m.peak_bytes / store_all.metrics.peak_bytes - 1) <= 0.01
+    eager = measure(eager_step(model, loss_fn), inputs, runs=1, fixed=step.fixed_tensors())
+    # with the normalized outputs held until backward, store-all was ~1.4x eager's peak
+    assert store_all.metrics.peak_bytes <= eager.peak_bytes * 1.05, (store_all.metrics.peak_bytes, eager.peak_bytes)
+
+
+def test_dropout_mask_is_a_node_of_its_own(captured):
+    """Dropout's gradient step reads only its mask (one byte an element): ``X.stats``."""
+    _m, _x, _l, graph, _prog = captured["transformer"]
+    i = graph.index
+    drops = [x for x in graph.ids if x.startswith("native_dropout") and not x.endswith(".stats")]
+    assert drops
+    for x in drops:
+        assert [graph.ids[u] for u in graph.preds(i["bwd:" + x])][-1] == x + ".stats"
+        assert 0 < graph.mem[i[x + ".stats"]] * 4 <= graph.mem[i[x]]
+
+
 # ---------------------------------------------------------------- apply
 @pytest.mark.parametrize("name", sorted(FACTORIES))
 def test_gradients_equal_eager_at_several_budgets(captured, name):

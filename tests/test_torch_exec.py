@@ -144,3 +144,24 @@ def test_cuda_measure_path_reads_the_allocator(small_mlp, monkeypatch):
     pair = paired_seconds(step, step, inputs, pairs=4, device="cuda")
     assert pair.pairs == 4 and fake.calls.count("sync") == 2 * 2 * 4
     assert pair.seconds > 0 and pair.reference_seconds > 0 and pair.ratio > 0
+
+
+def test_paired_ratio_and_its_quartiles(monkeypatch):
+    """The overhead figure is the median of the pairs' time ratios and comes with their
+    quartiles; driven by a fake clock, so this checks the arithmetic, not a timing."""
+    import remat_cli.torch._measure as measure_mod
+
+    clock = [0.0]
+    monkeypatch.setattr(measure_mod, "now", lambda: clock[0])
+    durations = iter([1.0, 1.5, 1.0, 1.0, 1.0, 3.0, 1.2, 1.0, 1.0, 1.1])  # reference always 1 s
+
+    def tick(*_inputs):
+        clock[0] += next(durations)
+
+    # pairs alternate their order: reference first in even pairs, the step first in odd ones
+    pair = paired_seconds(tick, tick, (), pairs=5, device="cpu")
+    ratios = sorted([1.5, 1.0, 3.0, 1.2, 1.1])
+    assert pair.pairs == 5 and pair.ratio == pytest.approx(1.2)
+    q1, q3 = pair.ratio_quartiles
+    assert q1 <= pair.ratio <= q3 and ratios[0] <= q1 and q3 <= ratios[-1]
+    assert (q1, q3) == pytest.approx((1.05, 2.25))

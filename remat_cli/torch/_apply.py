@@ -31,7 +31,7 @@ from remat_cli.plandoc import Plan
 from remat_cli.schedule import COMPUTE, Schedule
 from remat_cli.simulate import simulate
 from remat_cli.torch._capture import BWD, LOSS, capture_program
-from remat_cli.torch._runtime import Executor, Program
+from remat_cli.torch._runtime import STATS, Executor, Program
 
 __all__ = ["apply", "Step", "checkpoint_policy", "provenance_mismatch"]
 
@@ -201,9 +201,10 @@ def checkpoint_policy(plan: Plan) -> Callable[..., Any]:
         counts[v] += 1
     by_kind: dict[str, list[bool]] = {}
     for v in g.topo.tolist():
-        if g.kinds[v] != "forward":
+        if g.kinds[v] != "forward" or g.ids[v].endswith(STATS):
             continue
-        saved = any(g.kinds[s] == "backward" for s in g.succ_lists[v])  # autograd saves it
+        # autograd saves it (a norm's statistics: through its X.stats copy)
+        saved = any(g.kinds[s] == "backward" or g.ids[s] == g.ids[v] + STATS for s in g.succ_lists[v])
         by_kind.setdefault(g.ops[v], []).append(counts[v] <= 1 and saved)
     seen: dict[tuple[bool, str], int] = {}
 

@@ -28,7 +28,17 @@ import torch
 
 from remat_cli.graph import Graph, NodeSpec
 from remat_cli.torch._measure import _distinct_bytes
-from remat_cli.torch._runtime import Executor, Program, Tracker, export_program, is_owner, now, owner_of
+from remat_cli.torch._runtime import (
+    STATS,
+    Executor,
+    Program,
+    Tracker,
+    export_program,
+    is_owner,
+    now,
+    owner_of,
+    stats_nodes,
+)
 
 __all__ = ["capture", "provenance", "needed_ops"]
 
@@ -89,7 +99,8 @@ def capture_program(
 
 
 def needed_ops(prog: Program) -> list[str]:
-    """Owner ops the loss depends on, in program order."""
+    """Owner ops the loss depends on, in program order; a normalization op X is followed
+    by its statistics node ``X.stats`` (see :func:`~remat_cli.torch._runtime.stats_nodes`)."""
     seen: set[str] = set()
     stack = [prog.loss]
     while stack:
@@ -98,7 +109,14 @@ def needed_ops(prog: Program) -> list[str]:
             continue
         seen.add(n.name)
         stack.extend(n.all_input_nodes)
-    return [n.name for n in prog.ops if n.name in seen and is_owner(n)]
+    stats = {owner: name for name, (owner, _idx) in stats_nodes(prog).items()}
+    out: list[str] = []
+    for n in prog.ops:
+        if n.name in seen and is_owner(n):
+            out.append(n.name)
+            if n.name in stats:
+                out.append(stats[n.name])
+    return out
 
 
 def provenance(
@@ -230,8 +248,14 @@ def _build(
     meta: dict[str, Any],
 ) -> Graph:
     requires = facts["requires"]
+    stats = stats_nodes(prog)
+    read_by_bwd = {o for owners in facts["saved"].values() for o in owners}
+    # a statistics node no gradient step reads (a frozen norm) is left out of the graph
+    order = [name for name in order if name not in stats or name in read_by_bwd]
     cons: dict[str, list[str]] = {name: [] for name in order}
     for name in order:
+        if name in stats:
+            continue
         for a in prog.by_name[name].all_input_nodes:
             own = owner_of(a)
             if own is not None and own[0] in cons and name not in cons[own[0]]:
@@ -240,6 +264,21 @@ def _build(
     assert loss_owner is not None
     specs: list[NodeSpec] = []
     for name in order:
+        if name in stats:
+            owner = stats[name][0]
+            specs.append(
+                NodeSpec(
+                    id=name,
+                    inputs=[owner],
+                    mem=facts["mem"][name],
+                    cost=facts["flops"][name],
+                    op=_op_name(prog.by_name[owner]) + STATS,
+                    workspace=facts["ws"][name],
+                    kind="forward",
+                    seconds=seconds.get(name),
+                )
+            )
+            continue
         n = prog.by_name[name]
         mem = facts["mem"][name]
         if name in facts["update_owner"]:

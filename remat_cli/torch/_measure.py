@@ -109,6 +109,8 @@ class Paired:
     reference_seconds: float  # median of the reference's times
     ratio: float  # median over the pairs of step / reference (robust to load changing)
     pairs: int
+    # first and third quartiles of the pair ratios: how far one pair can be from another
+    ratio_quartiles: tuple[float, float] = (0.0, 0.0)
 
 
 def paired_seconds(
@@ -149,11 +151,14 @@ def paired_seconds(
         else:
             ref.append(timed(reference))
             mine.append(timed(step))
+    ratios = [a / b for a, b in zip(mine, ref)]
+    quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
     return Paired(
         seconds=statistics.median(mine),
         reference_seconds=statistics.median(ref),
-        ratio=statistics.median(a / b for a, b in zip(mine, ref)),
+        ratio=statistics.median(ratios),
         pairs=len(mine),
+        ratio_quartiles=(quartiles[0], quartiles[2]),
     )
 
 

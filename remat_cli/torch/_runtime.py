@@ -259,6 +259,41 @@ def recipes(prog: Program) -> dict[str, _Recipe]:
     return out
 
 
+# ---------------------------------------------------------------- statistics nodes
+STATS = ".stats"
+
+_aten = torch.ops.aten
+# Multi-output ops whose gradient step reads small outputs (a norm's per-channel or
+# per-row statistics, dropout's one-byte mask) but not the big main output: their indices.
+_STAT_OUTPUTS: dict[Any, tuple[int, ...]] = {
+    _aten._native_batch_norm_legit_functional.default: (1, 2),
+    _aten.native_layer_norm.default: (1, 2),
+    _aten.native_group_norm.default: (1, 2),
+    _aten.native_dropout.default: (1,),
+}
+
+
+def stats_nodes(prog: Program) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """``X.stats`` -> (X, output indices) for every normalization or dropout op X of ``prog``.
+
+    A remat node is one storage-owning value, so a five-output BatchNorm would keep its
+    normalized output resident for the 128 bytes of statistics its gradient step reads
+    (and dropout its output for the mask). ``X.stats`` is a copy of those outputs (a
+    cheap op of its own, read by ``bwd:X`` instead of X), so a plan can free X after its
+    last forward reader, as eager PyTorch does. Recomputing ``X.stats`` needs X
+    resident, so it recomputes the op if X is gone.
+    """
+    cached = prog.__dict__.get("_stats")
+    if cached is None:
+        cached = {}
+        for n in prog.ops:
+            idx = _STAT_OUTPUTS.get(n.target)
+            if idx is not None:
+                cached[n.name + STATS] = (n.name, idx)
+        prog.__dict__["_stats"] = cached
+    return cached
+
+
 # ---------------------------------------------------------------- saved tensors
 class _Saved:
     """What a pack hook keeps: a fixed tensor, or (owner, output index, geometry)."""
@@ -317,6 +352,8 @@ class Executor:
         self.untracked_saved = 0
         ts = list(prog.fixed.values()) + list(self.inputs.values())
         self._fixed_ptrs = {_ptr(t) for t in ts if isinstance(t, torch.Tensor) and t.numel()}
+        self._stats = stats_nodes(prog)  # X.stats -> (X, statistics output indices)
+        self._split = {owner: (name, idx) for name, (owner, idx) in self._stats.items()}
 
     # -------------------------------------------------- values
     is_owner = staticmethod(lambda n: is_owner(n))
@@ -353,6 +390,11 @@ class Executor:
         detached alias of the owner's value), so the op gets its own one-op autograd
         graph; views of inputs are rebuilt from those leaves under autograd.
         """
+        if name in self._stats:
+            self._copy_stats(name)
+            if self._fallback_held:
+                self.release_fallbacks()
+            return
         if name in self.done_forward:
             self._recompute(self.prog.by_name[name])
             return
@@ -446,6 +488,18 @@ class Executor:
         memo.clear()
         self.env[n.name] = tuple(out) if isinstance(out, (tuple, list)) else out
 
+    def _copy_stats(self, name: str) -> None:
+        """Compute statistics node ``X.stats``: copies of X's statistics outputs (None in
+        the other places, so that output indices stay those of X)."""
+        owner, idx = self._stats[name]
+        base = self._owned(owner)
+        with torch.no_grad():
+            self.env[name] = tuple(t.clone() if i in idx else None for i, t in enumerate(base))
+        if name not in self.done_forward:
+            self.done_forward.add(name)
+            self.edges[name] = (False, [], [], [])
+            self.requires[name] = False
+
     def free(self, name: str) -> None:
         self.env.pop(name, None)
 
@@ -453,10 +507,12 @@ class Executor:
         """A value the schedule does not hold is needed: recompute it (counted)."""
         self.fallbacks += 1
         self.fallback_nodes.append(name)
-        n = self.prog.by_name[name]
         if name not in self.done_forward:
             raise RuntimeError(f"internal error: {name} is needed before its first computation")
-        self._recompute(n)
+        if name in self._stats:
+            self._copy_stats(name)
+        else:
+            self._recompute(self.prog.by_name[name])
         self._fallback_held.add(name)
 
     def release_fallbacks(self) -> None:
@@ -495,9 +551,13 @@ class Executor:
         for key, t in owned:
             if t.numel():
                 owners[_ptr(t)] = key
+        split = self._split.get(name)
         for i, t in enumerate(outs):
             if isinstance(t, torch.Tensor) and t.numel():
-                owners[_ptr(t)] = (name, i if multi else None)
+                if split is not None and i in split[1]:
+                    owners[_ptr(t)] = (split[0], i)  # saved statistics are read from X.stats
+                else:
+                    owners[_ptr(t)] = (name, i if multi else None)
         for s in saved:
             if s.ptr == 0 or s.ptr in fixed_ptrs:
                 continue  # fixed memory (or empty): keep the reference

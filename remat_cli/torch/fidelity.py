@@ -53,6 +53,8 @@ class FidelityRow:
     # time of this step / (eager step's time x (1 + measured extra FLOPs)) - 1, the two
     # timed alternately: what running the step costs beyond its own arithmetic
     executor_overhead: float | None = None
+    # the same figure from the first and third quartiles of the pairs' time ratios
+    executor_overhead_iqr: tuple[float, float] | None = None
 
     @property
     def peak_ratio(self) -> float | None:
@@ -77,6 +79,7 @@ class FidelityRow:
             "grads_match": self.grads_match,
             "max_grad_error": self.max_grad_error,
             "executor_overhead": self.executor_overhead,
+            "executor_overhead_iqr": None if self.executor_overhead_iqr is None else list(self.executor_overhead_iqr),
             "note": self.note,
         }
 
@@ -226,14 +229,18 @@ def fidelity(
     sac: bool = True,
     seed: int = 0,
     captured: tuple[Graph, Any] | None = None,
+    pairs: int | None = None,
 ) -> FidelityReport:
     """Capture, plan with each strategy, run, measure; see the module docstring.
 
     A budget below the lower bound is raised to it (said in the row's note); a strategy
     that cannot meet the budget gives a row with its reason and no measurement.
     ``captured`` reuses a ``capture_program`` result for the same model and inputs.
+    ``pairs``: how many (step, eager step) pairs time the executor's overhead
+    (default ``max(runs, 3)``).
     """
     inputs = tuple(inputs)
+    n_pairs = pairs or max(runs, 3)
     graph, prog = captured or capture_program(model, inputs, loss_fn, factory=factory)
     buffers = {k: b.clone() for k, b in model.named_buffers()}
     try:
@@ -265,7 +272,7 @@ def fidelity(
                 graph,
                 sa_grads,
                 reference,
-                overhead=_overhead(sa_step, eager, inputs, runs, sa_m, base_flops),
+                overhead=_overhead(sa_step, eager, inputs, n_pairs, sa_m, base_flops),
             )
         ]
         rows.append(_row("eager", None, store_all, eager_m, base_flops, None, reference, reference, "PyTorch's own step", None))
@@ -291,7 +298,7 @@ def fidelity(
                     got,
                     reference,
                     note,
-                    overhead=_overhead(step, eager, inputs, runs, m, base_flops),
+                    overhead=_overhead(step, eager, inputs, n_pairs, m, base_flops),
                 )
             )
             if sac:
@@ -328,7 +335,7 @@ def fidelity(
                         reference,
                         "keep-set as a checkpoint policy",
                         fallbacks=None,
-                        overhead=_overhead(s, eager, inputs, runs, ms, base_flops),
+                        overhead=_overhead(s, eager, inputs, n_pairs, ms, base_flops),
                     )
                 )
     finally:
@@ -357,16 +364,19 @@ def _overhead(
     step: Callable[..., Any],
     eager: Callable[..., Any],
     inputs: Sequence[Any],
-    runs: int,
+    pairs: int,
     m: Measurement,
     base_flops: int | None,
-) -> float | None:
+) -> tuple[float, tuple[float, float]] | None:
     """Time of ``step`` over the eager step's time scaled by the step's measured FLOPs,
-    minus 1: the executor's own cost. Both are timed alternately, ``max(runs, 3)`` pairs."""
+    minus 1: the executor's own cost (median over ``pairs`` pairs timed alternately),
+    and the same from the quartiles of the pairs' ratios."""
     if not base_flops:
         return None
-    pair = paired_seconds(step, eager, inputs, pairs=max(runs, 3))
-    return pair.ratio / (m.flops / base_flops) - 1.0
+    pair = paired_seconds(step, eager, inputs, pairs=pairs)
+    scale = m.flops / base_flops
+    q1, q3 = pair.ratio_quartiles
+    return pair.ratio / scale - 1.0, (q1 / scale - 1.0, q3 / scale - 1.0)
 
 
 def _grads(step: Callable[..., Any], model: torch.nn.Module, inputs: Sequence[Any], seed: int) -> list[torch.Tensor]:
@@ -395,7 +405,7 @@ def _row(
     ref: list[torch.Tensor],
     note: str = "",
     fallbacks: int | None | str = "step",
-    overhead: float | None = None,
+    overhead: tuple[float, tuple[float, float]] | None = None,
 ) -> FidelityRow:
     err = max((float((a - b).abs().max()) for a, b in zip(got, ref)), default=0.0)
     match = all(torch.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in zip(got, ref))
@@ -414,5 +424,6 @@ def _row(
         predicted_fixed_bytes=plan.metrics.fixed_bytes,
         measured_fixed_bytes=m.fixed_bytes,
         note=note,
-        executor_overhead=overhead,
+        executor_overhead=None if overhead is None else overhead[0],
+        executor_overhead_iqr=None if overhead is None else overhead[1],
     )
