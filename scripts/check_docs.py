@@ -30,8 +30,10 @@ per worker (``-j``), each with a timeout (``--timeout``, seconds).
 **Fields that may vary** (masked on both sides before comparing; ``--update`` leaves a
 block alone when it matches except for them):
 
-* ``solve time`` in ``remat plan``'s table, ``treewidth seconds`` and ``pathwidth
-  seconds`` in ``remat info``'s: wall-clock time of this run.
+* ``solve time`` in ``remat plan``'s table, and every ``... seconds`` line whose value
+  is a bare number (``treewidth seconds`` in ``remat info``, ``decompose seconds`` and
+  ``schedule seconds`` in ``plan -v``): wall-clock times of this run. ``est. seconds``
+  (an estimate, with a unit) is not masked.
 * For a PyTorch factory (``FILE.py:FACTORY``, whose step times are measured on this CPU
   during capture, not estimated): in ``remat fit``'s table the ``est. step`` and
   ``batch/s`` columns and the ``throughput gain`` percentage; lines are then compared
@@ -66,7 +68,7 @@ TIMEOUT_S = 600.0
 #: (line pattern, replacement) masks for every command: fields timed by this run.
 ALWAYS_MASKED: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^(solve time\s+)\S.*$"), r"\1<time>"),
-    (re.compile(r"^((?:tree|path)width seconds\s+)\S+"), r"\1<time>"),
+    (re.compile(r"^((?!est\.)[a-z ]*\bseconds\s+)[\d.]+$"), r"\1<time>"),
 )
 #: Extra masks for a command whose target is a PyTorch factory (measured step times).
 _DURATION = r"[\d.,]+ (?:ns|µs|ms|s|min|h|days)"

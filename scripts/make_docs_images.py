@@ -66,7 +66,13 @@ def main() -> None:
     front = doc["frontier"]
     if front:
         low = min(front, key=lambda p: (p["peak_bytes"], p["cost"]))
-        ratio = low["budget_bytes"] / doc["store_all_peak_bytes"]
+        # the frontier names a plan once; the smallest swept budget that gave that plan
+        same = [
+            q
+            for q in doc["points"]
+            if q["fits"] and (q["strategy"], q["peak_bytes"], q["cost"]) == (low["strategy"], low["peak_bytes"], low["cost"])
+        ]
+        ratio = min(q["budget_bytes"] for q in same or [low]) / doc["store_all_peak_bytes"]
         strategy, budget = low["strategy"], f"{math.ceil(ratio * 1000 - 1e-9) / 1000:.3f}x"
     else:
         strategy, budget = "store-all", "none"
