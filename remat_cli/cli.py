@@ -1059,7 +1059,7 @@ def batch(
         click.echo(rows_csv(result.rows), nl=False)
     else:
         files = len(job.files)
-        render_rows(result.rows, _stdout(), f"{files} file{'s' if files != 1 else ''}, {run_on.describe()}", verbose=verbose)
+        render_rows(result.rows, _stdout(), f"{files} file{'s' if files != 1 else ''}, {say(run_on.describe())}", verbose=verbose)
     err.print(batch_summary(result), highlight=False, markup=False)
     if result.interrupted:
         click.get_current_context().exit(130)

@@ -32,6 +32,7 @@ from multiprocessing.connection import wait as mp_wait
 from typing import Any
 
 from remat_cli.errors import InputError
+from remat_cli.units import Fact, Phrase
 
 __all__ = ["Outcome", "Event", "LocalExecutor", "DaskExecutor", "make_executor", "run_isolated", "describe_exit"]
 
@@ -142,8 +143,9 @@ class LocalExecutor:
         self.timeout = timeout
         self.memory_limit = memory_limit
 
-    def describe(self) -> str:
-        return f"{self.jobs} local worker{'s' if self.jobs != 1 else ''}"
+    def describe(self) -> Phrase:
+        """Where the work runs, as a fact for the report to render (``3 local workers``)."""
+        return Phrase("{} local worker" if self.jobs == 1 else "{} local workers", (Fact(self.jobs, "count"),))
 
     def run(
         self,
@@ -314,8 +316,9 @@ class DaskExecutor:
         self.address = address
         self.timeout = timeout
 
-    def describe(self) -> str:
-        return f"dask cluster at {self.address}"
+    def describe(self) -> Phrase:
+        """Where the work runs, as a fact for the report to render."""
+        return Phrase("dask cluster at {}", (self.address,))
 
     def run(
         self,

@@ -96,3 +96,15 @@ def test_describe_exit() -> None:
     assert describe_exit(-11) == "signal SIGSEGV"
     assert describe_exit(3) == "exit status 3"
     assert describe_exit(None) == "an unknown cause"
+
+
+def test_describe_is_a_fact_the_report_renders() -> None:
+    """Core hands up typed facts (issue 12): the worker count stays a number until say()."""
+    from remat_cli.executors import DaskExecutor
+    from remat_cli.units import Fact, Phrase, say
+
+    many = LocalExecutor(1234).describe()
+    assert isinstance(many, Phrase) and many.args == (Fact(1234, "count"),)
+    assert say(many) == "1,234 local workers"
+    assert say(LocalExecutor(1).describe()) == "1 local worker"
+    assert say(DaskExecutor("tcp://10.0.0.5:8786").describe()) == "dask cluster at tcp://10.0.0.5:8786"
