@@ -273,14 +273,21 @@ def test_fused_runs_keep_the_one_op_executors_peak_and_gradients(captured, name,
 
 def test_fused_paths_are_all_taken(captured):
     """The transformer's attention gives fused ops whose autograd graph is not a tree (run
-    through the engine), and a plan at the lower bound records some ops at a
-    recomputation after a first computation without autograd: both are exercised."""
+    through the engine); a plan at the lower bound records some ops at a recomputation
+    after a first computation without autograd, and frees some saved values between an
+    op's recording and its gradient step (those are saved as handles): all are exercised."""
     from remat_cli.torch._apply import _PLAIN
 
     model, inputs, loss_fn, graph, prog = captured["transformer"]
     plan = _smallest(graph, "chain-dp")
     step = Step(prog, graph, plan.schedule, "chain-dp", inputs)
     assert any(what == _PLAIN for what, _ in step._program)
+    m_model, m_inputs, m_loss, m_graph, m_prog = captured["mlp"]
+    m_plan = _smallest(m_graph, "chain-dp")
+    m_step = Step(m_prog, m_graph, m_plan.schedule, "chain-dp", m_inputs)
+    held = [saves is not None for saves, _k in m_step.fused.values()]
+    assert any(held) and not all(held)
+    assert _equal(_grads(m_step, m_model, m_inputs), _grads(eager_step(m_model, m_loss), m_model, m_inputs))
     reference = _grads(eager_step(model, loss_fn), model, inputs)
     assert _equal(_grads(step, model, inputs), reference)
     trees = prog.__dict__["_fused_trees"]

@@ -90,10 +90,14 @@ class Step:
         try:
             for what, node in self._program:
                 if what == _FUSED:
-                    if hooks:
+                    held = saves[node]
+                    if hooks and held is not None:
                         pop()
                         hooks = False
-                    fused(node, saves[node])
+                    elif not hooks and held is None:
+                        push(pack, unpack)
+                        hooks = True
+                    fused(node, held)
                 elif what == _COMPUTE:
                     if not hooks:
                         push(pack, unpack)
@@ -125,19 +129,19 @@ class Step:
 _COMPUTE, _FREE, _BACKWARD, _FREE_BACKWARD, _SEED, _FUSED, _BACKWARD_FUSED, _PLAIN = range(8)
 
 
-def fusable_ops(prog: Program, graph: Graph, steps: Sequence[tuple[bool, str]]) -> dict[str, tuple[frozenset[str], int]]:
+def fusable_ops(prog: Program, graph: Graph, steps: Sequence[tuple[bool, str]]) -> dict[str, tuple[frozenset[str] | None, int]]:
     """Ops that run fused: op -> (the owners it saves, the step that records it).
 
-    In a fused run consecutive computations share one autograd graph and autograd keeps
-    what they save (:meth:`Executor.compute_fused`). That keeps the plan's peak only when
-    autograd holds nothing the plan does not. So an op qualifies when it has one tensor
-    output and no statistics node or buffer update, its gradient step ``bwd:X`` runs
-    exactly once, and the plan keeps every value that step reads (the saved tensors)
-    resident from the last computation of X before ``bwd:X`` until ``bwd:X``. That last
-    computation records the autograd graph; earlier ones run without autograd, as
-    checkpointing's first forward pass does (a random op only qualifies when that is
-    its first computation, so its random numbers are drawn once). Other ops run as
-    one-op graphs with saved-tensor handles.
+    In a fused run consecutive computations share one autograd graph
+    (:meth:`Executor.compute_fused`). An op qualifies when it has one tensor output and
+    no statistics node or buffer update and its gradient step ``bwd:X`` runs exactly
+    once. The last computation of X before ``bwd:X`` records the autograd graph; earlier
+    ones run without autograd, as checkpointing's first forward pass does (a random op
+    only qualifies when that is its first computation, so its random numbers are drawn
+    once). When the plan keeps every value ``bwd:X`` reads (the saved tensors) resident
+    from that computation until ``bwd:X``, autograd holds them itself (the set is
+    returned); otherwise (None) they are handles that follow the plan's frees, as for a
+    one-op graph. Other ops run as one-op graphs.
     """
     recipes_ = recipes(prog)
     split = {owner for owner, _ in stats_nodes(prog).values()}
@@ -152,7 +156,7 @@ def fusable_ops(prog: Program, graph: Graph, steps: Sequence[tuple[bool, str]]) 
             computes.setdefault(node, []).append(k)
         else:
             frees.setdefault(node, []).append(k)
-    out: dict[str, tuple[frozenset[str], int]] = {}
+    out: dict[str, tuple[frozenset[str] | None, int]] = {}
     for name, ks in computes.items():
         r = recipes_.get(name)
         if r is None or name in split or r.updates or len(bwd_at.get(name, ())) != 1:
@@ -166,8 +170,9 @@ def fusable_ops(prog: Program, graph: Graph, steps: Sequence[tuple[bool, str]]) 
             continue
         k0 = before[-1]
         if any(k0 < f < k1 for v in saves for f in frees.get(v, ())):
-            continue
-        out[name] = (saves, k0)
+            out[name] = (None, k0)  # saved tensors as handles: they follow the plan's frees
+        else:
+            out[name] = (saves, k0)
     return out
 
 

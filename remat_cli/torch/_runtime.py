@@ -470,7 +470,7 @@ class Executor:
         if self._fallback_held:
             self.release_fallbacks()
 
-    def compute_fused(self, name: str, saves: frozenset[str]) -> None:
+    def compute_fused(self, name: str, saves: frozenset[str] | None) -> None:
         """First computation of single-output op ``name`` inside a fused run.
 
         Inputs computed earlier in the same forward stretch (:attr:`live`) are read with
@@ -481,6 +481,9 @@ class Executor:
         no storage alive. The caller guarantees what makes this exact: the op is
         computed with autograd once, its gradient step runs once, and the plan keeps
         every value in ``saves`` resident until then, which is how long autograd holds it.
+        With ``saves`` None the plan does not keep them: the op runs under the pack hooks
+        the caller holds (saved tensors become handles, as for a one-op graph) and every
+        leaf is emptied.
         """
         r = self.recipes[name]
         n = r.node
@@ -491,6 +494,11 @@ class Executor:
         stops: dict[Any, Any] = {}  # grad_fn of an in-run input -> its owner key
         leaves: dict[int, Any] = {}  # id(leaf or parameter) -> its key
         empty: list[torch.Tensor] = []
+        owned: list[tuple[tuple[str, int | None], torch.Tensor]] = []  # for handles
+        hooked = saves is None
+        if hooked:
+            saves = frozenset()
+            self._pending = []
         memo: dict[torch.fx.Node, Any] = {}
         for a, how, what in r.steps:
             if how == _OWNER:
@@ -505,6 +513,8 @@ class Executor:
                         leaves[id(v)] = ((what, None), v)
                         if what not in saves:
                             empty.append(v)
+                if hooked:
+                    owned.append(((what, None), v))
             elif how == _ITEM:
                 owner, idx = what
                 v = self._owned(owner)[idx]
@@ -513,6 +523,8 @@ class Executor:
                     leaves[id(v)] = (what, v)
                     if owner not in saves:
                         empty.append(v)
+                if hooked and isinstance(v, torch.Tensor):
+                    owned.append((what, v))
             elif how == _FIXED:
                 v = self.prog.fixed[what]
                 if v.requires_grad:
@@ -526,6 +538,9 @@ class Executor:
             memo[a] = v
         out = r.call(*map_arg(n.args, memo.__getitem__), **map_arg(n.kwargs, memo.__getitem__))
         memo.clear()
+        if hooked:
+            self._resolve_pending(name, owned, (out,), False)
+            del owned
         for v in empty:  # autograd does not save it: the leaf must not keep its storage
             v.data = _empty_like_meta(v)
         req = out.requires_grad
