@@ -12,6 +12,11 @@ FLOPs)) - 1, the plan's step and PyTorch's eager step timed alternately (median 
 --pairs pairs of their ratio, default 30), one torch thread unless --threads says
 otherwise: what running the plan costs beyond its arithmetic. The quartiles of the
 pairs' ratios follow each row: on a shared machine the spread is part of the figure.
+
+--executor: only the executor's own overhead, fused runs against one-op graphs (the
+executor before fused runs, ``Step(..., fuse=False)``), both timed in the same rounds
+as the eager step (the three in rotating order, --pairs rounds), per plan: median and
+quartiles of each one's exec figure, and the load average before and after.
 """
 
 from __future__ import annotations
@@ -47,11 +52,15 @@ def main() -> None:
         help="torch.set_num_threads (default 1: on a shared machine spinning threads distort times; 0 keeps torch's)",
     )
     ap.add_argument("--pairs", type=int, default=30, help="(plan step, eager step) pairs timed for the exec column")
+    ap.add_argument("--executor", action="store_true", help="fused against one-op executor overhead only (see above)")
     args = ap.parse_args()
     import torch
 
     if args.threads > 0:
         torch.set_num_threads(args.threads)
+    if args.executor:
+        executor_overhead(args)
+        return
     if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
         print(f"bench_fidelity.py: --device {args.device}: torch {torch.__version__} sees no CUDA device", file=sys.stderr)
         sys.exit(2)
@@ -99,6 +108,64 @@ def main() -> None:
                 f"{name:<12} {b:>6} (store-all {fmt_bytes(rep.store_all_peak)}, LB {fmt_bytes(rep.lower_bound)}, "
                 f"fixed {fmt_bytes(rep.fixed_bytes)}; {time.perf_counter() - started:.0f} s)"
             )
+
+
+def executor_overhead(args: argparse.Namespace) -> None:
+    """Per plan: exec overhead of fused runs and of one-op graphs, timed in the same rounds."""
+    import statistics
+
+    from remat_cli.errors import NoPlanError
+    from remat_cli.planner import make_plan
+    from remat_cli.torch._apply import Step
+    from remat_cli.torch._measure import measure
+    from remat_cli.torch._runtime import now
+    from remat_cli.torch.fidelity import eager_step
+
+    print(f"load average before: {_load()}; torch threads {args.threads}; {args.pairs} rounds per plan")
+    print(f"{'model':<12} {'budget':>6} {'strategy':<10} {'eager':>8} {'fused exec (quartiles)':>26} {'one-op exec (quartiles)':>26}")
+    for spec in args.models:
+        model, inputs, loss_fn = load_factory(str(ROOT / spec), args.device)
+        name = Path(spec.split(":")[0]).stem
+        graph, prog = capture_program(model, inputs, loss_fn, factory=spec, timing_runs=0)
+        store_all = make_plan(graph, "store-all")
+        eager = eager_step(model, loss_fn)
+        base = measure(Step(prog, graph, store_all.schedule, "store-all", inputs), inputs, runs=1).flops
+        plans = [("1x", store_all)]
+        for b in args.budgets.split(","):
+            for strategy in args.strategy or ["chain-dp", "dtr"]:
+                try:
+                    budget = max(graph.lb, parse_budget(b).resolve(store_all.metrics.peak_bytes) or 0)  # as fidelity() does
+                    plans.append((b, make_plan(graph, strategy, budget, reference_peak=store_all.metrics.peak_bytes)))
+                except NoPlanError:
+                    print(f"{name:<12} {b:>6} {strategy:<10} no fit")
+        for b, plan in plans:
+            steps = [Step(prog, graph, plan.schedule, plan.strategy, inputs, fuse=f) for f in (True, False)]
+            scale = measure(steps[0], inputs, runs=1).flops / base
+            fns = [eager, *steps]
+            for fn in fns * 2:  # warm
+                fn(*inputs)
+            times: list[list[float]] = [[], [], []]
+            for k in range(args.pairs):
+                for j in range(3):
+                    i = (j + k) % 3
+                    t0 = now()
+                    fns[i](*inputs)
+                    times[i].append(now() - t0)
+            cols = []
+            for i in (1, 2):
+                ratios = [t / e / scale - 1 for t, e in zip(times[i], times[0])]
+                q = statistics.quantiles(ratios, n=4)
+                cols.append(f"{_ovh(statistics.median(ratios))} ({_ovh(q[0])}..{_ovh(q[2])})")
+            eager_s = statistics.median(times[0])
+            print(f"{name:<12} {b:>6} {plan.strategy:<10} {fmt_seconds(eager_s):>8} {cols[0]:>26} {cols[1]:>26}")
+    print(f"load average after: {_load()}")
+
+
+def _load() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"
 
 
 def _ovh(x: float | None) -> str:

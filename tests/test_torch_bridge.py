@@ -242,6 +242,58 @@ def test_measured_peak_within_tolerance(captured, name):
         assert m.fallbacks == 0
 
 
+# ---------------------------------------------------------------- fused runs
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    name=st.sampled_from(sorted(FACTORIES)),
+    strategy=st.sampled_from(["store-all", "chain-dp", "dtr", "treewidth"]),
+    frac=st.sampled_from([1.0, 0.5, 0.0]),
+)
+def test_fused_runs_keep_the_one_op_executors_peak_and_gradients(captured, name, strategy, frac):
+    """Fused runs (one autograd graph across consecutive ops, autograd holding what they
+    save) change nothing a plan promises: the same measured peak, to the byte, as running
+    every op as a one-op graph, the same FLOPs, no fallbacks, and eager's gradients."""
+    model, inputs, loss_fn, graph, prog = captured[name]
+    store_all = make_plan(graph, "store-all")
+    budget = None if strategy == "store-all" else int(graph.lb + frac * (store_all.metrics.peak_bytes - graph.lb))
+    try:
+        plan = make_plan(graph, strategy, budget, reference_peak=store_all.metrics.peak_bytes)
+    except NoPlanError:
+        return
+    assert simulate(graph, plan.schedule).valid
+    fused = Step(prog, graph, plan.schedule, strategy, inputs)
+    one_op = Step(prog, graph, plan.schedule, strategy, inputs, fuse=False)
+    assert fused.fused and not one_op.fused
+    a, b = measure(fused, inputs, runs=1), measure(one_op, inputs, runs=1)
+    assert a.peak_bytes == b.peak_bytes, (name, strategy, frac)
+    assert a.flops == b.flops and a.fallbacks == b.fallbacks == 0
+    reference = _grads(eager_step(model, loss_fn), model, inputs)
+    assert _equal(_grads(fused, model, inputs), reference), (name, strategy, frac)
+
+
+def test_fused_paths_are_all_taken(captured):
+    """The transformer's attention gives fused ops whose autograd graph is not a tree (run
+    through the engine); a plan at the lower bound records some ops at a recomputation
+    after a first computation without autograd, and frees some saved values between an
+    op's recording and its gradient step (those are saved as handles): all are exercised."""
+    from remat_cli.torch._apply import _PLAIN
+
+    model, inputs, loss_fn, graph, prog = captured["transformer"]
+    plan = _smallest(graph, "chain-dp")
+    step = Step(prog, graph, plan.schedule, "chain-dp", inputs)
+    assert any(what == _PLAIN for what, _ in step._program)
+    m_model, m_inputs, m_loss, m_graph, m_prog = captured["mlp"]
+    m_plan = _smallest(m_graph, "chain-dp")
+    m_step = Step(m_prog, m_graph, m_plan.schedule, "chain-dp", m_inputs)
+    held = [saves is not None for saves, _k in m_step.fused.values()]
+    assert any(held) and not all(held)
+    assert _equal(_grads(m_step, m_model, m_inputs), _grads(eager_step(m_model, m_loss), m_model, m_inputs))
+    reference = _grads(eager_step(model, loss_fn), model, inputs)
+    assert _equal(_grads(step, model, inputs), reference)
+    trees = prog.__dict__["_fused_trees"]
+    assert any(trees.values()) and not all(trees.values())
+
+
 # ---------------------------------------------------------------- provenance and refusals
 def test_plan_from_another_input_shape_is_refused(captured, tmp_path):
     model, inputs, loss_fn, graph, _prog = captured["mlp"]

@@ -31,7 +31,7 @@ from remat_cli.plandoc import Plan
 from remat_cli.schedule import COMPUTE, Schedule
 from remat_cli.simulate import simulate
 from remat_cli.torch._capture import BWD, LOSS, capture_program
-from remat_cli.torch._runtime import STATS, Executor, Program
+from remat_cli.torch._runtime import STATS, Executor, Program, recipes, stats_nodes
 
 __all__ = ["apply", "Step", "checkpoint_policy", "provenance_mismatch"]
 
@@ -43,7 +43,9 @@ class Step:
     beyond the plan) and ``fallback_nodes``. ``graph`` and ``schedule`` are what it follows.
     """
 
-    def __init__(self, prog: Program, graph: Graph, schedule: Schedule, strategy: str, example: Sequence[Any]) -> None:
+    def __init__(
+        self, prog: Program, graph: Graph, schedule: Schedule, strategy: str, example: Sequence[Any], *, fuse: bool = True
+    ) -> None:
         self.prog = prog
         self.graph = graph
         self.schedule = schedule
@@ -51,8 +53,10 @@ class Step:
         self._shapes = [_sig(t) for t in example]
         ids = graph.ids
         self._steps = [(op == COMPUTE, ids[v]) for op, v in zip(schedule.ops.tolist(), schedule.nodes.tolist())]
+        # ops that run fused (see fusable_ops); fuse=False runs every op as a one-op graph
+        self.fused = fusable_ops(prog, graph, self._steps) if fuse else {}
         # the same steps as (what to do, op name), decoded once rather than at every call
-        self._program = [_decode(is_compute, node) for is_compute, node in self._steps]
+        self._program = _decode_all(self._steps, self.fused)
         self.fallbacks = 0
         self.fallback_nodes: list[str] = []
         for p in self.parameters():  # gradients are fixed memory: allocate them once
@@ -73,20 +77,47 @@ class Step:
             raise InputError(f"step inputs {got} differ from the captured inputs {self._shapes}")
         ex = Executor(self.prog, inputs)
         loss = None
-        compute, free, backward, grads = ex.compute, ex.env.pop, ex.backward, ex.grads.pop
-        with ex.saving():
-            ex.hooked = True
+        compute, free, backward, grads = ex.compute, ex.free, ex.backward, ex.grads.pop
+        fused, backward_fused, plain = ex.compute_fused, ex.backward_fused, ex.compute_plain
+        saves = {name: got[0] for name, got in self.fused.items()}
+        # pack hooks only around one-op first computations: a fused op's saved tensors
+        # are autograd's own (the hooks' unpacking is bound to each saved tensor)
+        push = torch._C._autograd._push_saved_tensors_default_hooks
+        pop = torch._C._autograd._pop_saved_tensors_default_hooks
+        pack, unpack = ex._pack, ex._unpack
+        hooks = False
+        ex.hooked = True
+        try:
             for what, node in self._program:
-                if what == _COMPUTE:
+                if what == _FUSED:
+                    held = saves[node]
+                    if hooks and held is not None:
+                        pop()
+                        hooks = False
+                    elif not hooks and held is None:
+                        push(pack, unpack)
+                        hooks = True
+                    fused(node, held)
+                elif what == _COMPUTE:
+                    if not hooks:
+                        push(pack, unpack)
+                        hooks = True
                     compute(node)
                 elif what == _FREE:
-                    free(node, None)
+                    free(node)
+                elif what == _PLAIN:
+                    plain(node)
+                elif what == _BACKWARD_FUSED:
+                    backward_fused(node)
                 elif what == _BACKWARD:
                     backward(node)
                 elif what == _FREE_BACKWARD:
                     grads(node, None)
                 else:
                     loss = ex.seed()
+        finally:
+            if hooks:
+                pop()
             ex.hooked = False
         ex.finish()
         self.fallbacks = ex.fallbacks
@@ -95,7 +126,82 @@ class Step:
         return loss.detach()
 
 
-_COMPUTE, _FREE, _BACKWARD, _FREE_BACKWARD, _SEED = range(5)
+_COMPUTE, _FREE, _BACKWARD, _FREE_BACKWARD, _SEED, _FUSED, _BACKWARD_FUSED, _PLAIN = range(8)
+
+
+def fusable_ops(prog: Program, graph: Graph, steps: Sequence[tuple[bool, str]]) -> dict[str, tuple[frozenset[str] | None, int]]:
+    """Ops that run fused: op -> (the owners it saves, the step that records it).
+
+    In a fused run consecutive computations share one autograd graph
+    (:meth:`Executor.compute_fused`). An op qualifies when it has one tensor output and
+    no statistics node or buffer update and its gradient step ``bwd:X`` runs exactly
+    once. The last computation of X before ``bwd:X`` records the autograd graph; earlier
+    ones run without autograd, as checkpointing's first forward pass does (a random op
+    only qualifies when that is its first computation, so its random numbers are drawn
+    once). When the plan keeps every value ``bwd:X`` reads (the saved tensors) resident
+    from that computation until ``bwd:X``, autograd holds them itself (the set is
+    returned); otherwise (None) they are handles that follow the plan's frees, as for a
+    one-op graph. Other ops run as one-op graphs.
+    """
+    recipes_ = recipes(prog)
+    split = {owner for owner, _ in stats_nodes(prog).values()}
+    computes: dict[str, list[int]] = {}
+    bwd_at: dict[str, list[int]] = {}
+    frees: dict[str, list[int]] = {}
+    for k, (is_compute, node) in enumerate(steps):
+        if node.startswith(BWD):
+            if is_compute:
+                bwd_at.setdefault(node[len(BWD) :], []).append(k)
+        elif is_compute:
+            computes.setdefault(node, []).append(k)
+        else:
+            frees.setdefault(node, []).append(k)
+    out: dict[str, tuple[frozenset[str] | None, int]] = {}
+    for name, ks in computes.items():
+        r = recipes_.get(name)
+        if r is None or name in split or r.updates or len(bwd_at.get(name, ())) != 1:
+            continue
+        if not isinstance(r.node.meta.get("val"), torch.Tensor):
+            continue
+        saves = _saved_owners(graph, name)
+        k1 = bwd_at[name][0]
+        before = [k for k in ks if k < k1]
+        if saves is None or not before or (r.random and len(before) > 1):
+            continue
+        k0 = before[-1]
+        if any(k0 < f < k1 for v in saves for f in frees.get(v, ())):
+            out[name] = (None, k0)  # saved tensors as handles: they follow the plan's frees
+        else:
+            out[name] = (saves, k0)
+    return out
+
+
+def _saved_owners(graph: Graph, name: str) -> frozenset[str] | None:
+    """The forward values ``bwd:name`` reads in the captured graph: what autograd saves
+    for op ``name`` (None when the graph has no such gradient step)."""
+    v = graph.index.get(BWD + name)
+    if v is None:
+        return None
+    return frozenset(graph.ids[u] for u in graph.pred_lists[v] if graph.kinds[u] == "forward")
+
+
+def _decode_all(steps: Sequence[tuple[bool, str]], fused: Mapping[str, tuple[Any, int]]) -> list[tuple[int, str]]:
+    """Every schedule step as (executor action, op name), decoded once per plan. For a
+    fused op: computations before the recording one run without autograd (``_PLAIN``),
+    the recording one and the gradient step take the fused actions."""
+    out = []
+    for k, (is_compute, node) in enumerate(steps):
+        what, name = _decode(is_compute, node)
+        got = fused.get(name)
+        if got is not None:
+            if what == _COMPUTE and k < got[1]:
+                what = _PLAIN
+            elif what == _COMPUTE and k == got[1]:
+                what = _FUSED
+            elif what == _BACKWARD:
+                what = _BACKWARD_FUSED
+        out.append((what, name))
+    return out
 
 
 def _decode(is_compute: bool, node: str) -> tuple[int, str]:

@@ -20,7 +20,7 @@ import operator
 import time
 import warnings
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -354,6 +354,11 @@ class Executor:
         self._fixed_ptrs = {_ptr(t) for t in ts if isinstance(t, torch.Tensor) and t.numel()}
         self._stats = stats_nodes(prog)  # X.stats -> (X, statistics output indices)
         self._split = {owner: (name, idx) for name, (owner, idx) in self._stats.items()}
+        # fused runs (compute_fused / backward_fused): outputs with their autograd history
+        # while the forward stretch lasts, and per op what its gradient step needs
+        self.live: dict[str, torch.Tensor] = {}
+        self.fused: dict[str, tuple[Any, dict[Any, Any], dict[int, Any]]] = {}
+        self._trees: dict[str, bool] = prog.__dict__.setdefault("_fused_trees", {})
 
     # -------------------------------------------------- values
     is_owner = staticmethod(lambda n: is_owner(n))
@@ -465,6 +470,154 @@ class Executor:
         if self._fallback_held:
             self.release_fallbacks()
 
+    def compute_fused(self, name: str, saves: frozenset[str] | None) -> None:
+        """First computation of single-output op ``name`` inside a fused run.
+
+        Inputs computed earlier in the same forward stretch (:attr:`live`) are read with
+        their autograd history, so consecutive ops form one autograd graph and autograd
+        holds what they save (no pack hooks, no detached leaves between them). Only
+        inputs from outside the run become leaves; a leaf whose value the op does not
+        save (``saves``: the owners its gradient step reads) is emptied, so it keeps
+        no storage alive. The caller guarantees what makes this exact: the op is
+        computed with autograd once, its gradient step runs once, and the plan keeps
+        every value in ``saves`` resident until then, which is how long autograd holds it.
+        With ``saves`` None the plan does not keep them: the op runs under the pack hooks
+        the caller holds (saved tensors become handles, as for a one-op graph) and every
+        leaf is emptied.
+        """
+        r = self.recipes[name]
+        n = r.node
+        if r.random and name not in self.rng:
+            self.rng[name] = _rng_state(self._device())
+        live = self.live
+        requires = self.requires
+        stops: dict[Any, Any] = {}  # grad_fn of an in-run input -> its owner key
+        leaves: dict[int, Any] = {}  # id(leaf or parameter) -> its key
+        empty: list[torch.Tensor] = []
+        owned: list[tuple[tuple[str, int | None], torch.Tensor]] = []  # for handles
+        hooked = saves is None
+        if hooked:
+            saves = frozenset()
+            self._pending = []
+        memo: dict[torch.fx.Node, Any] = {}
+        for a, how, what in r.steps:
+            if how == _OWNER:
+                v = live.get(what)
+                if v is not None:
+                    if v.grad_fn is not None:
+                        stops[v.grad_fn] = (what, None)
+                else:
+                    v = self._owned(what)
+                    if requires[what]:
+                        v = v.detach().requires_grad_(True)
+                        leaves[id(v)] = ((what, None), v)
+                        if what not in saves:
+                            empty.append(v)
+                if hooked:
+                    owned.append(((what, None), v))
+            elif how == _ITEM:
+                owner, idx = what
+                v = self._owned(owner)[idx]
+                if requires[owner][idx]:
+                    v = v.detach().requires_grad_(True)
+                    leaves[id(v)] = (what, v)
+                    if owner not in saves:
+                        empty.append(v)
+                if hooked and isinstance(v, torch.Tensor):
+                    owned.append((what, v))
+            elif how == _FIXED:
+                v = self.prog.fixed[what]
+                if v.requires_grad:
+                    leaves[id(v)] = (("param", what), v)
+            elif how == _INPUT:
+                v = self.inputs[what]
+            elif how == _GETITEM:
+                v = memo[a.args[0]][what]
+            else:
+                v = what(*map_arg(a.args, memo.__getitem__), **map_arg(a.kwargs, memo.__getitem__))
+            memo[a] = v
+        out = r.call(*map_arg(n.args, memo.__getitem__), **map_arg(n.kwargs, memo.__getitem__))
+        memo.clear()
+        if hooked:
+            self._resolve_pending(name, owned, (out,), False)
+            del owned
+        for v in empty:  # autograd does not save it: the leaf must not keep its storage
+            v.data = _empty_like_meta(v)
+        req = out.requires_grad
+        self.env[name] = out.detach()
+        requires[name] = req
+        self.fused[name] = (out.grad_fn if req else None, stops, leaves)
+        if req:
+            live[name] = out
+        self.done_forward.add(name)
+        if self._fallback_held:
+            self.release_fallbacks()
+
+    def compute_plain(self, name: str) -> None:
+        """A computation of a fused op before the one that records its autograd graph:
+        no autograd, as a recomputation (the op has one output, which needs gradients)."""
+        r = self.recipes[name]
+        if r.random and name not in self.rng:
+            self.rng[name] = _rng_state(self._device())
+        self._recompute(r.node)
+        self.requires[name] = True
+        self.done_forward.add(name)
+        if self._fallback_held:
+            self.release_fallbacks()
+
+    def backward_fused(self, name: str) -> None:
+        """Gradient step of an op computed by :meth:`compute_fused`: its autograd nodes
+        are called directly down to the in-run ops it read (whose gradients it leaves,
+        as a one-op step would), the leaves and the parameters. Then the op's nodes are
+        dropped, and with them what autograd saved for it."""
+        fn, stops, leaves = self.fused.pop(name)
+        self.live.clear()  # the forward stretch is over: no history may outlive its step
+        grads = self.grads
+        g = None
+        key = (name, None)
+        for c in self.consumers[name]:
+            got = grads.get(c)
+            if got:
+                gc = got.get(key)
+                if gc is not None:
+                    g = gc if g is None else g + gc
+        produced: dict[Any, torch.Tensor] = {}
+        self.done_backward.add(name)
+        if g is not None and fn is not None:
+            tree = self._trees.get(name)
+            if tree is None:
+                tree = self._trees[name] = _is_tree_above(fn, stops)
+            if tree:
+                expect = self._expect.get(name)
+                if expect is None:
+                    expect = self._expect[name] = []
+                _walk_grad(fn, g, stops, leaves, produced, self.prog.fixed, expect)
+            else:
+                self._engine_fused(fn, g, stops, leaves, produced)
+        del fn, stops, leaves, g
+        grads[name] = produced
+        if self._fallback_held:
+            self.release_fallbacks()
+
+    def _engine_fused(
+        self, fn: Any, g: torch.Tensor, stops: dict[Any, Any], leaves: dict[int, Any], produced: dict[Any, torch.Tensor]
+    ) -> None:
+        """:meth:`backward_fused` through the engine, for graphs that are not trees."""
+        keys = [k for k in stops.values()] + [k for k, _ in leaves.values()]
+        ins = [GradientEdge(f, 0) for f in stops] + [t for _, t in leaves.values()]
+        got = _grad([GradientEdge(fn, 0)], [g], ins)
+        for k, gk in zip(keys, got):
+            if gk is None:
+                continue
+            if k[0] == "param":
+                p = self.prog.fixed[k[1]]
+                if p.grad is None:
+                    p.grad = gk
+                else:
+                    p.grad.add_(gk)
+            else:
+                produced[k] = gk if k not in produced else produced[k] + gk
+
     def _recompute(self, n: torch.fx.Node) -> None:
         r = self.recipes[n.name]
         memo: dict[torch.fx.Node, Any] = {}
@@ -502,6 +655,7 @@ class Executor:
 
     def free(self, name: str) -> None:
         self.env.pop(name, None)
+        self.live.pop(name, None)
 
     def _fallback(self, name: str) -> None:
         """A value the schedule does not hold is needed: recompute it (counted)."""
@@ -583,6 +737,7 @@ class Executor:
     # -------------------------------------------------- backward
     def seed(self) -> torch.Tensor:
         """Start the backward pass: d loss / d loss = 1. Returns the loss value."""
+        self.live.clear()
         loss = self.value(self.prog.loss)
         self.grads["loss"] = {owner_of(self.prog.loss): torch.ones_like(loss)}
         return loss
@@ -590,6 +745,8 @@ class Executor:
     def backward(self, name: str) -> None:
         """Gradient step of owner op ``name``: reads the output gradients its consumers'
         gradient steps (or the loss) produced, leaves its inputs' gradients."""
+        if self.live:
+            self.live.clear()
         multi, edges, leaves, params = self.edges[name]  # kept: a plan may recompute it
         outs: dict[Any, torch.Tensor] = {}
         grads = self.grads
@@ -658,6 +815,8 @@ class Executor:
         self.grads.clear()
         self.edges.clear()
         self.updates.clear()
+        self.live.clear()
+        self.fused.clear()
 
     def finish_without_updates(self) -> None:
         """Drop everything the step held, leaving buffers as they were (capture's runs)."""
@@ -772,6 +931,85 @@ def _direct_grad(
     finally:
         torch._C._set_grad_enabled(enabled)
     return result
+
+
+def _is_tree_above(root: Any, stops: Mapping[Any, Any]) -> bool:
+    """True when the autograd graph from ``root`` down to ``stops`` (nodes of other ops
+    of the run) and leaves is a tree: no node between them is reached twice, every one
+    of them has one input. Then :func:`_walk_grad` may call each node once, in any order."""
+    if len(root._input_metadata) != 1:
+        return False
+    seen: list[Any] = []
+    stack = [root]
+    while stack:
+        fn = stack.pop()
+        for nxt, _nr in fn.next_functions:
+            if nxt is None or type(nxt) is _ACCUMULATE or nxt in stops:
+                continue
+            if len(nxt._input_metadata) != 1 or any(nxt is s for s in seen):
+                return False
+            seen.append(nxt)
+            stack.append(nxt)
+    return True
+
+
+def _walk_grad(
+    root: Any,
+    grad: torch.Tensor,
+    stops: Mapping[Any, Any],
+    leaves: Mapping[int, Any],
+    produced: dict[Any, torch.Tensor],
+    fixed: Mapping[str, torch.Tensor],
+    expect: list[tuple[torch.dtype, torch.Size]],
+) -> None:
+    """:func:`_direct_grad` for one op of a fused run: call the op's node and the view
+    nodes below it, stopping at the nodes of other ops (``stops``: their gradient goes
+    to ``produced`` under their key) and at leaves (a parameter's gradient is added to
+    its ``.grad``; a leaf's goes to ``produced``). ``expect`` as in :func:`_direct_grad`."""
+    fill = not expect
+    k = 0
+    stack = [(root, grad)]
+    enabled = torch.is_grad_enabled()
+    torch._C._set_grad_enabled(False)
+    try:
+        while stack:
+            fn, g = stack.pop()
+            outs = fn(g)
+            if not isinstance(outs, tuple):
+                outs = (outs,)
+            for (nxt, nr), go in zip(fn.next_functions, outs):
+                if nxt is None:
+                    continue
+                if fill:
+                    meta = nxt._input_metadata[nr]
+                    expect.append((meta.dtype, torch.Size(meta.shape)))
+                dtype, shape = expect[k]
+                k += 1
+                if go is None:
+                    continue
+                if go.dtype != dtype:
+                    go = go.to(dtype)
+                if go.shape != shape:
+                    go = go.sum_to_size(shape)
+                key = stops.get(nxt)
+                if key is None and type(nxt) is _ACCUMULATE:
+                    got = leaves.get(id(nxt.variable))
+                    if got is None:
+                        continue  # a leaf the op was not asked about
+                    key = got[0]
+                    if key[0] == "param":
+                        p = fixed[key[1]]
+                        if p.grad is None:
+                            p.grad = go
+                        else:
+                            p.grad.add_(go)
+                        continue
+                if key is None:
+                    stack.append((nxt, go))
+                else:
+                    produced[key] = go if key not in produced else produced[key] + go
+    finally:
+        torch._C._set_grad_enabled(enabled)
 
 
 def is_owner(n: torch.fx.Node) -> bool:
