@@ -396,33 +396,37 @@ def lower_peak(graph: Graph, schedule: Schedule, max_steps: int) -> tuple[Schedu
     order = [sorted(sorted(set(p)), key=lambda u: su[u] - mem[u], reverse=True) for p in graph.pred_lists]
     ops = schedule.ops.tolist()
     nodes = schedule.nodes.tolist()
-    score = _peak_score(ops, nodes, mem, ws)
+    cost = graph.cost.tolist()
+    score = _peak_score(ops, nodes, mem, ws, cost)
     spent = 0
     evicted = 0
     while spent < max_steps:
         better = None
-        for u in _idle_at_peak(ops, nodes, score[2], preds, mem)[:PEAK_TRIES]:
-            trial = _evict(ops, nodes, score[2], u, preds, order, max_steps - spent)
-            if trial is None:
-                continue
-            spent += len(trial[0])
-            got = _peak_score(trial[0], trial[1], mem, ws)
-            if got[:2] < (better[1] if better is not None else score)[:2]:
-                better = (trial, got)
-            if spent >= max_steps:
-                break
+        for u in _idle_at_peak(ops, nodes, score[3], preds, mem)[:PEAK_TRIES]:
+            for memo in (True, False):
+                trial = _evict(ops, nodes, score[3], u, preds, order, max_steps - spent, memo)
+                if trial is None:
+                    continue
+                spent += len(trial[0])
+                got = _peak_score(trial[0], trial[1], mem, ws, cost)
+                key = (got[0], got[1], got[2])
+                if got[:2] < score[:2] and (better is None or key < better[2]):
+                    better = (trial, got, key)
+                if spent >= max_steps:
+                    break
         if better is None:
             break
-        (ops, nodes), score = better
+        (ops, nodes), score, _ = better
         evicted += 1
     if not evicted:
         return schedule, 0, spent
     return Schedule.from_steps(zip(ops, nodes)), evicted, spent
 
 
-def _peak_score(ops: list[int], nodes: list[int], mem: list[int], ws: list[int]) -> tuple[int, int, int]:
-    """(largest memory at a compute step, how many compute steps reach it, the first one);
-    activation bytes only (fixed memory is the same at every step)."""
+def _peak_score(ops: list[int], nodes: list[int], mem: list[int], ws: list[int], cost: list[float]) -> tuple[int, int, float, int]:
+    """(largest memory at a compute step, how many compute steps reach it, the total cost,
+    the first step at the peak); activation bytes only (fixed memory is the same at every step)."""
+    total = 0.0
     cur = 0
     peak = -1
     count = 0
@@ -435,9 +439,10 @@ def _peak_score(ops: list[int], nodes: list[int], mem: list[int], ws: list[int])
             elif here == peak:
                 count += 1
             cur += mem[v]
+            total += cost[v]
         else:
             cur -= mem[v]
-    return peak, count, at
+    return peak, count, total, at
 
 
 def _idle_at_peak(ops: list[int], nodes: list[int], at: int, preds: list[set[int]], mem: list[int]) -> list[int]:
@@ -453,7 +458,7 @@ def _idle_at_peak(ops: list[int], nodes: list[int], at: int, preds: list[set[int
 
 
 def _evict(
-    ops: list[int], nodes: list[int], at: int, u: int, preds: list[set[int]], order: list[list[int]], cap: int
+    ops: list[int], nodes: list[int], at: int, u: int, preds: list[set[int]], order: list[list[int]], cap: int, memo: bool
 ) -> tuple[list[int], list[int]] | None:
     """``ops``/``nodes`` with ``u`` (resident and idle at step ``at``) freed after its last
     read before ``at`` and recomputed before its first read after (:func:`lower_peak`);
@@ -485,7 +490,7 @@ def _evict(
         else:
             resident.discard(v)
     resident.discard(u)
-    block = _recompute(u, resident, order, cap)
+    block = _recompute(u, resident, order, cap, memo)
     if block is None:
         return None
     return (
@@ -494,13 +499,26 @@ def _evict(
     )
 
 
-def _recompute(u: int, resident: set[int], order: list[list[int]], cap: int) -> tuple[list[int], list[int]] | None:
+def _recompute(u: int, resident: set[int], order: list[list[int]], cap: int, memo: bool) -> tuple[list[int], list[int]] | None:
     """Steps computing ``u`` from ``resident`` by the unfolded-tree recursion, freeing
-    every value they compute except ``u`` and nothing in ``resident``; None past ``cap``."""
+    every value they compute except ``u`` and nothing in ``resident``; None past ``cap``.
+    ``memo``: each missing ancestor is computed once and freed after its last reader in the
+    block (cheaper, more memory), else as soon as no pending compute holds it."""
     ops: list[int] = []
     nodes: list[int] = []
     have = set(resident)
     holds: dict[int, int] = {}
+    readers: dict[int, int] = {}  # memo: readers in the block still to be computed
+    if memo:
+        todo = [u]
+        seen = {u}
+        while todo:
+            for w in order[todo.pop()]:
+                if w not in resident:
+                    readers[w] = readers.get(w, 0) + 1
+                    if w not in seen:
+                        seen.add(w)
+                        todo.append(w)
     stack: list[list[int]] = [[u, 0]]
     while stack:
         frame = stack[-1]
@@ -520,10 +538,17 @@ def _recompute(u: int, resident: set[int], order: list[list[int]], cap: int) -> 
         have.add(v)
         for w in ins:
             holds[w] -= 1
-            if not holds[w] and w not in resident:
-                have.discard(w)
-                ops.append(FREE)
-                nodes.append(w)
+            if w in resident:
+                continue
+            if memo:
+                readers[w] -= 1
+                if readers[w]:
+                    continue
+            elif holds[w]:
+                continue
+            have.discard(w)
+            ops.append(FREE)
+            nodes.append(w)
         if stack:
             holds[v] = holds.get(v, 0) + 1
             stack[-1][1] += 1
