@@ -66,6 +66,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from remat_cli.errors import NoPlanError
 from remat_cli.graph import Graph
 from remat_cli.schedule import COMPUTE, FREE, Schedule, ScheduleBuilder
@@ -91,6 +93,9 @@ ROUNDS_COMPUTES = 200_000
 PEAK_TRIES = 6
 PEAK_STEPS_PER_NODE = 20_000
 PEAK_STEPS = 3_000_000
+#: ... and one recomputation block is given up past this many steps per needed node (or the
+#: schedule's length, whichever is more); a block given up counts as that many steps.
+PEAK_BLOCK_STEPS_PER_NODE = 2_500
 
 
 def tree_numbers(graph: Graph) -> list[int]:
@@ -382,30 +387,40 @@ def lower_peak(graph: Graph, schedule: Schedule, max_steps: int) -> tuple[Schedu
     One round: at the (first) step of largest memory, take the resident values that step
     does not read, largest first; for such a value u, free it right after its last read
     before the peak and, if a later step reads it before the schedule frees it, insert
-    before that read a recomputation of u from what is resident there (the unfolded-tree
-    recursion of :func:`scratch_schedule`, which frees its temporaries and nothing else).
-    The result is valid whenever the input is: u is not read while it is gone, and every
-    compute of the inserted block has its inputs resident. It is kept when it lowers the
-    peak, or keeps the peak and attains it at fewer steps; at most ``PEAK_TRIES`` values
-    per round, rounds until none helps or ``max_steps`` steps were rebuilt in all.
-    Cost: O(schedule length) per value tried. A heuristic: no optimality is claimed."""
-    mem = graph.mem.tolist()
-    ws = graph.workspace.tolist()
+    before that read a recomputation of u from what is resident there (:func:`_recompute`:
+    the unfolded-tree recursion of :func:`scratch_schedule`, or each missing ancestor once;
+    it frees its temporaries and nothing else). The result is valid whenever the input is:
+    u is not read while it is gone, and every compute of the inserted block has its inputs
+    resident. Of the trials that lower the peak, or keep it and attain it at fewer steps,
+    the lowest (then the cheapest) is kept; at most ``PEAK_TRIES`` values per round, rounds
+    until none helps, the peak is LB, or ``max_steps`` steps were rebuilt (blocks given up
+    included, ``PEAK_BLOCK_STEPS_PER_NODE``) in all.
+    Cost: O(schedule length) numpy work per value tried, plus the inserted block.
+    A heuristic: no optimality is claimed."""
+    mem = graph.mem.astype(np.int64)
+    ws = graph.workspace.astype(np.int64)
+    cost = graph.cost.astype(np.float64)
+    mem_list = mem.tolist()
     preds = [set(p) for p in graph.pred_lists]
+    succs = [np.asarray(sorted(set(q)), dtype=np.int64) for q in graph.succ_lists]
     su = tree_numbers(graph)
-    order = [sorted(sorted(set(p)), key=lambda u: su[u] - mem[u], reverse=True) for p in graph.pred_lists]
-    ops = schedule.ops.tolist()
-    nodes = schedule.nodes.tolist()
-    cost = graph.cost.tolist()
+    order = [sorted(sorted(set(p)), key=lambda u: su[u] - mem_list[u], reverse=True) for p in graph.pred_lists]
+    floor = int(graph.lb) - graph.fixed_mem
+    block_steps = PEAK_BLOCK_STEPS_PER_NODE * int(graph.needed.sum())
+    ops = schedule.ops.astype(np.int64)
+    nodes = schedule.nodes.astype(np.int64)
     score = _peak_score(ops, nodes, mem, ws, cost)
     spent = 0
     evicted = 0
-    while spent < max_steps:
+    while spent < max_steps and score[0] > floor:
         better = None
-        for u in _idle_at_peak(ops, nodes, score[3], preds, mem)[:PEAK_TRIES]:
+        at = score[3]
+        for u in _idle_at_peak(ops, nodes, at, preds, mem_list)[:PEAK_TRIES]:
             for memo in (True, False):
-                trial = _evict(ops, nodes, score[3], u, preds, order, max_steps - spent, memo)
+                cap = min(max_steps - spent, max(len(ops), block_steps))
+                trial = _evict(ops, nodes, at, u, succs[u], order, cap, memo)
                 if trial is None:
+                    spent += cap
                     continue
                 spent += len(trial[0])
                 got = _peak_score(trial[0], trial[1], mem, ws, cost)
@@ -420,82 +435,65 @@ def lower_peak(graph: Graph, schedule: Schedule, max_steps: int) -> tuple[Schedu
         evicted += 1
     if not evicted:
         return schedule, 0, spent
-    return Schedule.from_steps(zip(ops, nodes)), evicted, spent
+    return Schedule(ops.astype(np.int8), nodes.astype(np.int32)), evicted, spent
 
 
-def _peak_score(ops: list[int], nodes: list[int], mem: list[int], ws: list[int], cost: list[float]) -> tuple[int, int, float, int]:
+def _peak_score(ops: np.ndarray, nodes: np.ndarray, mem: np.ndarray, ws: np.ndarray, cost: np.ndarray) -> tuple[int, int, float, int]:
     """(largest memory at a compute step, how many compute steps reach it, the total cost,
     the first step at the peak); activation bytes only (fixed memory is the same at every step)."""
-    total = 0.0
-    cur = 0
-    peak = -1
-    count = 0
-    at = -1
-    for k, (op, v) in enumerate(zip(ops, nodes)):
-        if op == COMPUTE:
-            here = cur + mem[v] + ws[v]
-            if here > peak:
-                peak, count, at = here, 1, k
-            elif here == peak:
-                count += 1
-            cur += mem[v]
-            total += cost[v]
-        else:
-            cur -= mem[v]
-    return peak, count, total, at
+    comp = ops == COMPUTE
+    size = mem[nodes]
+    delta = np.where(comp, size, -size)
+    before = np.cumsum(delta) - delta
+    here = np.where(comp, before + size + ws[nodes], -1)
+    at = int(np.argmax(here))
+    peak = int(here[at])
+    return peak, int(np.count_nonzero(here == peak)), float(cost[nodes[comp]].sum()), at
 
 
-def _idle_at_peak(ops: list[int], nodes: list[int], at: int, preds: list[set[int]], mem: list[int]) -> list[int]:
+def _resident_before(ops: np.ndarray, nodes: np.ndarray, k: int) -> np.ndarray:
+    """The values resident just before step ``k``: those whose last step before it computes them."""
+    back = nodes[:k][::-1]
+    uniq, first = np.unique(back, return_index=True)
+    return uniq[ops[:k][::-1][first] == COMPUTE]
+
+
+def _idle_at_peak(ops: np.ndarray, nodes: np.ndarray, at: int, preds: list[set[int]], mem: list[int]) -> list[int]:
     """The values resident before step ``at`` that it does not read, largest first."""
-    resident: set[int] = set()
-    for op, v in zip(ops[:at], nodes[:at]):
-        if op == COMPUTE:
-            resident.add(v)
-        else:
-            resident.discard(v)
-    reads = preds[nodes[at]]
+    reads = preds[int(nodes[at])]
+    resident = _resident_before(ops, nodes, at).tolist()
     return sorted((u for u in resident if u not in reads and mem[u] > 0), key=lambda u: (-mem[u], u))
 
 
 def _evict(
-    ops: list[int], nodes: list[int], at: int, u: int, preds: list[set[int]], order: list[list[int]], cap: int, memo: bool
-) -> tuple[list[int], list[int]] | None:
+    ops: np.ndarray, nodes: np.ndarray, at: int, u: int, readers: np.ndarray, order: list[list[int]], cap: int, memo: bool
+) -> tuple[np.ndarray, np.ndarray] | None:
     """``ops``/``nodes`` with ``u`` (resident and idle at step ``at``) freed after its last
     read before ``at`` and recomputed before its first read after (:func:`lower_peak`);
-    None when the recomputation takes more than ``cap`` steps."""
-    start = max(k for k in range(at) if nodes[k] == u and ops[k] == COMPUTE)
-    last = start
-    for k in range(start + 1, at):
-        if ops[k] == COMPUTE and u in preds[nodes[k]]:
-            last = k
-    end = len(ops)  # the free of u that closes this stay, if any
-    nxt = None  # the first read after the peak
-    for k in range(at + 1, len(ops)):
-        if nodes[k] == u and ops[k] != COMPUTE:
-            end = k
-            break
-        if ops[k] == COMPUTE and u in preds[nodes[k]]:
-            nxt = k
-            break
-    if nxt is None:  # idle until freed: free it early, drop the late free
-        rest = slice(end + 1, None)
+    None when the recomputation takes more than ``cap`` steps. ``readers``: u's consumers."""
+    mine = np.flatnonzero(nodes == u)
+    start = int(mine[(mine < at) & (ops[mine] == COMPUTE)].max())
+    later = mine[mine > at]
+    end = int(later[0]) if later.size else len(ops)  # the free that closes this stay, if any
+    reads = np.flatnonzero((ops == COMPUTE) & np.isin(nodes, readers))
+    before = reads[(reads > start) & (reads < at)]
+    last = int(before[-1]) if before.size else start
+    after = reads[(reads > at) & (reads < end)]
+    free = np.asarray([FREE]), np.asarray([u])
+    if not after.size:  # idle until freed: free it early, drop the late free
         return (
-            ops[: last + 1] + [FREE] + ops[last + 1 : end] + ops[rest],
-            nodes[: last + 1] + [u] + nodes[last + 1 : end] + nodes[rest],
+            np.concatenate([ops[: last + 1], free[0], ops[last + 1 : end], ops[end + 1 :]]),
+            np.concatenate([nodes[: last + 1], free[1], nodes[last + 1 : end], nodes[end + 1 :]]),
         )
-    resident: set[int] = set()
-    for op, v in zip(ops[:nxt], nodes[:nxt]):
-        if op == COMPUTE:
-            resident.add(v)
-        else:
-            resident.discard(v)
+    nxt = int(after[0])
+    resident = set(_resident_before(ops, nodes, nxt).tolist())
     resident.discard(u)
     block = _recompute(u, resident, order, cap, memo)
     if block is None:
         return None
     return (
-        ops[: last + 1] + [FREE] + ops[last + 1 : nxt] + block[0] + ops[nxt:],
-        nodes[: last + 1] + [u] + nodes[last + 1 : nxt] + block[1] + nodes[nxt:],
+        np.concatenate([ops[: last + 1], free[0], ops[last + 1 : nxt], np.asarray(block[0], np.int64), ops[nxt:]]),
+        np.concatenate([nodes[: last + 1], free[1], nodes[last + 1 : nxt], np.asarray(block[1], np.int64), nodes[nxt:]]),
     )
 
 
