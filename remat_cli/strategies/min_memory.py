@@ -45,7 +45,8 @@ schedule is added as one more variant. This generalises the rounds above (which 
 only targets, and only by rebuilding the schedule) and goes lower: on unet.onnx (batch 8) it
 takes the peak from 1.145x LB (1.083x after the rounds) to 1.00001x LB, at a large
 recomputation cost (about 1,000x the base cost: the recomputed gradients unfold the
-backward pass as a tree); on vit_b16 (sequence 128) from 1.022x to 1.021x LB. It adds at
+backward pass as a tree; ``auto``'s polishing passes take it to +306% at a 404 MB budget,
+1.00006x LB); on vit_b16 (sequence 128) from 1.022x to 1.021x LB. It adds at
 most about 2 s per graph.
 
 These schedules and the store-all plan (so that at the store-all peak the
