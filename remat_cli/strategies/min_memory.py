@@ -35,7 +35,21 @@ unfolded-tree recursion and everything is freed after it (:func:`scratch_schedul
 peak is at most the largest tree number of a target; it costs far more, and it is the
 lowest where kept targets (gradients held across the backward pass) set the others' peaks.
 
-These (at most five) schedules and the store-all plan (so that at the store-all peak the
+Last, the schedules before those rounds (and the fifth) are lowered, lowest peak first, by
+:func:`lower_peak`: a value resident but idle at the peak step (a held gradient, a forward
+value kept for a later reader) is freed after its last read before the peak and recomputed
+from what is resident just before its next read (by the unfolded tree, or each missing
+ancestor once); rounds while the peak goes down, within a budget of rebuilt steps shared by
+the seeds (``PEAK_STEPS_PER_NODE`` per needed node, at most ``PEAK_STEPS``); a lowered
+schedule is added as one more variant. This generalises the rounds above (which recompute
+only targets, and only by rebuilding the schedule) and goes lower: on unet.onnx (batch 8) it
+takes the peak from 1.145x LB (1.083x after the rounds) to 1.00001x LB, at a large
+recomputation cost (about 1,000x the base cost: the recomputed gradients unfold the
+backward pass as a tree; ``auto``'s polishing passes take it to +306% at a 404 MB budget,
+1.00006x LB); on vit_b16 (sequence 128) from 1.022x to 1.021x LB. It adds at
+most about 2 s per graph.
+
+These schedules and the store-all plan (so that at the store-all peak the
 plan costs the base cost, as every budget-driven strategy's must) are replayed by the
 simulator; the cheapest that fits the budget is returned, the lowest peak when there is
 no budget. They do not depend on the budget and are cached per graph. Cost: the
@@ -47,22 +61,25 @@ No optimality is claimed: it is a memory-first heuristic, and ``auto`` runs it o
 no other strategy fits the budget. Where its peak equals the largest-operation bound
 ``graph.lb``, that peak is the least of all valid schedules. Measured
 (``scripts/bench_smallest.py``, batch 8): so on the U-Net and diamond samples, resnet18
-and mobilenet_v2; 1.083x LB on unet.onnx, and on random_dag 1.485x before the
-from-scratch variant, 1.230x with it (whose lower bounds are not known to be tight).
+and mobilenet_v2; 1.00001x LB on unet.onnx (1.083x before :func:`lower_peak`); on
+random_dag 1.485x before the from-scratch variant, 1.230x with it; on the transformers at
+sequence 128 within 1.04x (whose lower bounds are not known to be tight).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from remat_cli.errors import NoPlanError
 from remat_cli.graph import Graph
-from remat_cli.schedule import COMPUTE, Schedule, ScheduleBuilder
+from remat_cli.schedule import COMPUTE, FREE, Schedule, ScheduleBuilder
 from remat_cli.simulate import Metrics, simulate
 from remat_cli.strategies.base import NoOptions, RunContext, Strategy, StrategyResult
 from remat_cli.units import fmt_bytes_exact
 
-__all__ = ["STRATEGY", "min_memory_schedule", "min_memory_variants", "scratch_schedule", "tree_numbers"]
+__all__ = ["STRATEGY", "lower_peak", "min_memory_schedule", "min_memory_variants", "scratch_schedule", "tree_numbers"]
 
 #: A variant that would compute more than this many times the graph's nodes is dropped.
 MAX_COMPUTES_PER_NODE = 400
@@ -75,6 +92,14 @@ TRIES = 8
 #: (or ``ROUNDS_COMPUTES`` in all, whichever is more).
 ROUNDS_COMPUTES_PER_NODE = 200
 ROUNDS_COMPUTES = 200_000
+#: :func:`lower_peak`: values tried per round, and steps rebuilt and replayed in all (per
+#: needed node, or ``PEAK_STEPS``, whichever is less).
+PEAK_TRIES = 6
+PEAK_STEPS_PER_NODE = 20_000
+PEAK_STEPS = 3_000_000
+#: ... and one recomputation block is given up past this many steps per needed node (or the
+#: schedule's length, whichever is more); a block given up counts as that many steps.
+PEAK_BLOCK_STEPS_PER_NODE = 2_500
 
 
 def tree_numbers(graph: Graph) -> list[int]:
@@ -265,6 +290,7 @@ def _variants(graph: Graph) -> list[tuple[str, Schedule, Metrics]]:
     out: list[tuple[str, Schedule, Metrics]] = [("store-all (nothing recomputed)", store_all.schedule, store_all.metrics)]
     orders = [("file order", file_order)] + ([("store-all order", sa_order)] if sa_order != file_order else [])
     spent = 0
+    seeds: list[tuple[str, Schedule, Metrics]] = []  # before the rounds below: lower_peak's inputs
     for order_name, order in orders:
         for memo in (True, False):
             schedule = min_memory_schedule(graph, order, memo, cap)
@@ -273,6 +299,7 @@ def _variants(graph: Graph) -> list[tuple[str, Schedule, Metrics]]:
                 continue
             spent += len(schedule)
             name = f"{'dag' if memo else 'tree'}, targets in {order_name}"
+            seeds.append((name, schedule, m))
             drop: frozenset[int] = frozenset()
             for _ in range(MAX_ROUNDS):  # recompute a kept target resident at the peak instead
                 if m.peak_bytes <= graph.lb or spent > min(MAX_COMPUTES, max(ROUNDS_COMPUTES, ROUNDS_COMPUTES_PER_NODE * needed)):
@@ -294,6 +321,16 @@ def _variants(graph: Graph) -> list[tuple[str, Schedule, Metrics]]:
     scratch = scratch_schedule(graph, file_order, cap)
     if scratch is not None:
         out.append(("every target from scratch", scratch, simulate(graph, scratch).metrics))
+        seeds.append(out[-1])
+    left = min(PEAK_STEPS, PEAK_STEPS_PER_NODE * needed)  # lower_peak on the seeds, lowest first
+    for name, schedule, m in sorted(seeds, key=lambda v: (v[2].peak_bytes, v[2].cost)):
+        if left <= 0 or min(v[2].peak_bytes for v in out) <= graph.lb:
+            break
+        lowered, evicted, used = lower_peak(graph, schedule, left)
+        left -= used
+        lm = simulate(graph, lowered).metrics if evicted else None
+        if lm is not None and lm.peak_bytes < m.peak_bytes:
+            out.append((f"{name}, {evicted} idle value{'s' if evicted > 1 else ''} recomputed", lowered, lm))
     return out
 
 
@@ -345,3 +382,178 @@ STRATEGY = Strategy(
     fast=True,
     reference="Sethi and Ullman, JACM 1970 (evaluation order of least memory on trees)",
 )
+
+
+def lower_peak(graph: Graph, schedule: Schedule, max_steps: int) -> tuple[Schedule, int, int]:
+    """The schedule with values idle at its peak recomputed instead of held, how many, and
+    the steps rebuilt to find it.
+
+    One round: at the (first) step of largest memory, take the resident values that step
+    does not read, largest first; for such a value u, free it right after its last read
+    before the peak and, if a later step reads it before the schedule frees it, insert
+    before that read a recomputation of u from what is resident there (:func:`_recompute`:
+    the unfolded-tree recursion of :func:`scratch_schedule`, or each missing ancestor once;
+    it frees its temporaries and nothing else). The result is valid whenever the input is:
+    u is not read while it is gone, and every compute of the inserted block has its inputs
+    resident. Of the trials that lower the peak, or keep it and attain it at fewer steps,
+    the lowest (then the cheapest) is kept; at most ``PEAK_TRIES`` values per round, rounds
+    until none helps, the peak is LB, or ``max_steps`` steps were rebuilt (blocks given up
+    included, ``PEAK_BLOCK_STEPS_PER_NODE``) in all.
+    Cost: O(schedule length) numpy work per value tried, plus the inserted block.
+    A heuristic: no optimality is claimed."""
+    mem = graph.mem.astype(np.int64)
+    ws = graph.workspace.astype(np.int64)
+    cost = graph.cost.astype(np.float64)
+    mem_list = mem.tolist()
+    preds = [set(p) for p in graph.pred_lists]
+    succs = [np.asarray(sorted(set(q)), dtype=np.int64) for q in graph.succ_lists]
+    su = tree_numbers(graph)
+    order = [sorted(sorted(set(p)), key=lambda u: su[u] - mem_list[u], reverse=True) for p in graph.pred_lists]
+    floor = int(graph.lb) - graph.fixed_mem
+    block_steps = PEAK_BLOCK_STEPS_PER_NODE * int(graph.needed.sum())
+    ops = schedule.ops.astype(np.int64)
+    nodes = schedule.nodes.astype(np.int64)
+    score = _peak_score(ops, nodes, mem, ws, cost)
+    spent = 0
+    evicted = 0
+    while spent < max_steps and score[0] > floor:
+        better = None
+        at = score[3]
+        for u in _idle_at_peak(ops, nodes, at, preds, mem_list)[:PEAK_TRIES]:
+            for memo in (True, False):
+                cap = min(max_steps - spent, max(len(ops), block_steps))
+                trial = _evict(ops, nodes, at, u, succs[u], order, cap, memo)
+                if trial is None:
+                    spent += cap
+                    continue
+                spent += len(trial[0])
+                got = _peak_score(trial[0], trial[1], mem, ws, cost)
+                key = (got[0], got[1], got[2])
+                if got[:2] < score[:2] and (better is None or key < better[2]):
+                    better = (trial, got, key)
+                if spent >= max_steps:
+                    break
+        if better is None:
+            break
+        (ops, nodes), score, _ = better
+        evicted += 1
+    if not evicted:
+        return schedule, 0, spent
+    return Schedule(ops.astype(np.int8), nodes.astype(np.int32)), evicted, spent
+
+
+def _peak_score(ops: np.ndarray, nodes: np.ndarray, mem: np.ndarray, ws: np.ndarray, cost: np.ndarray) -> tuple[int, int, float, int]:
+    """(largest memory at a compute step, how many compute steps reach it, the total cost,
+    the first step at the peak); activation bytes only (fixed memory is the same at every step)."""
+    comp = ops == COMPUTE
+    size = mem[nodes]
+    delta = np.where(comp, size, -size)
+    before = np.cumsum(delta) - delta
+    here = np.where(comp, before + size + ws[nodes], -1)
+    at = int(np.argmax(here))
+    peak = int(here[at])
+    return peak, int(np.count_nonzero(here == peak)), float(cost[nodes[comp]].sum()), at
+
+
+def _resident_before(ops: np.ndarray, nodes: np.ndarray, k: int) -> np.ndarray:
+    """The values resident just before step ``k``: those whose last step before it computes them."""
+    back = nodes[:k][::-1]
+    uniq, first = np.unique(back, return_index=True)
+    return uniq[ops[:k][::-1][first] == COMPUTE]
+
+
+def _idle_at_peak(ops: np.ndarray, nodes: np.ndarray, at: int, preds: list[set[int]], mem: list[int]) -> list[int]:
+    """The values resident before step ``at`` that it does not read, largest first."""
+    reads = preds[int(nodes[at])]
+    resident = _resident_before(ops, nodes, at).tolist()
+    return sorted((u for u in resident if u not in reads and mem[u] > 0), key=lambda u: (-mem[u], u))
+
+
+def _evict(
+    ops: np.ndarray, nodes: np.ndarray, at: int, u: int, readers: np.ndarray, order: list[list[int]], cap: int, memo: bool
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """``ops``/``nodes`` with ``u`` (resident and idle at step ``at``) freed after its last
+    read before ``at`` and recomputed before its first read after (:func:`lower_peak`);
+    None when the recomputation takes more than ``cap`` steps. ``readers``: u's consumers."""
+    mine = np.flatnonzero(nodes == u)
+    start = int(mine[(mine < at) & (ops[mine] == COMPUTE)].max())
+    later = mine[mine > at]
+    end = int(later[0]) if later.size else len(ops)  # the free that closes this stay, if any
+    reads = np.flatnonzero((ops == COMPUTE) & np.isin(nodes, readers))
+    before = reads[(reads > start) & (reads < at)]
+    last = int(before[-1]) if before.size else start
+    after = reads[(reads > at) & (reads < end)]
+    free = np.asarray([FREE]), np.asarray([u])
+    if not after.size:  # idle until freed: free it early, drop the late free
+        return (
+            np.concatenate([ops[: last + 1], free[0], ops[last + 1 : end], ops[end + 1 :]]),
+            np.concatenate([nodes[: last + 1], free[1], nodes[last + 1 : end], nodes[end + 1 :]]),
+        )
+    nxt = int(after[0])
+    resident = set(_resident_before(ops, nodes, nxt).tolist())
+    resident.discard(u)
+    block = _recompute(u, resident, order, cap, memo)
+    if block is None:
+        return None
+    return (
+        np.concatenate([ops[: last + 1], free[0], ops[last + 1 : nxt], np.asarray(block[0], np.int64), ops[nxt:]]),
+        np.concatenate([nodes[: last + 1], free[1], nodes[last + 1 : nxt], np.asarray(block[1], np.int64), nodes[nxt:]]),
+    )
+
+
+def _recompute(u: int, resident: set[int], order: list[list[int]], cap: int, memo: bool) -> tuple[list[int], list[int]] | None:
+    """Steps computing ``u`` from ``resident`` by the unfolded-tree recursion, freeing
+    every value they compute except ``u`` and nothing in ``resident``; None past ``cap``.
+    ``memo``: each missing ancestor is computed once and freed after its last reader in the
+    block (cheaper, more memory), else as soon as no pending compute holds it."""
+    ops: list[int] = []
+    nodes: list[int] = []
+    have = set(resident)
+    holds: dict[int, int] = {}
+    readers: dict[int, int] = {}  # memo: readers in the block still to be computed
+    if memo:
+        todo = [u]
+        seen = {u}
+        while todo:
+            for w in order[todo.pop()]:
+                if w not in resident:
+                    readers[w] = readers.get(w, 0) + 1
+                    if w not in seen:
+                        seen.add(w)
+                        todo.append(w)
+    stack: list[list[int]] = [[u, 0]]
+    while stack:
+        frame = stack[-1]
+        v, i = frame
+        ins = order[v]
+        if i < len(ins):
+            w = ins[i]
+            if w in have:
+                holds[w] = holds.get(w, 0) + 1
+                frame[1] += 1
+            else:
+                stack.append([w, 0])
+            continue
+        stack.pop()
+        ops.append(COMPUTE)
+        nodes.append(v)
+        have.add(v)
+        for w in ins:
+            holds[w] -= 1
+            if w in resident:
+                continue
+            if memo:
+                readers[w] -= 1
+                if readers[w]:
+                    continue
+            elif holds[w]:
+                continue
+            have.discard(w)
+            ops.append(FREE)
+            nodes.append(w)
+        if stack:
+            holds[v] = holds.get(v, 0) + 1
+            stack[-1][1] += 1
+        if len(ops) > cap:
+            return None
+    return ops, nodes
