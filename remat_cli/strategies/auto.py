@@ -14,9 +14,12 @@ first. Each runs with its default options. Anytime: with ``RunContext.deadline``
 (``time.perf_counter()`` seconds; the planner sets it from ``time_limit``) the
 strategies not started by then are skipped and named, and the cheapest plan found so far
 is returned. ``RunContext.progress`` hears of each strategy. On graphs of
-``PARALLEL_NODES`` nodes or more, ``chain-dp`` and then ``pathwidth`` run in a second
-process (``RunContext.parallel`` False turns that off) while the others run here; the
-choice of plan is the same.
+``PARALLEL_NODES`` nodes or more, the three costly strategies (``chain-dp``, ``treewidth``,
+``pathwidth``) are a queue that two processes share (``RunContext.parallel`` False turns
+that off): a second process starts on the first while the cheap ones run here, and each
+process takes the next one not yet taken when it is free, so neither waits while work is
+left. The choice of plan is the same: every candidate runs with the same options and
+the cheapest is chosen by (cost, peak, registry order), whichever process ran it.
 """
 
 from __future__ import annotations
@@ -36,11 +39,11 @@ from remat_cli.strategies.greedy import CostlierThan
 __all__ = ["STRATEGY"]
 
 
-#: Graphs from this many nodes run these strategies (about half of the work: chain-dp's
-#: O(L³·M) dynamic program, and pathwidth, which needs its own path decomposition) one
-#: after the other in a second process while the others run here.
+#: Graphs from this many nodes share these strategies (most of the work: chain-dp's
+#: O(L³·M) dynamic program and the two decompositions with their recursions) between this
+#: process and a second one, in this order, each taking the next one when it is free.
 PARALLEL_NODES = 400
-_PARALLEL = ("chain-dp", "pathwidth")
+_PARALLEL = ("chain-dp", "treewidth", "pathwidth")
 #: The order candidates run in: the cheap ones first, so that a deadline finds good plans
 #: already made. Ties between equal plans still go to the registry's order.
 _RUN_FIRST = ("store-all", "greedy", "chen-sqrt", "chen-greedy", "dtr", "chain-dp", "treewidth", "pathwidth")
@@ -66,6 +69,7 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
     base = graph.base_cost
     candidates = [s for s in fast_strategies() if s.name != STRATEGY.name]
     child: _Child | None = None
+    here: set[str] = set()  # queued strategies this process ran itself
 
     def consider(rank: int, strat: Strategy, outcome: StrategyResult | RematError) -> None:
         nonlocal best
@@ -108,15 +112,17 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
             if strat.name in _LAST_RESORT and best is not None:
                 tried[strat.name] = "skipped (a cheaper plan fits)"
                 continue
+            if child is None and strat.name != "store-all" and graph.n >= PARALLEL_NODES and context.parallel:
+                twins = [s for name in _PARALLEL for s in candidates if s.name == name and name not in tried]
+                if twins:
+                    child = _Child.start(twins, graph, budget, context)
+            if child is not None and child.queued(strat.name):
+                if not child.claim(strat.name):
+                    continue  # the second process took it; collected below
+                here.add(strat.name)
             if deadline is not None and time.perf_counter() > deadline and best is not None:
                 tried[strat.name] = "skipped (time limit)"
                 continue
-            if child is None and strat.name != "store-all" and graph.n >= PARALLEL_NODES and context.parallel:
-                twins = [s for s in candidates if s.name in _PARALLEL and s.name not in tried]
-                if twins:
-                    child = _Child.start(twins, graph, budget, context)
-            if child is not None and any(strat.name == s.name for s in child.strategies):
-                continue  # it runs in the second process; collected below
             if progress is not None:
                 progress(rank, len(candidates), Phrase("auto: {}", (strat.name,)))
             try:
@@ -125,6 +131,8 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
                 outcome = exc
             consider(rank, strat, outcome)
         for twin in child.strategies if child is not None else ():
+            if twin.name in here or twin.name in tried:
+                continue  # run (or skipped) here
             rank = candidates.index(twin)
             if _cannot_win(twin.name, best, base, graph.lb, budget):
                 tried[twin.name] = "skipped (it cannot beat the store-all plan, which fits)"
@@ -221,14 +229,30 @@ def _cannot_win(name: str, best: tuple[float, int, int, str, StrategyResult] | N
 
 
 class _Child:
-    """Strategies run one after the other in a forked second process (both cores at work);
-    each result comes back through a pipe as soon as it is ready. Not used where fork is
-    unavailable or inside a daemon worker (``remat batch``'s workers), where :meth:`start`
-    returns None."""
+    """A queue of strategies shared with a forked second process (both cores at work): each
+    process takes the next strategy not yet taken (:meth:`claim`, a counter in shared
+    memory under a lock), so the two finish close together whatever each one costs; the
+    second process sends each result back through a pipe as soon as it is ready. Not used
+    where fork is unavailable or inside a daemon worker (``remat batch``'s workers), where
+    :meth:`start` returns None."""
 
-    def __init__(self, strategies: list[Strategy], proc: Any, conn: Any) -> None:
-        self.strategies, self.proc, self.conn = strategies, proc, conn
+    def __init__(self, strategies: list[Strategy], proc: Any, conn: Any, taken: Any) -> None:
+        self.strategies, self.proc, self.conn, self.taken = strategies, proc, conn, taken
         self.received: dict[str, tuple] = {}
+
+    def queued(self, name: str) -> bool:
+        return any(s.name == name for s in self.strategies)
+
+    def claim(self, name: str) -> bool:
+        """Take queued strategy ``name`` for this process: True when it is the next one not
+        taken (it and any skipped before it are then taken), False when the second
+        process has taken it already."""
+        i = next(k for k, s in enumerate(self.strategies) if s.name == name)
+        with self.taken.get_lock():
+            if self.taken.value > i:
+                return False
+            self.taken.value = i + 1
+            return True
 
     @classmethod
     def start(cls, strategies: list[Strategy], graph: Graph, budget: int | None, context: RunContext) -> _Child | None:
@@ -239,14 +263,15 @@ class _Child:
             return None
         ctx = mp.get_context("fork")
         recv, send = ctx.Pipe(duplex=False)
+        taken = ctx.Value("i", 0)  # how many of ``strategies`` either process has taken
         quiet = replace(context, progress=None)
-        proc = ctx.Process(target=_child_main, args=(strategies, graph, budget, quiet, send), daemon=True)
+        proc = ctx.Process(target=_child_main, args=(strategies, graph, budget, quiet, send, taken), daemon=True)
         try:
             proc.start()
         except OSError:
             return None
         send.close()
-        return cls(strategies, proc, recv)
+        return cls(strategies, proc, recv, taken)
 
     def result(self, name: str, deadline: float | None) -> StrategyResult | RematError | None:
         """Strategy ``name``'s outcome; None if it is not done by ``deadline``."""
@@ -274,9 +299,10 @@ class _Child:
         self.conn.close()
 
 
-def _child_main(strategies: list[Strategy], graph: Graph, budget: int | None, context: RunContext, conn: Any) -> None:
-    """Body of the second process: run the strategies in turn, send back plain data. It
-    ends itself if its parent dies (e.g. a `remat batch` worker killed at its --timeout)."""
+def _child_main(strategies: list[Strategy], graph: Graph, budget: int | None, context: RunContext, conn: Any, taken: Any) -> None:
+    """Body of the second process: take the next strategy not yet taken until none is
+    left, run it, send back plain data. It ends itself if its parent dies (e.g. a
+    `remat batch` worker killed at its --timeout)."""
     import os
     import threading
 
@@ -290,7 +316,13 @@ def _child_main(strategies: list[Strategy], graph: Graph, budget: int | None, co
 
     threading.Thread(target=watch, daemon=True).start()
     try:
-        for strategy in strategies:
+        while True:
+            with taken.get_lock():
+                i = taken.value
+                taken.value = i + 1
+            if i >= len(strategies):
+                break
+            strategy = strategies[i]
             name = strategy.name
             try:
                 r = strategy.run(graph, budget, None, context)
