@@ -6,8 +6,10 @@ cheapest fitting plans are then polished by twremat's memory-limit pass
 (:mod:`remat_cli.strategies.evict`); a polished plan wins only if it replays within the
 budget and costs less.
 
-Work is shared: the store-all plan is computed once per graph, and the decompositions
-once per run (``RunContext.shared``). Candidates that cannot win are not run: when the
+Work is shared: the store-all plan is computed once per graph, and so are the
+decompositions with treewidth's and pathwidth's bare and ladder runs (kept on the graph,
+:meth:`Graph.derived`, unless the caller gives a ``RunContext.shared`` memo), so the ten
+or so plans of a search for the smallest budget do not redo them. Candidates that cannot win are not run: when the
 store-all plan fits, the strategies that would return that same plan are skipped (and
 every strategy once a plan costs the base cost at the lower bound). Cheap strategies run
 first. Each runs with its default options. Anytime: with ``RunContext.deadline``
@@ -62,8 +64,6 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
     tried: dict[str, str | Fact | Phrase] = {}  # how each candidate fared, as facts
     floors: list[int] = []
     fitting: list[tuple[float, int, int, str, StrategyResult]] = []
-    if context.shared is None:  # decompositions computed once for treewidth and pathwidth
-        context = replace(context, shared={})
     deadline = context.deadline
     progress = context.progress
     base = graph.base_cost
