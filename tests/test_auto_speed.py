@@ -237,3 +237,38 @@ def test_the_second_process_takes_queued_strategies_only_while_this_one_is_busy(
         where[name] = runs[0].endswith("(second process)")
     # the two decomposition strategies ran together, in the process chain-dp did not hold up
     assert where["treewidth"] == where["pathwidth"] != where["chain-dp"], seen
+
+
+def test_the_second_process_starts_the_last_resort_while_nothing_fits(monkeypatch):
+    """min-memory is used only when no other plan fits; while this process is held up in
+    a failing dtr, the idle second process runs it (before, it ran here, after dtr). The
+    plan is the one made in one process, and min-memory's (nothing else fits here)."""
+    from dataclasses import replace
+
+    import remat_cli.strategies as registry
+
+    real = registry.fast_strategies
+    dtr = next(s for s in real() if s.name == "dtr")
+
+    def slow_dtr(graph, budget, options, context):
+        time.sleep(3.0)
+        return dtr.solve(graph, budget, options, context)
+
+    monkeypatch.setattr(registry, "fast_strategies", lambda: [replace(s, solve=slow_dtr) if s is dtr else s for s in real()])
+    monkeypatch.setattr(auto, "PARALLEL_NODES", 10)
+    g = load_graph(SAMPLES / "random_dag.twremat.txt")
+    budget = int(0.5 * store_all_peak(g))
+    seen: list[str] = []
+
+    def heard(done, total, label):
+        from remat_cli.units import say
+
+        seen.append(say(label))
+
+    two = make_plan(g, "auto", budget, {"parallel": True, "progress": heard})
+    one = make_plan(g, "auto", budget, {"parallel": False})
+    m = simulate(g, two.schedule).metrics
+    assert m is not None and m.peak_bytes <= budget
+    assert one.info["winner"] == two.info["winner"] == "min-memory"
+    assert two.schedule.ops.tolist() == one.schedule.ops.tolist() and two.schedule.nodes.tolist() == one.schedule.nodes.tolist()
+    assert "auto: min-memory (second process)" in seen and "auto: min-memory" not in seen, seen

@@ -16,8 +16,9 @@ first. Each runs with its default options. Anytime: with ``RunContext.deadline``
 (``time.perf_counter()`` seconds; the planner sets it from ``time_limit``) the
 strategies not started by then are skipped and named, and the cheapest plan found so far
 is returned. ``RunContext.progress`` hears of each strategy. On graphs of
-``PARALLEL_NODES`` nodes or more, the three costly strategies (``chain-dp``, ``treewidth``,
-``pathwidth``) are a queue that two processes share (``RunContext.parallel`` False turns
+``PARALLEL_NODES`` nodes or more, the costly strategies (``chain-dp``, ``treewidth``,
+``pathwidth``, and last ``min-memory`` while no plan is known to fit) are a queue that
+two processes share (``RunContext.parallel`` False turns
 that off): a second process starts on the first while the cheap ones run here, and each
 process takes the next one not yet taken when it is free, so neither waits while work is
 left. The choice of plan is the same: every candidate runs with the same options and
@@ -45,7 +46,7 @@ __all__ = ["STRATEGY"]
 #: O(L³·M) dynamic program and the two decompositions with their recursions) between this
 #: process and a second one, in this order, each taking the next one when it is free.
 PARALLEL_NODES = 400
-_PARALLEL = ("chain-dp", "treewidth", "pathwidth")
+_PARALLEL = ("chain-dp", "treewidth", "pathwidth", "min-memory")
 #: The order candidates run in: the cheap ones first, so that a deadline finds good plans
 #: already made. Ties between equal plans still go to the registry's order.
 _RUN_FIRST = ("store-all", "greedy", "chen-sqrt", "chen-greedy", "dtr", "chain-dp", "treewidth", "pathwidth")
@@ -53,7 +54,10 @@ _RUN_FIRST = ("store-all", "greedy", "chen-sqrt", "chen-greedy", "dtr", "chain-d
 #: know they failed) and stops once they cost more than the third cheapest fitting plan so
 #: far (only the three cheapest can win or be polished, :func:`_polish`).
 _CAPPED = ("greedy", "dtr")
-#: Run only when no plan of the others fits: their plans are cheaper wherever they fit.
+#: Used only when no plan of the others fits: their plans are cheaper wherever they fit.
+#: The second process starts it early (the last in its queue) while no fitting plan is
+#: known, so that a budget nothing else meets is answered sooner; its plan is considered
+#: only once every other strategy has failed, as when it runs here last.
 _LAST_RESORT = ("min-memory",)
 
 
@@ -98,6 +102,29 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
         fitting.append(key)
         if best is None or key[:3] < best[:3]:
             best = key
+            if child is not None:
+                child.fits.value = 1  # the second process need not start a last resort
+
+    def collect(last_resort: bool = True) -> None:
+        """The outcomes of the queued strategies the second process took (not yet of the
+        last resorts, unless ``last_resort``: those it may not have taken)."""
+        for twin in child.strategies if child is not None else ():
+            if twin.name in here or twin.name in tried or (twin.name in _LAST_RESORT and not last_resort):
+                continue  # run (or skipped) here, or not yet
+            rank = candidates.index(twin)
+            if _cannot_win(twin.name, best, base, graph.lb, budget):
+                tried[twin.name] = "skipped (it cannot beat the store-all plan, which fits)"
+                continue
+            if twin.name in _LAST_RESORT and best is not None:
+                tried[twin.name] = "skipped (a cheaper plan fits)"
+                continue
+            if progress is not None:
+                progress(rank, len(candidates), Phrase("auto: {} (second process)", (twin.name,)))
+            outcome = child.result(twin.name, None if best is None else deadline)
+            if outcome is None:
+                tried[twin.name] = "skipped (time limit)"
+            else:
+                consider(rank, twin, outcome)
 
     order = sorted(
         range(len(candidates)),
@@ -109,9 +136,11 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
             if _cannot_win(strat.name, best, base, graph.lb, budget):
                 tried[strat.name] = "skipped (it cannot beat the store-all plan, which fits)"
                 continue
-            if strat.name in _LAST_RESORT and best is not None:
-                tried[strat.name] = "skipped (a cheaper plan fits)"
-                continue
+            if strat.name in _LAST_RESORT:
+                collect(last_resort=False)  # whether a plan fits is known once all others are in
+                if best is not None:
+                    tried[strat.name] = "skipped (a cheaper plan fits)"
+                    continue
             if child is None and strat.name != "store-all" and graph.n >= PARALLEL_NODES and context.parallel:
                 twins = [s for name in _PARALLEL for s in candidates if s.name == name and name not in tried]
                 if twins:
@@ -130,20 +159,7 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
             except RematError as exc:
                 outcome = exc
             consider(rank, strat, outcome)
-        for twin in child.strategies if child is not None else ():
-            if twin.name in here or twin.name in tried:
-                continue  # run (or skipped) here
-            rank = candidates.index(twin)
-            if _cannot_win(twin.name, best, base, graph.lb, budget):
-                tried[twin.name] = "skipped (it cannot beat the store-all plan, which fits)"
-                continue
-            if progress is not None:
-                progress(rank, len(candidates), Phrase("auto: {} (second process)", (twin.name,)))
-            outcome = child.result(twin.name, None if best is None else deadline)
-            if outcome is None:
-                tried[twin.name] = "skipped (time limit)"
-            else:
-                consider(rank, twin, outcome)
+        collect()
     finally:
         if child is not None:
             child.stop()
@@ -236,8 +252,9 @@ class _Child:
     where fork is unavailable or inside a daemon worker (``remat batch``'s workers), where
     :meth:`start` returns None."""
 
-    def __init__(self, strategies: list[Strategy], proc: Any, conn: Any, taken: Any) -> None:
+    def __init__(self, strategies: list[Strategy], proc: Any, conn: Any, taken: Any, fits: Any) -> None:
         self.strategies, self.proc, self.conn, self.taken = strategies, proc, conn, taken
+        self.fits = fits  # set once either process has a plan that fits: no last resort then
         self.received: dict[str, tuple] = {}
 
     def queued(self, name: str) -> bool:
@@ -264,14 +281,15 @@ class _Child:
         ctx = mp.get_context("fork")
         recv, send = ctx.Pipe(duplex=False)
         taken = ctx.Value("i", 0)  # how many of ``strategies`` either process has taken
+        fits = ctx.Value("b", 0)
         quiet = replace(context, progress=None)
-        proc = ctx.Process(target=_child_main, args=(strategies, graph, budget, quiet, send, taken), daemon=True)
+        proc = ctx.Process(target=_child_main, args=(strategies, graph, budget, quiet, send, taken, fits), daemon=True)
         try:
             proc.start()
         except OSError:
             return None
         send.close()
-        return cls(strategies, proc, recv, taken)
+        return cls(strategies, proc, recv, taken, fits)
 
     def result(self, name: str, deadline: float | None) -> StrategyResult | RematError | None:
         """Strategy ``name``'s outcome; None if it is not done by ``deadline``."""
@@ -299,10 +317,13 @@ class _Child:
         self.conn.close()
 
 
-def _child_main(strategies: list[Strategy], graph: Graph, budget: int | None, context: RunContext, conn: Any, taken: Any) -> None:
+def _child_main(
+    strategies: list[Strategy], graph: Graph, budget: int | None, context: RunContext, conn: Any, taken: Any, fits: Any
+) -> None:
     """Body of the second process: take the next strategy not yet taken until none is
-    left, run it, send back plain data. It ends itself if its parent dies (e.g. a
-    `remat batch` worker killed at its --timeout)."""
+    left (a last resort only while no plan is known to fit), run it, send back plain
+    data. It ends itself if its parent dies (e.g. a `remat batch` worker killed at its
+    --timeout)."""
     import os
     import threading
 
@@ -319,13 +340,14 @@ def _child_main(strategies: list[Strategy], graph: Graph, budget: int | None, co
         while True:
             with taken.get_lock():
                 i = taken.value
+                if i >= len(strategies) or (strategies[i].name in _LAST_RESORT and fits.value):
+                    break
                 taken.value = i + 1
-            if i >= len(strategies):
-                break
             strategy = strategies[i]
             name = strategy.name
             try:
                 r = strategy.run(graph, budget, None, context)
+                fits.value = 1  # (a hint: the parent checks each plan itself)
                 conn.send((name, "ok", r.schedule.ops, r.schedule.nodes, dict(r.info), r.keep))
             except NoPlanError as exc:
                 conn.send((name, "noplan", exc.message, exc.min_budget))
