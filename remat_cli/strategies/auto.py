@@ -103,7 +103,8 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
         if best is None or key[:3] < best[:3]:
             best = key
             if child is not None:
-                child.fits.value = 1  # the second process need not start a last resort
+                with child.taken.get_lock():
+                    child.fits.value = 1  # the second process need not start a last resort
 
     def collect(last_resort: bool = True) -> None:
         """The outcomes of the queued strategies the second process took (not yet of the
@@ -151,14 +152,16 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
                 here.add(strat.name)
             if deadline is not None and time.perf_counter() > deadline and best is not None:
                 tried[strat.name] = "skipped (time limit)"
-                continue
-            if progress is not None:
-                progress(rank, len(candidates), Phrase("auto: {}", (strat.name,)))
-            try:
-                outcome: StrategyResult | RematError = strat.run(graph, budget, _options(strat.name, fitting), context)
-            except RematError as exc:
-                outcome = exc
-            consider(rank, strat, outcome)
+            else:
+                if progress is not None:
+                    progress(rank, len(candidates), Phrase("auto: {}", (strat.name,)))
+                try:
+                    outcome: StrategyResult | RematError = strat.run(graph, budget, _options(strat.name, fitting), context)
+                except RematError as exc:
+                    outcome = exc
+                consider(rank, strat, outcome)
+            if strat.name in here and child is not None:
+                child.done(strat.name)
         collect()
     finally:
         if child is not None:
@@ -252,9 +255,10 @@ class _Child:
     where fork is unavailable or inside a daemon worker (``remat batch``'s workers), where
     :meth:`start` returns None."""
 
-    def __init__(self, strategies: list[Strategy], proc: Any, conn: Any, taken: Any, fits: Any) -> None:
+    def __init__(self, strategies: list[Strategy], proc: Any, conn: Any, taken: Any, fits: Any, busy: Any) -> None:
         self.strategies, self.proc, self.conn, self.taken = strategies, proc, conn, taken
         self.fits = fits  # set once either process has a plan that fits: no last resort then
+        self.busy = busy  # queued strategies (not last resorts) running in either process
         self.received: dict[str, tuple] = {}
 
     def queued(self, name: str) -> bool:
@@ -269,7 +273,15 @@ class _Child:
             if self.taken.value > i:
                 return False
             self.taken.value = i + 1
+            if name not in _LAST_RESORT:
+                self.busy.value += 1
             return True
+
+    def done(self, name: str) -> None:
+        """This process finished queued strategy ``name``."""
+        if name not in _LAST_RESORT:
+            with self.taken.get_lock():
+                self.busy.value -= 1
 
     @classmethod
     def start(cls, strategies: list[Strategy], graph: Graph, budget: int | None, context: RunContext) -> _Child | None:
@@ -281,15 +293,16 @@ class _Child:
         ctx = mp.get_context("fork")
         recv, send = ctx.Pipe(duplex=False)
         taken = ctx.Value("i", 0)  # how many of ``strategies`` either process has taken
-        fits = ctx.Value("b", 0)
+        fits = ctx.Value("b", 0, lock=False)  # both guarded by ``taken``'s lock
+        busy = ctx.Value("i", 0, lock=False)
         quiet = replace(context, progress=None)
-        proc = ctx.Process(target=_child_main, args=(strategies, graph, budget, quiet, send, taken, fits), daemon=True)
+        proc = ctx.Process(target=_child_main, args=(strategies, graph, budget, quiet, send, taken, fits, busy), daemon=True)
         try:
             proc.start()
         except OSError:
             return None
         send.close()
-        return cls(strategies, proc, recv, taken, fits)
+        return cls(strategies, proc, recv, taken, fits, busy)
 
     def result(self, name: str, deadline: float | None) -> StrategyResult | RematError | None:
         """Strategy ``name``'s outcome; None if it is not done by ``deadline``."""
@@ -318,10 +331,18 @@ class _Child:
 
 
 def _child_main(
-    strategies: list[Strategy], graph: Graph, budget: int | None, context: RunContext, conn: Any, taken: Any, fits: Any
+    strategies: list[Strategy],
+    graph: Graph,
+    budget: int | None,
+    context: RunContext,
+    conn: Any,
+    taken: Any,
+    fits: Any,
+    busy: Any,
 ) -> None:
     """Body of the second process: take the next strategy not yet taken until none is
-    left (a last resort only while no plan is known to fit), run it, send back plain
+    left (a last resort only once no other queued strategy is running and no plan is
+    known to fit: it is wasted work otherwise), run it, send back plain
     data. It ends itself if its parent dies (e.g. a `remat batch` worker killed at its
     --timeout)."""
     import os
@@ -340,14 +361,24 @@ def _child_main(
         while True:
             with taken.get_lock():
                 i = taken.value
-                if i >= len(strategies) or (strategies[i].name in _LAST_RESORT and fits.value):
+                last = i < len(strategies) and strategies[i].name in _LAST_RESORT
+                if i >= len(strategies) or (last and fits.value):
                     break
-                taken.value = i + 1
+                if last and busy.value > 0:  # a plan may yet fit: wait for it
+                    wait = True
+                else:
+                    wait = False
+                    taken.value = i + 1
+                    busy.value += 0 if last else 1
+            if wait:
+                time.sleep(0.02)
+                continue
             strategy = strategies[i]
             name = strategy.name
             try:
                 r = strategy.run(graph, budget, None, context)
-                fits.value = 1  # (a hint: the parent checks each plan itself)
+                with taken.get_lock():
+                    fits.value = 1  # (a hint: the parent checks each plan itself)
                 conn.send((name, "ok", r.schedule.ops, r.schedule.nodes, dict(r.info), r.keep))
             except NoPlanError as exc:
                 conn.send((name, "noplan", exc.message, exc.min_budget))
@@ -355,6 +386,10 @@ def _child_main(
                 conn.send((name, "error", exc.message))
             except Exception as exc:  # noqa: BLE001 - a bug: the parent reports it as a failure
                 conn.send((name, "error", f"internal error: {type(exc).__name__}: {exc}"))
+            finally:
+                if not last:
+                    with taken.get_lock():
+                        busy.value -= 1
     finally:
         conn.close()
 
