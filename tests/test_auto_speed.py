@@ -167,3 +167,108 @@ def test_a_replay_stops_at_the_deadline_naming_a_budget_that_works(monkeypatch, 
     with pytest.raises(NoPlanError) as stopped:
         make_plan(g, name, budget, {"deadline": time.perf_counter() - 1.0})
     assert "time limit" in stopped.value.message and stopped.value.min_budget == store_all_peak(g)
+
+
+def test_auto_plans_of_one_graph_decompose_it_once(monkeypatch):
+    """The plans of a search for the smallest budget (or a sweep) reuse the decompositions
+    kept on the graph: a second auto plan of the same graph decomposes nothing, and its
+    plan is the one a fresh graph gets."""
+    from remat_cli.algorithms import decompose
+
+    calls = [0]
+    real = decompose.tree_decomposition
+
+    def counted(*args, **kwargs):
+        calls[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(decompose, "tree_decomposition", counted)
+    g = _graph("skip", 30, 1)
+    sa = store_all_peak(g)
+    first = make_plan(g, "auto", int(0.6 * sa), {"parallel": False})
+    assert calls[0] > 0
+    calls[0] = 0
+    again = make_plan(g, "auto", int(0.65 * sa), {"parallel": False})
+    assert calls[0] == 0
+    fresh = make_plan(_graph("skip", 30, 1), "auto", int(0.65 * sa), {"parallel": False})
+    for plan, budget in ((first, int(0.6 * sa)), (again, int(0.65 * sa))):
+        m = simulate(g, plan.schedule).metrics
+        assert m is not None and m.peak_bytes <= budget
+    assert again.schedule.ops.tolist() == fresh.schedule.ops.tolist()
+    assert again.schedule.nodes.tolist() == fresh.schedule.nodes.tolist()
+
+
+def test_the_second_process_takes_queued_strategies_only_while_this_one_is_busy(monkeypatch):
+    """chain-dp, treewidth and pathwidth are a queue both processes take from: while one
+    process is held up in chain-dp, the other runs treewidth and pathwidth both (before,
+    the second process always ran chain-dp and then pathwidth). The plan is the one made
+    in one process."""
+    from dataclasses import replace
+
+    import remat_cli.strategies as registry
+
+    real = registry.fast_strategies
+
+    def slow_chain_dp(graph, budget, options, context):
+        time.sleep(3.0)  # in whichever process takes it
+        return chain.solve(graph, budget, options, context)
+
+    chain = next(s for s in real() if s.name == "chain-dp")
+    monkeypatch.setattr(registry, "fast_strategies", lambda: [replace(s, solve=slow_chain_dp) if s is chain else s for s in real()])
+    monkeypatch.setattr(auto, "PARALLEL_NODES", 10)
+    g = _graph("skip", 30, 2)
+    budget = int(0.6 * store_all_peak(g))
+    seen: list[str] = []
+
+    def heard(done, total, label):
+        from remat_cli.units import say
+
+        seen.append(say(label))
+
+    two = make_plan(g, "auto", budget, {"parallel": True, "progress": heard})
+    one = make_plan(g, "auto", budget, {"parallel": False})
+    m = simulate(g, two.schedule).metrics
+    assert m is not None and m.peak_bytes <= budget
+    assert two.schedule.ops.tolist() == one.schedule.ops.tolist() and two.schedule.nodes.tolist() == one.schedule.nodes.tolist()
+    where = {}
+    for name in ("chain-dp", "treewidth", "pathwidth"):
+        runs = [s for s in seen if s in (f"auto: {name}", f"auto: {name} (second process)")]
+        assert len(runs) == 1, (name, seen)
+        where[name] = runs[0].endswith("(second process)")
+    # the two decomposition strategies ran together, in the process chain-dp did not hold up
+    assert where["treewidth"] == where["pathwidth"] != where["chain-dp"], seen
+
+
+def test_the_second_process_starts_the_last_resort_while_nothing_fits(monkeypatch):
+    """min-memory is used only when no other plan fits; while this process is held up in
+    a failing dtr, the idle second process runs it (before, it ran here, after dtr). The
+    plan is the one made in one process, and min-memory's (nothing else fits here)."""
+    from dataclasses import replace
+
+    import remat_cli.strategies as registry
+
+    real = registry.fast_strategies
+    dtr = next(s for s in real() if s.name == "dtr")
+
+    def slow_dtr(graph, budget, options, context):
+        time.sleep(3.0)
+        return dtr.solve(graph, budget, options, context)
+
+    monkeypatch.setattr(registry, "fast_strategies", lambda: [replace(s, solve=slow_dtr) if s is dtr else s for s in real()])
+    monkeypatch.setattr(auto, "PARALLEL_NODES", 10)
+    g = load_graph(SAMPLES / "random_dag.twremat.txt")
+    budget = int(0.5 * store_all_peak(g))
+    seen: list[str] = []
+
+    def heard(done, total, label):
+        from remat_cli.units import say
+
+        seen.append(say(label))
+
+    two = make_plan(g, "auto", budget, {"parallel": True, "progress": heard})
+    one = make_plan(g, "auto", budget, {"parallel": False})
+    m = simulate(g, two.schedule).metrics
+    assert m is not None and m.peak_bytes <= budget
+    assert one.info["winner"] == two.info["winner"] == "min-memory"
+    assert two.schedule.ops.tolist() == one.schedule.ops.tolist() and two.schedule.nodes.tolist() == one.schedule.nodes.tolist()
+    assert "auto: min-memory (second process)" in seen and "auto: min-memory" not in seen, seen

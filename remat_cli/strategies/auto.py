@@ -6,17 +6,23 @@ cheapest fitting plans are then polished by twremat's memory-limit pass
 (:mod:`remat_cli.strategies.evict`); a polished plan wins only if it replays within the
 budget and costs less.
 
-Work is shared: the store-all plan is computed once per graph, and the decompositions
-once per run (``RunContext.shared``). Candidates that cannot win are not run: when the
+Work is shared: the store-all plan is computed once per graph, and so are the
+decompositions with treewidth's and pathwidth's bare and ladder runs (kept on the graph,
+:meth:`Graph.derived`, unless the caller gives a ``RunContext.shared`` memo), so the ten
+or so plans of a search for the smallest budget do not redo them. Candidates that cannot win are not run: when the
 store-all plan fits, the strategies that would return that same plan are skipped (and
 every strategy once a plan costs the base cost at the lower bound). Cheap strategies run
 first. Each runs with its default options. Anytime: with ``RunContext.deadline``
 (``time.perf_counter()`` seconds; the planner sets it from ``time_limit``) the
 strategies not started by then are skipped and named, and the cheapest plan found so far
 is returned. ``RunContext.progress`` hears of each strategy. On graphs of
-``PARALLEL_NODES`` nodes or more, ``chain-dp`` and then ``pathwidth`` run in a second
-process (``RunContext.parallel`` False turns that off) while the others run here; the
-choice of plan is the same.
+``PARALLEL_NODES`` nodes or more, the costly strategies (``chain-dp``, ``treewidth``,
+``pathwidth``, and last ``min-memory`` while no plan is known to fit) are a queue that
+two processes share (``RunContext.parallel`` False turns
+that off): a second process starts on the first while the cheap ones run here, and each
+process takes the next one not yet taken when it is free, so neither waits while work is
+left. The choice of plan is the same: every candidate runs with the same options and
+the cheapest is chosen by (cost, peak, registry order), whichever process ran it.
 """
 
 from __future__ import annotations
@@ -36,11 +42,11 @@ from remat_cli.strategies.greedy import CostlierThan
 __all__ = ["STRATEGY"]
 
 
-#: Graphs from this many nodes run these strategies (about half of the work: chain-dp's
-#: O(L³·M) dynamic program, and pathwidth, which needs its own path decomposition) one
-#: after the other in a second process while the others run here.
+#: Graphs from this many nodes share these strategies (most of the work: chain-dp's
+#: O(L³·M) dynamic program and the two decompositions with their recursions) between this
+#: process and a second one, in this order, each taking the next one when it is free.
 PARALLEL_NODES = 400
-_PARALLEL = ("chain-dp", "pathwidth")
+_PARALLEL = ("chain-dp", "treewidth", "pathwidth", "min-memory")
 #: The order candidates run in: the cheap ones first, so that a deadline finds good plans
 #: already made. Ties between equal plans still go to the registry's order.
 _RUN_FIRST = ("store-all", "greedy", "chen-sqrt", "chen-greedy", "dtr", "chain-dp", "treewidth", "pathwidth")
@@ -48,7 +54,10 @@ _RUN_FIRST = ("store-all", "greedy", "chen-sqrt", "chen-greedy", "dtr", "chain-d
 #: know they failed) and stops once they cost more than the third cheapest fitting plan so
 #: far (only the three cheapest can win or be polished, :func:`_polish`).
 _CAPPED = ("greedy", "dtr")
-#: Run only when no plan of the others fits: their plans are cheaper wherever they fit.
+#: Used only when no plan of the others fits: their plans are cheaper wherever they fit.
+#: The second process starts it early (the last in its queue) while no fitting plan is
+#: known, so that a budget nothing else meets is answered sooner; its plan is considered
+#: only once every other strategy has failed, as when it runs here last.
 _LAST_RESORT = ("min-memory",)
 
 
@@ -59,13 +68,12 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
     tried: dict[str, str | Fact | Phrase] = {}  # how each candidate fared, as facts
     floors: list[int] = []
     fitting: list[tuple[float, int, int, str, StrategyResult]] = []
-    if context.shared is None:  # decompositions computed once for treewidth and pathwidth
-        context = replace(context, shared={})
     deadline = context.deadline
     progress = context.progress
     base = graph.base_cost
     candidates = [s for s in fast_strategies() if s.name != STRATEGY.name]
     child: _Child | None = None
+    here: set[str] = set()  # queued strategies this process ran itself
 
     def consider(rank: int, strat: Strategy, outcome: StrategyResult | RematError) -> None:
         nonlocal best
@@ -94,6 +102,30 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
         fitting.append(key)
         if best is None or key[:3] < best[:3]:
             best = key
+            if child is not None:
+                with child.taken.get_lock():
+                    child.fits.value = 1  # the second process need not start a last resort
+
+    def collect(last_resort: bool = True) -> None:
+        """The outcomes of the queued strategies the second process took (not yet of the
+        last resorts, unless ``last_resort``: those it may not have taken)."""
+        for twin in child.strategies if child is not None else ():
+            if twin.name in here or twin.name in tried or (twin.name in _LAST_RESORT and not last_resort):
+                continue  # run (or skipped) here, or not yet
+            rank = candidates.index(twin)
+            if _cannot_win(twin.name, best, base, graph.lb, budget):
+                tried[twin.name] = "skipped (it cannot beat the store-all plan, which fits)"
+                continue
+            if twin.name in _LAST_RESORT and best is not None:
+                tried[twin.name] = "skipped (a cheaper plan fits)"
+                continue
+            if progress is not None:
+                progress(rank, len(candidates), Phrase("auto: {} (second process)", (twin.name,)))
+            outcome = child.result(twin.name, None if best is None else deadline)
+            if outcome is None:
+                tried[twin.name] = "skipped (time limit)"
+            else:
+                consider(rank, twin, outcome)
 
     order = sorted(
         range(len(candidates)),
@@ -105,37 +137,32 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
             if _cannot_win(strat.name, best, base, graph.lb, budget):
                 tried[strat.name] = "skipped (it cannot beat the store-all plan, which fits)"
                 continue
-            if strat.name in _LAST_RESORT and best is not None:
-                tried[strat.name] = "skipped (a cheaper plan fits)"
-                continue
-            if deadline is not None and time.perf_counter() > deadline and best is not None:
-                tried[strat.name] = "skipped (time limit)"
-                continue
+            if strat.name in _LAST_RESORT:
+                collect(last_resort=False)  # whether a plan fits is known once all others are in
+                if best is not None:
+                    tried[strat.name] = "skipped (a cheaper plan fits)"
+                    continue
             if child is None and strat.name != "store-all" and graph.n >= PARALLEL_NODES and context.parallel:
-                twins = [s for s in candidates if s.name in _PARALLEL and s.name not in tried]
+                twins = [s for name in _PARALLEL for s in candidates if s.name == name and name not in tried]
                 if twins:
                     child = _Child.start(twins, graph, budget, context)
-            if child is not None and any(strat.name == s.name for s in child.strategies):
-                continue  # it runs in the second process; collected below
-            if progress is not None:
-                progress(rank, len(candidates), Phrase("auto: {}", (strat.name,)))
-            try:
-                outcome: StrategyResult | RematError = strat.run(graph, budget, _options(strat.name, fitting), context)
-            except RematError as exc:
-                outcome = exc
-            consider(rank, strat, outcome)
-        for twin in child.strategies if child is not None else ():
-            rank = candidates.index(twin)
-            if _cannot_win(twin.name, best, base, graph.lb, budget):
-                tried[twin.name] = "skipped (it cannot beat the store-all plan, which fits)"
-                continue
-            if progress is not None:
-                progress(rank, len(candidates), Phrase("auto: {} (second process)", (twin.name,)))
-            outcome = child.result(twin.name, None if best is None else deadline)
-            if outcome is None:
-                tried[twin.name] = "skipped (time limit)"
+            if child is not None and child.queued(strat.name):
+                if not child.claim(strat.name):
+                    continue  # the second process took it; collected below
+                here.add(strat.name)
+            if deadline is not None and time.perf_counter() > deadline and best is not None:
+                tried[strat.name] = "skipped (time limit)"
             else:
-                consider(rank, twin, outcome)
+                if progress is not None:
+                    progress(rank, len(candidates), Phrase("auto: {}", (strat.name,)))
+                try:
+                    outcome: StrategyResult | RematError = strat.run(graph, budget, _options(strat.name, fitting), context)
+                except RematError as exc:
+                    outcome = exc
+                consider(rank, strat, outcome)
+            if strat.name in here and child is not None:
+                child.done(strat.name)
+        collect()
     finally:
         if child is not None:
             child.stop()
@@ -221,14 +248,40 @@ def _cannot_win(name: str, best: tuple[float, int, int, str, StrategyResult] | N
 
 
 class _Child:
-    """Strategies run one after the other in a forked second process (both cores at work);
-    each result comes back through a pipe as soon as it is ready. Not used where fork is
-    unavailable or inside a daemon worker (``remat batch``'s workers), where :meth:`start`
-    returns None."""
+    """A queue of strategies shared with a forked second process (both cores at work): each
+    process takes the next strategy not yet taken (:meth:`claim`, a counter in shared
+    memory under a lock), so the two finish close together whatever each one costs; the
+    second process sends each result back through a pipe as soon as it is ready. Not used
+    where fork is unavailable or inside a daemon worker (``remat batch``'s workers), where
+    :meth:`start` returns None."""
 
-    def __init__(self, strategies: list[Strategy], proc: Any, conn: Any) -> None:
-        self.strategies, self.proc, self.conn = strategies, proc, conn
+    def __init__(self, strategies: list[Strategy], proc: Any, conn: Any, taken: Any, fits: Any, busy: Any) -> None:
+        self.strategies, self.proc, self.conn, self.taken = strategies, proc, conn, taken
+        self.fits = fits  # set once either process has a plan that fits: no last resort then
+        self.busy = busy  # queued strategies (not last resorts) running in either process
         self.received: dict[str, tuple] = {}
+
+    def queued(self, name: str) -> bool:
+        return any(s.name == name for s in self.strategies)
+
+    def claim(self, name: str) -> bool:
+        """Take queued strategy ``name`` for this process: True when it is the next one not
+        taken (it and any skipped before it are then taken), False when the second
+        process has taken it already."""
+        i = next(k for k, s in enumerate(self.strategies) if s.name == name)
+        with self.taken.get_lock():
+            if self.taken.value > i:
+                return False
+            self.taken.value = i + 1
+            if name not in _LAST_RESORT:
+                self.busy.value += 1
+            return True
+
+    def done(self, name: str) -> None:
+        """This process finished queued strategy ``name``."""
+        if name not in _LAST_RESORT:
+            with self.taken.get_lock():
+                self.busy.value -= 1
 
     @classmethod
     def start(cls, strategies: list[Strategy], graph: Graph, budget: int | None, context: RunContext) -> _Child | None:
@@ -239,14 +292,17 @@ class _Child:
             return None
         ctx = mp.get_context("fork")
         recv, send = ctx.Pipe(duplex=False)
+        taken = ctx.Value("i", 0)  # how many of ``strategies`` either process has taken
+        fits = ctx.Value("b", 0, lock=False)  # both guarded by ``taken``'s lock
+        busy = ctx.Value("i", 0, lock=False)
         quiet = replace(context, progress=None)
-        proc = ctx.Process(target=_child_main, args=(strategies, graph, budget, quiet, send), daemon=True)
+        proc = ctx.Process(target=_child_main, args=(strategies, graph, budget, quiet, send, taken, fits, busy), daemon=True)
         try:
             proc.start()
         except OSError:
             return None
         send.close()
-        return cls(strategies, proc, recv)
+        return cls(strategies, proc, recv, taken, fits, busy)
 
     def result(self, name: str, deadline: float | None) -> StrategyResult | RematError | None:
         """Strategy ``name``'s outcome; None if it is not done by ``deadline``."""
@@ -274,9 +330,21 @@ class _Child:
         self.conn.close()
 
 
-def _child_main(strategies: list[Strategy], graph: Graph, budget: int | None, context: RunContext, conn: Any) -> None:
-    """Body of the second process: run the strategies in turn, send back plain data. It
-    ends itself if its parent dies (e.g. a `remat batch` worker killed at its --timeout)."""
+def _child_main(
+    strategies: list[Strategy],
+    graph: Graph,
+    budget: int | None,
+    context: RunContext,
+    conn: Any,
+    taken: Any,
+    fits: Any,
+    busy: Any,
+) -> None:
+    """Body of the second process: take the next strategy not yet taken until none is
+    left (a last resort only once no other queued strategy is running and no plan is
+    known to fit: it is wasted work otherwise), run it, send back plain
+    data. It ends itself if its parent dies (e.g. a `remat batch` worker killed at its
+    --timeout)."""
     import os
     import threading
 
@@ -290,10 +358,27 @@ def _child_main(strategies: list[Strategy], graph: Graph, budget: int | None, co
 
     threading.Thread(target=watch, daemon=True).start()
     try:
-        for strategy in strategies:
+        while True:
+            with taken.get_lock():
+                i = taken.value
+                last = i < len(strategies) and strategies[i].name in _LAST_RESORT
+                if i >= len(strategies) or (last and fits.value):
+                    break
+                if last and busy.value > 0:  # a plan may yet fit: wait for it
+                    wait = True
+                else:
+                    wait = False
+                    taken.value = i + 1
+                    busy.value += 0 if last else 1
+            if wait:
+                time.sleep(0.02)
+                continue
+            strategy = strategies[i]
             name = strategy.name
             try:
                 r = strategy.run(graph, budget, None, context)
+                with taken.get_lock():
+                    fits.value = 1  # (a hint: the parent checks each plan itself)
                 conn.send((name, "ok", r.schedule.ops, r.schedule.nodes, dict(r.info), r.keep))
             except NoPlanError as exc:
                 conn.send((name, "noplan", exc.message, exc.min_budget))
@@ -301,6 +386,10 @@ def _child_main(strategies: list[Strategy], graph: Graph, budget: int | None, co
                 conn.send((name, "error", exc.message))
             except Exception as exc:  # noqa: BLE001 - a bug: the parent reports it as a failure
                 conn.send((name, "error", f"internal error: {type(exc).__name__}: {exc}"))
+            finally:
+                if not last:
+                    with taken.get_lock():
+                        busy.value -= 1
     finally:
         conn.close()
 

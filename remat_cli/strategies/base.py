@@ -51,7 +51,7 @@ class RunContext:
     ``time_limit``. ``progress``: see :data:`ProgressFn`. ``shared``: a memo of work that
     several strategies reuse on one graph (decompositions), each entry keyed with the
     graph's identity; None: nothing is shared (``auto`` makes one for its run).
-    ``parallel``: ``auto`` may run one strategy in a second process.
+    ``parallel``: ``auto`` may share its costliest strategies with a second process.
     """
 
     time_limit: float | None = None
