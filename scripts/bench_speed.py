@@ -15,12 +15,13 @@ read (and write) bytecode even where ``PYTHONDONTWRITEBYTECODE`` is set; it prin
 that compilation took, which is what a start without any ``.pyc`` would add at most (only
 the modules a command imports are compiled; ``remat --version`` imports few).
 
-    PYTHONPATH=. python scripts/bench_speed.py [--sizes 1000,10000] [--timeout 120]
+    PYTHONPATH=. python scripts/bench_speed.py [--sizes 1000,10000] [--timeout 120] [--graphs DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import statistics
@@ -69,6 +70,17 @@ def shapes(size: int) -> dict[str, Graph]:
         "random": checkmate_training_graph(rnd),
         "grid": checkmate_training_graph(grid),
     }
+
+
+def graph_files(size: int, wanted: list[str], folder: Path) -> dict[str, Path]:
+    """The remat JSON files of ``shapes(size)`` that are ``wanted``, written to ``folder``
+    unless already there (a graph is made once per folder: the 100k ones take seconds)."""
+    paths = {shape: folder / f"{shape}{size}.json" for shape in wanted}
+    if not all(p.exists() for p in paths.values()):
+        for shape, graph in shapes(size).items():
+            if shape in paths and not paths[shape].exists():
+                paths[shape].write_text(remat_json.dumps(graph))
+    return paths
 
 
 ROOT = str(Path(__file__).resolve().parent.parent)
@@ -128,6 +140,7 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=150.0, help="seconds before a run is killed")
     ap.add_argument("--cell-width", type=int, default=12)
     ap.add_argument("--root", default=ROOT, help="the remat checkout to time (e.g. an older one, for before/after)")
+    ap.add_argument("--graphs", help="folder to keep the generated graphs in and reuse (100k ones take ~10 s each to make)")
     args = ap.parse_args()
     ROOT = args.root
     print(f"bytecode: remat_cli precompiled, as pip does at install (compiling all of it takes {precompile(ROOT):.2f} s)")
@@ -143,19 +156,18 @@ def main() -> None:
     w = args.cell_width
     print(f"{'graph':14s} {'nodes':>7s} {'info':>{w}s} " + " ".join(f"{s:>{w}s}" for s in strategies))
     with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(args.graphs or tmp)
+        folder.mkdir(parents=True, exist_ok=True)
         for size in (int(s) for s in args.sizes.split(",")):
-            for shape, graph in shapes(size).items():
-                if shape not in wanted:
-                    continue
-                path = Path(tmp) / f"{shape}{size}.json"
-                path.write_text(remat_json.dumps(graph))
+            for shape, path in graph_files(size, wanted, folder).items():
+                nodes = len(json.loads(path.read_text())["nodes"])
                 info = timed(remat + ["info", str(path)], args.timeout)
                 cells = []
                 for s in strategies:
                     run = timed(remat + ["plan", str(path), "-s", s, "-b", args.budget, "--format", "json"], args.timeout)
                     cells.append(fmt(*run, args.timeout))
                 print(
-                    f"{shape + str(size):14s} {graph.n:7d} {fmt(*info, args.timeout):>{w}s} " + " ".join(f"{c:>{w}s}" for c in cells),
+                    f"{shape + str(size):14s} {nodes:7d} {fmt(*info, args.timeout):>{w}s} " + " ".join(f"{c:>{w}s}" for c in cells),
                     flush=True,
                 )
 

@@ -118,3 +118,21 @@ def test_chain_dp_solves_one_attachment_rule_past_the_deadline(monkeypatch):
     assert calls[0] == 1
     _checked(g, plan.schedule, budget)
     assert plan.metrics.cost >= full.metrics.cost
+
+
+@pytest.mark.parametrize("name", ["greedy", "dtr"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_eviction_search_is_proportionate_and_names_a_budget_that_works(monkeypatch, name, seed):
+    """The bisection after a failed replay stops after SEARCH_FACTOR times that replay's
+    seconds (at least MIN_SEARCH_SECONDS; both 0 here, so it stops at once), without any
+    deadline given, and the budget it names is one the strategy meets."""
+    g = _graph("dag", 30, seed)
+    monkeypatch.setattr(greedy, "MIN_SEARCH_SECONDS", 0.0)
+    monkeypatch.setattr(greedy, "SEARCH_FACTOR", 0.0)
+    calls = _counting(monkeypatch, greedy, "evict_schedule")
+    with pytest.raises(NoPlanError) as stopped:
+        make_plan(g, name, g.lb)
+    assert calls[0] == 1 and stopped.value.min_budget == store_all_peak(g)
+    assert "search stopped after" in stopped.value.message and "time limit" not in stopped.value.message
+    again = make_plan(g, name, stopped.value.min_budget)
+    _checked(g, again.schedule, stopped.value.min_budget)

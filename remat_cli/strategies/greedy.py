@@ -22,7 +22,8 @@ Anytime: the replay at the budget is one bounded run (at most ``max_factor`` × 
 graph's computes) that stops at ``RunContext.deadline`` (looked at every 4,096 computes,
 so small graphs always finish); when it fails, the search for the smallest budget
 the strategy meets (a bisection of whole replays) stops at ``RunContext.deadline`` (a
-``time.perf_counter()`` value) and names the smallest budget found by then.
+``time.perf_counter()`` value) or after ``SEARCH_FACTOR`` times the failed replay's
+seconds (at least ``MIN_SEARCH_SECONDS``), and names the smallest budget found by then.
 """
 
 from __future__ import annotations
@@ -271,6 +272,11 @@ def evict_schedule(
 
 #: How many computes a replay makes between two looks at its deadline.
 DEADLINE_EVERY = 4096
+#: The search for the smallest budget after a failed replay takes at most SEARCH_FACTOR
+#: times that replay's seconds, and never less than MIN_SEARCH_SECONDS (small graphs
+#: always finish it: a replay of 1,000 nodes takes milliseconds).
+SEARCH_FACTOR = 3.0
+MIN_SEARCH_SECONDS = 2.0
 
 
 class ReplayStopped(NoPlanError):
@@ -309,6 +315,7 @@ def _runner(name: str, score: Score) -> StrategyFn:
         order = store.compute_nodes.tolist()
         max_factor = int(options.max_factor)
         deadline = context.deadline
+        started = time.perf_counter()
         try:
             schedule = evict_schedule(graph, budget, score, order, max_factor, max_cost=options.max_cost, deadline=deadline)
         except ReplayStopped as exc:
@@ -322,7 +329,13 @@ def _runner(name: str, score: Score) -> StrategyFn:
         if not options.search:
             raise NoPlanError(f"{name} cannot fit budget {fmt_bytes_exact(budget)} (its smallest budget was not searched)")
         # the smallest budget it meets, by bisection; past the deadline the smallest found
-        # so far (every probe is a whole replay, stopped at the deadline too)
+        # so far (every probe is a whole replay, stopped at the deadline too). Proportionate:
+        # at most SEARCH_FACTOR times the failed replay's seconds (at least MIN_SEARCH_SECONDS),
+        # since a thrashing replay of a large graph takes seconds and a search ~12 of them
+        now = time.perf_counter()
+        search_end = now + max(MIN_SEARCH_SECONDS, SEARCH_FACTOR * (now - started))
+        given = deadline
+        deadline = search_end if deadline is None else min(deadline, search_end)
         lo, hi = max(budget, graph.lb - 1), store_peak  # hi always succeeds
         stopped = False
         while hi - lo > 1:
@@ -339,7 +352,11 @@ def _runner(name: str, score: Score) -> StrategyFn:
                 hi = mid
             else:
                 lo = mid
-        what = "the smallest budget it meets" if not stopped else "a budget it meets (found before its time limit)"
+        what = "the smallest budget it meets"
+        if stopped:
+            past_limit = given is not None and time.perf_counter() > given
+            why = "its time limit" if past_limit else f"its search stopped after {search_end - now:.1f} s"
+            what = f"a budget it meets (found before {why})"
         raise NoPlanError(
             f"{name} cannot fit budget {fmt_bytes_exact(budget)}; {what} is {fmt_bytes_exact(hi)}",
             min_budget=hi,

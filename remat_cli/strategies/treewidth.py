@@ -43,6 +43,9 @@ root-to-leaf path, each call asks one child at a time, and with unit sizes
   candidate. Each is replayed by the simulator; the cheapest that fits wins. If none fits: NoPlanError with the smallest budget
   known to work.
 
+**Scale** (``LARGE_GRAPH_NODES``, 5,000 needed nodes or more): one ladder point, and no
+budgeted run where the decomposition is too wide to bound anything; the info says so.
+
 **Limits** (docs/algorithms.md §6): each run stops past :func:`work_limit` units (its
 schedule has ≤ 2 steps per unit, so memory is O(n + limit)), past the deadline
 (``RunContext.deadline``), or, on the ladder, once it costs more than the best fitting
@@ -98,6 +101,15 @@ WORK_FLOOR = 2_000_000
 WORK_PER_NODE = 100
 #: Plain schedules of at least this many nodes are laid out with numpy (the same plan).
 PLAIN_VECTOR_MIN = 256
+#: On graphs of at least this many needed nodes (scale mode; every sample and the 1k
+#: benchmarks are far below it) a budgeted run takes seconds (about 5 s of CPU on a
+#: 10,000-node grid), so: the budget ladder runs its highest point at or below the budget
+#: only (``LARGE_LADDER_POINTS``, prefetch with recent-first eviction), and where the
+#: decomposition's bound (w+1)·(depth+1) is no fewer values than the needed nodes (random
+#: DAGs) no budgeted run is made at all: only the bare recursion (work-limited) and the
+#: memory-limit pass over it. The plan's info says which.
+LARGE_GRAPH_NODES = 5000
+LARGE_LADDER_POINTS = 1
 
 #: A plain schedule: its order, and the (step, value) releases sorted by step.
 _PlainPlan = tuple[list[int], list[int], list[int]]
@@ -812,25 +824,44 @@ def plan_over_separator_tree(
         return _result(graph, fits.schedule, fits.metrics, info, started)
     sa = store_all_plan(graph).metrics
     candidates: list[_Attempt] = []
-    first = attempt("budgeted recursion", budget - graph.fixed_mem, cache=False)
-    if first is not None:
-        candidates.append(first)
+    needed = int(np.count_nonzero(graph.needed))
+    bound = (sep.width + 1) * (sep.depth + 1)
+    too_wide = needed >= LARGE_GRAPH_NODES and bound >= needed
+    if too_wide:  # the budgeted runs would spend minutes for a bound store-all meets
+        info["budgeted recursion"] = Phrase(
+            "not run: its bound (w+1)(depth+1) = {} values is no fewer than the {} needed nodes"
+            " (a graph of {} needed nodes or more); the bare recursion and the memory-limit pass only",
+            (bound, needed, LARGE_GRAPH_NODES),
+        )
+    else:
+        first = attempt("budgeted recursion", budget - graph.fixed_mem, cache=False)
+        if first is not None:
+            candidates.append(first)
     bare_run = bare_attempt()
     bare = None if bare_run is None else bare_run.metrics
     if bare_run is not None:
         info["bare peak (bytes)"] = bare_run.metrics.peak_bytes
         candidates.append(bare_run)
     discarded = 0
-    if options.cache:
+    if options.cache and not too_wide:
         floor = graph.lb if bare is None else max(graph.lb, int(0.8 * bare.peak_bytes))
-        for point in _ladder(budget, floor, sa.peak_bytes):
+        points = _ladder(budget, floor, sa.peak_bytes)
+        variants = ((True, "recent"), (True, "cheap"), (False, "recent"))
+        if len(points) > LARGE_LADDER_POINTS and int(np.count_nonzero(graph.needed)) >= LARGE_GRAPH_NODES:
+            info["budget ladder"] = Phrase(
+                "{} of {} points, prefetch with recent-first eviction only: a graph of {} needed nodes or more",
+                (LARGE_LADDER_POINTS, len(points), LARGE_GRAPH_NODES),
+            )
+            points = points[:LARGE_LADDER_POINTS]
+            variants = ((True, "recent"), (False, "recent"))  # cheap-first eviction left out too
+        for point in points:
             if min((c.metrics.cost for c in candidates if c.metrics.peak_bytes <= budget), default=math.inf) <= sa.base_cost:
                 break  # nothing can be cheaper than computing each node once
             if deadline is not None and time.perf_counter() > deadline:
                 stopped.append(Phrase("{} ({})", ("the rest of the budget ladder", "time limit")))
                 break
             fitted = False
-            for eager, evict in ((True, "recent"), (True, "cheap"), (False, "recent")):
+            for eager, evict in variants:
                 if not eager and (fitted or (bare is not None and point < bare.peak_bytes)):
                     break  # the cache-only run only where no prefetch run fits the point
                 label = Phrase(
