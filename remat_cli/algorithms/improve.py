@@ -18,6 +18,16 @@ a round of moves, computations nobody reads any more (inputs recomputed only to 
 dropped recomputation) are deleted, which only lowers memory, and the plan is rebuilt
 and replayed.
 
+**Hoist moves** (with ``replay``, where no keep move fits). A recomputation of v whose
+inputs were themselves recomputed for it is moved earlier: to just after the last read of
+an earlier copy of one of its inputs, or to just before the first of those
+recomputations, wherever every input of v still has a copy; v is then kept until its
+readers, and the recomputations that nobody reads any more are deleted. The first move
+that lowers the cost and that the simulator replays within the budget is taken (a
+simulation per candidate: so only on the plain replays' plans and on the final one).
+The exact solver's plans do this (compute a value early, while its inputs are still
+there); an on-demand replay never does.
+
 **Order.** Within a round, moves are tried greedily, best first, against a memory
 profile updated after each accepted move, by one of two rankings: cost saved per byte
 kept, or cost saved per byte·step kept (short gaps first). Rounds repeat until no move
@@ -177,10 +187,10 @@ def improve_plan(
     limits = _Limits(deadline, work_limit(graph, schedule) if max_work is None else max_work)
     late = limits.out
 
-    def descend(seq: list[int], score: str | None, restart: int = 0) -> tuple[float, bool]:
-        """Keep moves from ``seq`` under each ranking (restarts: the first only, for
-        time); keeps the cheapest. Returns the cost reached (inf: none fits) and False
-        when late."""
+    def descend(seq: list[int], score: str | None, restart: int = 0, hoist: bool | None = None) -> tuple[float, bool]:
+        """Keep moves from ``seq`` under each ranking, and hoist moves where no keep move
+        fits (restarts: the first ranking only and no hoists, for time); keeps the
+        cheapest. Returns the cost reached (inf: none fits) and False when late."""
         nonlocal best
         reached = math.inf
         for ranking in RANKINGS[:1] if restart else RANKINGS:
@@ -189,6 +199,8 @@ def improve_plan(
                 if late():
                     break
                 nxt = _keep_round(graph, cur, limit, ranking, limits)
+                if nxt is None and (replay and not restart if hoist is None else hoist):
+                    nxt = _hoist_round(graph, cur, limit, limits)
                 if nxt is None:
                     break
                 cur = nxt
@@ -234,6 +246,8 @@ def improve_plan(
                 chain.weight, chain.cost, chain.close = weight, reached, sorted(close)
             if not finished:
                 break
+        if finished and best.restart:  # a climb's plan has had no hoist moves yet
+            finished = descend(best.schedule.compute_nodes.tolist(), best.score, best.restart, True)[1]
     if not finished:
         best = Improvement(best.schedule, best.metrics, best.score, best.restart, best.ranking, True)
     return best
@@ -511,3 +525,52 @@ def _prune(graph: Graph, seq: list[int]) -> list[int]:
                 read[u] = True
         last_seen[v] = True
     return [v for i, v in enumerate(seq) if keep[i]]
+
+
+def _hoist_round(graph: Graph, seq: list[int], limit: int, limits: _Limits) -> list[int] | None:
+    """One round of hoist moves over the compute sequence ``seq`` (frees at last read):
+    a recomputation of v whose inputs were themselves recomputed for it moves to just
+    after the last read of an earlier copy of an input (or before the first of those
+    recomputations), where every input still has a copy; the recomputations nobody reads
+    any more are deleted. The first move that lowers the cost and fits ``limit`` (by the
+    simulator) is taken: the new sequence, or None when none does."""
+    preds = graph.pred_lists
+    cost = graph.cost.tolist()
+    n = graph.n
+    # per compute index: which copy of each node is the latest before it, and last reads
+    latest = [-1] * n
+    copies: list[list[int]] = [[] for _ in range(n)]  # compute indices of each node
+    last_read: dict[int, int] = {}  # compute index of a copy -> index of its last reader
+    reads: list[list[int]] = []  # per compute index, the copies it reads
+    for i, v in enumerate(seq):
+        used = [latest[u] for u in preds[v]]
+        for c in used:
+            last_read[c] = i
+        reads.append(used)
+        latest[v] = i
+        copies[v].append(i)
+    base = sum(cost[v] for v in seq)
+    for c, v in enumerate(seq):
+        if copies[v][0] == c or not preds[v]:
+            continue  # a first computation, or a source (nothing to save)
+        fresh = [i for i in reads[c] if copies[seq[i]][0] != i]  # inputs recomputed
+        if not fresh:
+            continue
+        start = min(fresh)
+        spots = {start - 1}
+        for u in preds[v]:
+            older = [i for i in copies[u] if i < start]
+            if older:
+                spots.add(last_read.get(older[-1], older[-1]))
+        for j in sorted((s for s in spots if 0 <= s < start), reverse=True)[:3]:
+            if any(copies[u][0] > j for u in preds[v]):
+                continue  # an input not computed yet at j
+            if limits.spend(len(seq)):
+                return None
+            cand = _prune(graph, seq[: j + 1] + [v] + seq[j + 1 : c] + seq[c + 1 :])
+            if sum(cost[x] for x in cand) >= base:
+                continue
+            m = simulate(graph, schedule_from_sequence(graph, cand)).metrics
+            if m is not None and m.peak_bytes <= limit:
+                return cand
+    return None
