@@ -55,25 +55,28 @@ recompute a cheap unpooling from them at the very end; without lingering no choi
 victims gives that plan.
 
 *Restarts: hill climbs over the scores' weights.* After the plain replays (each score,
-lingering and not), each lingering score is a hill climb: the next replay multiplies the
-weights (initially 1) of one to three values by a factor in {0.01, 0.1, 0.3, 3, 10, 100}
-and the step is kept when the plan after keep moves costs no more (sideways steps
-cross plateaus). The values whose weights change are drawn from the victims and
-runners-up of the chain's last kept replay (the choices that a small change flips),
-with a seeded generator: the same plan every run. The four climbs take turns until the
-work limit. At 0.5× of the store-all peak this takes auto from 1.126 to 1.105 times the
-base cost on the SegNet shape (the exact solver's best in Checkmate's model) and from
-1.190 to 1.163 on the U-Net shape (exact: 1.151; its plan recomputes a value early,
-while its inputs are still resident, which an on-demand replay never does)
-(``scripts/bench_quality.py --section improve``).
+lingering and not), the lingering replays of :data:`CLIMBS` (r/(size·d) and r/size) are
+hill climbs: the next replay multiplies the weights (initially 1) of one to three
+values by a factor in {0.01, 0.1, 0.3, 3, 10, 100}, and the step is kept when the plan
+after keep moves costs no more (sideways steps cross plateaus). The values whose weights
+change are drawn from the victims and runners-up of the chain's last kept replay (the
+choices that a small change flips), with a seeded generator: the same plan every run.
+The two climbs take turns until the work limit. At 0.5× of the store-all peak this
+takes auto from 1.126 to 1.105 times the base cost on the SegNet shape (the exact
+solver's best in Checkmate's model) and, with the hoist moves, from 1.190 to 1.157 on
+the U-Net shape (exact: 1.151; its plan also recomputes values early in ways no move
+here reaches) (``scripts/bench_quality.py --section improve``).
 
-**Guarantee.** Each accepted move keeps every step's memory within the budget (checked
-against the profile, which only over-estimates after deletions) and every step valid,
-and removes a compute: the cost never rises. The returned schedule is replayed by the
-simulator; one that failed (a bug) would never be returned.
+**Guarantee.** Each accepted keep move keeps every step's memory within the budget
+(checked against the profile, which only over-estimates after deletions) and every step
+valid, and removes a compute: the cost never rises. A hoist move is taken only when the
+simulator replays its plan within the budget at a lower cost. The returned schedule is
+replayed by the simulator; one that failed (a bug) would never be returned.
 
 **Cost.** A round is O(steps + Σ gap lengths) with numpy slices for the checks, plus a
-replay; a re-eviction is O(evictions · resident values). Everything stops at
+replay; a re-eviction is O(evictions · resident values · (1 + out-degree) when
+lingering); a hoist round simulates at most 8 candidates, O(steps) each (counted as 4
+units per step). Everything stops at the work limit or at
 ``deadline`` (a ``time.perf_counter()`` value): anytime, the best plan so far is
 returned.
 """
@@ -92,7 +95,7 @@ from remat_cli.graph import Graph
 from remat_cli.schedule import COMPUTE, Schedule
 from remat_cli.simulate import Metrics, simulate
 
-__all__ = ["Improvement", "improve_plan", "work_limit", "RANKINGS", "SCORES", "WORK_PER_STEP", "WORK_FLOOR"]
+__all__ = ["Improvement", "improve_plan", "work_limit", "RANKINGS", "SCORES", "CLIMBS", "WORK_PER_STEP", "WORK_FLOOR"]
 
 #: How a round orders its candidate moves: by cost saved per byte kept ("per-byte"), or
 #: per byte·step kept ("per-byte-step", short gaps first).
@@ -100,6 +103,9 @@ RANKINGS = ("per-byte", "per-byte-step")
 #: Re-eviction scores, least evicted first (module docstring): r/(size·d), r/size,
 #: r/(size·d²), c/(size·d); tried in this order until the deadline.
 SCORES = ("r/size/d", "r/size", "r/size/d2", "c/size/d")
+#: The scores whose lingering replays the restarts hill-climb on (the other two won no
+#: cell of scripts/bench_quality.py's CNN-shaped graphs that these did not).
+CLIMBS = ("r/size/d", "r/size")
 
 #: Memory of a step that no longer exists (its compute or free was removed): never binds.
 _GONE = -(2**62)
@@ -223,15 +229,16 @@ def improve_plan(
         mem = graph.mem.tolist()
         movable = [v for v in order if mem[v] > 0]  # the values an eviction can choose
         rng = random.Random(0)  # deterministic restarts
-        # the plain replays first (lingering and not), then hill climbs on the lingering ones
+        # the plain replays first (lingering and not), then hill climbs on two lingering ones
         chains = [_Chain(score, linger, [1.0] * graph.n) for linger in (True, False) for score in SCORES]
-        for attempt in range(len(chains) + len(SCORES) * restarts):
+        climbs = [c for c in chains if c.linger and c.score in CLIMBS]
+        for attempt in range(len(chains) + len(climbs) * restarts):
             if best.metrics.cost <= graph.base_cost:
                 break  # nothing is cheaper
             if attempt < len(chains):
                 chain, weight = chains[attempt], chains[attempt].weight
             else:
-                chain = chains[(attempt - len(chains)) % len(SCORES)]
+                chain = climbs[(attempt - len(chains)) % len(climbs)]
                 weight = _perturb(chain.weight, chain.close or movable, rng)
             close: set[int] = set()
             seq = _reevict(graph, order, limit, chain.score, limits, weight, chain.linger, close)
@@ -265,6 +272,9 @@ class _Chain:
     close: list[int] | None = None
 
 
+#: Hoist moves a round simulates at most (the recomputations whose recomputed inputs cost
+#: the most first).
+_HOIST_TRIES = 8
 #: Factors a restart multiplies a few values' eviction weights by.
 _FACTORS = (0.01, 0.1, 0.3, 3.0, 10.0, 100.0)
 
@@ -378,9 +388,12 @@ def _reevict(
     def room(need: int) -> bool:
         while cur + need > limit:
             victim, key, runner_up, key2 = -1, math.inf, -1, math.inf
+            units = len(live)
             for u in live:
                 if pins[u]:
                     continue
+                if linger:
+                    units += len(succs[u])
                 nu = wanted(u)
                 if nu < 0:
                     victim, runner_up = u, -1
@@ -393,7 +406,7 @@ def _reevict(
                     victim, key, runner_up, key2 = u, k, victim, key
                 elif k < key2:
                     runner_up, key2 = u, k
-            if victim < 0 or limits.spend(len(live)):
+            if victim < 0 or limits.spend(units):
                 return False
             if close is not None and runner_up >= 0:
                 close.update((victim, runner_up))  # a choice a small change of weights flips
@@ -549,7 +562,10 @@ def _hoist_round(graph: Graph, seq: list[int], limit: int, limits: _Limits) -> l
         reads.append(used)
         latest[v] = i
         copies[v].append(i)
+    if limits.spend(len(seq)):
+        return None
     base = sum(cost[v] for v in seq)
+    moves: list[tuple[float, int, list[int]]] = []  # (-cost of the fresh inputs, index, spots)
     for c, v in enumerate(seq):
         if copies[v][0] == c or not preds[v]:
             continue  # a first computation, or a source (nothing to save)
@@ -562,10 +578,14 @@ def _hoist_round(graph: Graph, seq: list[int], limit: int, limits: _Limits) -> l
             older = [i for i in copies[u] if i < start]
             if older:
                 spots.add(last_read.get(older[-1], older[-1]))
-        for j in sorted((s for s in spots if 0 <= s < start), reverse=True)[:3]:
-            if any(copies[u][0] > j for u in preds[v]):
-                continue  # an input not computed yet at j
-            if limits.spend(len(seq)):
+        ok = sorted((j for j in spots if 0 <= j < start and all(copies[u][0] <= j for u in preds[v])), reverse=True)
+        if ok:
+            moves.append((-sum(cost[seq[i]] for i in fresh), c, ok[:3]))
+    moves.sort()
+    for _, c, spots in moves[:_HOIST_TRIES]:
+        v = seq[c]
+        for j in spots:
+            if limits.spend(4 * len(seq)):  # prune, rebuild and simulate
                 return None
             cand = _prune(graph, seq[: j + 1] + [v] + seq[j + 1 : c] + seq[c + 1 :])
             if sum(cost[x] for x in cand) >= base:
