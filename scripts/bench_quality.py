@@ -16,7 +16,9 @@ row is the optimum over all schedules (``opt``) or the best plan with its gap; t
 ``bound`` row is exact's lower bound on the overhead over all schedules (the base cost, or
 the exhaustive search's bound on small graphs), or, for graphs too large for the MILP, the
 LP relaxation of Checkmate's model for the graph's order (``LP, fixed order``: a bound for
-that order only). Every plan is replayed by the simulator through ``make_plan``.
+that order only); the ``auto/exact`` row is auto's cost over exact's best plan's, minus 1
+(+0.00% or less: auto is at or below it). Every plan is replayed by the simulator through
+``make_plan``.
 
 Sections (``--section``, default all):
 
@@ -251,24 +253,33 @@ def bench(graph: Graph, ratios: list[float], time_limit: float, exact_max: int) 
     n_needed = int(graph.needed.sum())
     use_exact = "exact" in STRATEGIES and n_needed <= exact_max
     opts = {"time_limit": time_limit}
-    rows: dict[str, list[str]] = {n: [] for n in names + ["exact", "bound"]}
+    rows: dict[str, list[str]] = {n: [] for n in names + ["exact", "bound", "auto/exact"]}
     for ratio in ratios:
         budget = max(int(ratio * peak), 0)
+        auto_cost = None
         for name in names:
-            rows[name].append(cell(graph, name, budget, peak, opts)[0])
+            text, info = cell(graph, name, budget, peak, opts)
+            rows[name].append(text)
+            if name == "auto" and info is not None:
+                auto_cost = info["cost"]
         if budget < graph.lb:
             rows["exact"].append("- (below LB)")
             rows["bound"].append("")
+            rows["auto/exact"].append("")
             continue
         if use_exact:
             text, info = cell(graph, "exact", budget, peak, opts)
             rows["exact"].append(text)
+            # auto's cost over exact's best plan: at or below +0.00%, auto is at or below it
+            both = auto_cost is not None and info is not None
+            rows["auto/exact"].append(f"{auto_cost / info['cost'] - 1:+.2%}" if both else "")
             lb = None if info is None else info.get("lower_bound")  # over all schedules
             rows["bound"].append("" if lb is None else f"{lb / graph.base_cost - 1:+.1%}")
         else:
             from remat_cli.strategies.exact import lp_lower_bound
 
             rows["exact"].append(f"- ({n_needed} nodes)")
+            rows["auto/exact"].append("")
             lp = lp_lower_bound(graph, budget, time_limit=time_limit) if n_needed <= 4 * exact_max else None
             # the LP of Checkmate's model for the graph's order: a bound for that order only
             rows["bound"].append("" if lp is None else f"{lp / graph.base_cost - 1:+.1%} (LP, fixed order)")

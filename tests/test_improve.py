@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from remat_cli import generators as G
-from remat_cli.algorithms.improve import improve_plan
+from remat_cli.algorithms.improve import SCORES, _hoist_round, _Limits, _prune, _reevict, improve_plan
 from remat_cli.algorithms.segments import schedule_from_sequence
 from remat_cli.errors import NoPlanError
 from remat_cli.graph import Graph
@@ -120,6 +120,54 @@ def test_re_eviction_keeps_everything_where_that_fits(g: Graph, seed: int, extra
     assert simulate(g, imp.schedule).metrics.peak_bytes <= max(budget, simulate(g, plan).metrics.peak_bytes)
 
 
+@SETTINGS
+@given(graphs, st.integers(0, 10_000), st.floats(0.0, 1.3))
+def test_each_move_alone_stays_valid_within_the_limit(g: Graph, seed: int, where: float) -> None:
+    """The parts the pass trusts, each replayed by the simulator on its own: every
+    re-eviction (each score, lingering or not, with random weights) that claims to fit
+    does fit and is valid; a hoist move is valid, fits, and is cheaper."""
+    plan = _random_plan(g, seed)
+    m0 = simulate(g, plan).metrics
+    limit = max(g.lb + int(round(where * (m0.peak_bytes - g.lb))), m0.peak_bytes)
+    seq = plan.compute_nodes.tolist()
+    order = list(dict.fromkeys(seq))
+    rng = random.Random(seed)
+    for linger in (False, True):
+        for score in SCORES:
+            weight = [rng.choice((0.01, 1.0, 100.0)) for _ in range(g.n)]
+            out = _reevict(g, order, limit, score, _Limits(None, 10**9), weight, linger, set())
+            if out is None:
+                continue
+            m = simulate(g, schedule_from_sequence(g, out)).metrics
+            assert m is not None, f"{score} linger={linger}: invalid replay"
+            assert m.peak_bytes <= limit, f"{score} linger={linger}: over the limit"
+            if out:
+                hoisted = _hoist_round(g, _prune(g, out), limit, _Limits(None, 10**9))
+                if hoisted is not None:
+                    mh = simulate(g, schedule_from_sequence(g, hoisted)).metrics
+                    assert mh is not None and mh.peak_bytes <= limit
+                    assert mh.cost < simulate(g, schedule_from_sequence(g, _prune(g, out))).metrics.cost
+
+
+def test_a_lingering_value_saves_the_recomputation_of_its_ancestors() -> None:
+    """a -> b -> c and a -> d, with e reading c and d; sizes 4, 1, 4, 4, 1 and room for
+    10: to compute d, c must go. A plain replay has already freed b (its last reader c
+    is done), so bringing c back for e recomputes a and b as well; in the lingering
+    replay b stays (c, a successor, is read later) and c alone is recomputed."""
+    edges = np.array([[0, 1], [1, 2], [0, 3], [2, 4], [3, 4]])
+    g = G.from_edges(5, edges, mem=[4, 1, 4, 4, 1], cost=[10.0, 10.0, 1.0, 1.0, 1.0])
+    order = list(range(5))
+    limit = 10
+    plain = _reevict(g, order, limit, "r/size/d", _Limits(None, 10**9))
+    lingering = _reevict(g, order, limit, "r/size/d", _Limits(None, 10**9), None, True)
+    assert plain is not None and lingering is not None
+    for seq in (plain, lingering):
+        m = simulate(g, schedule_from_sequence(g, seq)).metrics
+        assert m is not None and m.peak_bytes <= limit
+    assert plain == [0, 1, 2, 3, 0, 1, 2, 4]
+    assert lingering == [0, 1, 2, 3, 1, 2, 4]
+
+
 def _tiny(n: int, seed: int) -> Graph:
     """A training graph of at most 10 nodes (brute force's limit)."""
     rng = np.random.default_rng(seed)
@@ -214,3 +262,22 @@ def test_treewidth_keeps_what_the_budget_allows() -> None:
     without = make_plan(g, "treewidth", budget, {"memlimit": False})
     assert with_pass.metrics.cost < without.metrics.cost
     assert with_pass.metrics.peak_bytes <= budget
+
+
+# cost / base cost at 0.5x of the store-all peak: auto with the pass of plain replays and
+# random restarts (before lingering, hill climbs and hoists), the exact solver's best plan
+# (HiGHS: best in Checkmate's model for segnet, in 26 s; time limit 120 s for unet), and
+# what auto must reach now: exact's best within 0.2% on segnet; on unet the gap left
+# (0.6%; its plan recomputes values early in ways no move of the pass reaches).
+CNN_AT_05 = {"segnet": (1.1262, 1.1046, 1.1046 * 1.002), "unet": (1.1900, 1.1506, 1.1575)}
+
+
+@pytest.mark.parametrize("name", sorted(CNN_AT_05))
+def test_auto_at_half_the_peak_against_the_exact_solver(name: str) -> None:
+    g = _cnn(name)
+    budget = int(0.5 * store_all_peak(g))
+    plan = make_plan(g, "auto", budget)  # replayed by the simulator inside make_plan
+    assert plan.metrics.peak_bytes <= budget
+    before, exact, bound = CNN_AT_05[name]
+    ratio = plan.metrics.cost / g.base_cost
+    assert ratio <= bound, f"auto {ratio:.4f}; before {before}, exact's best {exact}"

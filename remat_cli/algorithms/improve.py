@@ -18,6 +18,16 @@ a round of moves, computations nobody reads any more (inputs recomputed only to 
 dropped recomputation) are deleted, which only lowers memory, and the plan is rebuilt
 and replayed.
 
+**Hoist moves** (with ``replay``, where no keep move fits). A recomputation of v whose
+inputs were themselves recomputed for it is moved earlier: to just after the last read of
+an earlier copy of one of its inputs, or to just before the first of those
+recomputations, wherever every input of v still has a copy; v is then kept until its
+readers, and the recomputations that nobody reads any more are deleted. The first move
+that lowers the cost and that the simulator replays within the budget is taken (a
+simulation per candidate: so only on the plain replays' plans and on the final one).
+The exact solver's plans do this (compute a value early, while its inputs are still
+there); an on-demand replay never does.
+
 **Order.** Within a round, moves are tried greedily, best first, against a memory
 profile updated after each accepted move, by one of two rankings: cost saved per byte
 kept, or cost saved per byte·step kept (short gaps first). Rounds repeat until no move
@@ -32,21 +42,41 @@ needs; a freed value is recomputed on demand, recursively from what is resident;
 value is freed for good after its last use. Scores, each a variant: r / (size · d),
 r / (size · d²), r / size and c / (size · d), where c is the value's cost, r its cost
 plus that of the freed ancestors its recomputation would need, and d the distance (in
-the order) to its next use. Each replay's plan then gets the keep moves. Then the same
-replays again with every value's score multiplied by a random factor in [0.5, 2]
-(seeded: the same plan every run), a restart of the local search from elsewhere, until
-the work limit. On CNN-shaped training graphs at 0.6× of the store-all peak this takes
-auto from 1.055 to 1.022 times the base cost on a ResNet-18 shape and from 1.184 to
-1.057 on a U-Net shape, the exact solver's best plans
-(``scripts/bench_quality.py --section improve``).
+the order) to its next use. Each replay's plan then gets the keep moves.
 
-**Guarantee.** Each accepted move keeps every step's memory within the budget (checked
-against the profile, which only over-estimates after deletions) and every step valid,
-and removes a compute: the cost never rises. The returned schedule is replayed by the
-simulator; one that failed (a bug) would never be returned.
+*Lingering values.* A plain replay frees a value after its last reader in the order, so
+a later recomputation of one of its successors has to recompute it too, however cheap
+keeping it would have been. In the lingering variant a value stays evictable while a
+successor of it is read later: it is the first to go when room is needed unless a
+successor that is not resident will be read (then that read counts as its next use and
+it is scored like any other value). On the SegNet-shaped graph at 0.5× the exact
+solver's plan keeps the encoder's small pooled output and a decoder convolution only to
+recompute a cheap unpooling from them at the very end; without lingering no choice of
+victims gives that plan.
+
+*Restarts: hill climbs over the scores' weights.* After the plain replays (each score,
+lingering and not), the lingering replays of :data:`CLIMBS` (r/(size·d) and r/size) are
+hill climbs: the next replay multiplies the weights (initially 1) of one to three
+values by a factor in {0.01, 0.1, 0.3, 3, 10, 100}, and the step is kept when the plan
+after keep moves costs no more (sideways steps cross plateaus). The values whose weights
+change are drawn from the victims and runners-up of the chain's last kept replay (the
+choices that a small change flips), with a seeded generator: the same plan every run.
+The two climbs take turns until the work limit. At 0.5× of the store-all peak this
+takes auto from 1.126 to 1.105 times the base cost on the SegNet shape (the exact
+solver's best in Checkmate's model) and, with the hoist moves, from 1.190 to 1.157 on
+the U-Net shape (exact: 1.151; its plan also recomputes values early in ways no move
+here reaches) (``scripts/bench_quality.py --section improve``).
+
+**Guarantee.** Each accepted keep move keeps every step's memory within the budget
+(checked against the profile, which only over-estimates after deletions) and every step
+valid, and removes a compute: the cost never rises. A hoist move is taken only when the
+simulator replays its plan within the budget at a lower cost. The returned schedule is
+replayed by the simulator; one that failed (a bug) would never be returned.
 
 **Cost.** A round is O(steps + Σ gap lengths) with numpy slices for the checks, plus a
-replay; a re-eviction is O(evictions · resident values). Everything stops at
+replay; a re-eviction is O(evictions · resident values · (1 + out-degree) when
+lingering); a hoist round simulates at most 8 candidates, O(steps) each (counted as 4
+units per step). Everything stops at the work limit or at
 ``deadline`` (a ``time.perf_counter()`` value): anytime, the best plan so far is
 returned.
 """
@@ -65,7 +95,7 @@ from remat_cli.graph import Graph
 from remat_cli.schedule import COMPUTE, Schedule
 from remat_cli.simulate import Metrics, simulate
 
-__all__ = ["Improvement", "improve_plan", "work_limit", "RANKINGS", "SCORES", "WORK_PER_STEP", "WORK_FLOOR"]
+__all__ = ["Improvement", "improve_plan", "work_limit", "RANKINGS", "SCORES", "CLIMBS", "WORK_PER_STEP", "WORK_FLOOR"]
 
 #: How a round orders its candidate moves: by cost saved per byte kept ("per-byte"), or
 #: per byte·step kept ("per-byte-step", short gaps first).
@@ -73,6 +103,9 @@ RANKINGS = ("per-byte", "per-byte-step")
 #: Re-eviction scores, least evicted first (module docstring): r/(size·d), r/size,
 #: r/(size·d²), c/(size·d); tried in this order until the deadline.
 SCORES = ("r/size/d", "r/size", "r/size/d2", "c/size/d")
+#: The scores whose lingering replays the restarts hill-climb on (the other two won no
+#: cell of scripts/bench_quality.py's CNN-shaped graphs that these did not).
+CLIMBS = ("r/size/d", "r/size")
 
 #: Memory of a step that no longer exists (its compute or free was removed): never binds.
 _GONE = -(2**62)
@@ -160,51 +193,100 @@ def improve_plan(
     limits = _Limits(deadline, work_limit(graph, schedule) if max_work is None else max_work)
     late = limits.out
 
-    def descend(seq: list[int], score: str | None, restart: int = 0) -> bool:
-        """Keep moves from ``seq`` under each ranking (restarts: the first only, for
-        time); keeps the cheapest. False: late."""
+    def descend(seq: list[int], score: str | None, restart: int = 0, hoist: bool | None = None) -> tuple[float, bool]:
+        """Keep moves from ``seq`` under each ranking, and hoist moves where no keep move
+        fits (restarts: the first ranking only and no hoists, for time); keeps the
+        cheapest. Returns the cost reached (inf: none fits) and False when late."""
         nonlocal best
+        reached = math.inf
         for ranking in RANKINGS[:1] if restart else RANKINGS:
             cur = seq
             for _ in range(max_rounds):
                 if late():
                     break
                 nxt = _keep_round(graph, cur, limit, ranking, limits)
+                if nxt is None and (replay and not restart if hoist is None else hoist):
+                    nxt = _hoist_round(graph, cur, limit, limits)
                 if nxt is None:
                     break
                 cur = nxt
             candidate = schedule_from_sequence(graph, cur)
             m = simulate(graph, candidate).metrics
             # every accepted move is safe by construction; the replay is what we rely on
-            if m is not None and m.peak_bytes <= limit and m.cost < best.metrics.cost:
-                best = Improvement(candidate, m, score, restart, ranking, False)
+            if m is not None and m.peak_bytes <= limit:
+                reached = min(reached, m.cost)
+                if m.cost < best.metrics.cost:
+                    best = Improvement(candidate, m, score, restart, ranking, False)
             if late():
-                return False
-        return True
+                return reached, False
+        return reached, True
 
     finished = True
     if start.recomputations:
-        finished = descend(_prune(graph, schedule.compute_nodes.tolist()), None)
+        finished = descend(_prune(graph, schedule.compute_nodes.tolist()), None)[1]
     if replay and finished and best.metrics.cost > graph.base_cost:
         order = _first_computes(schedule.compute_nodes.tolist(), graph.n)
+        mem = graph.mem.tolist()
+        movable = [v for v in order if mem[v] > 0]  # the values an eviction can choose
         rng = random.Random(0)  # deterministic restarts
-        for attempt in range(len(SCORES) * (1 + restarts)):
+        # the plain replays first (lingering and not), then hill climbs on two lingering ones
+        chains = [_Chain(score, linger, [1.0] * graph.n) for linger in (True, False) for score in SCORES]
+        climbs = [c for c in chains if c.linger and c.score in CLIMBS]
+        for attempt in range(len(chains) + len(climbs) * restarts):
             if best.metrics.cost <= graph.base_cost:
                 break  # nothing is cheaper
-            score = SCORES[attempt % len(SCORES)]
-            weight = None if attempt < len(SCORES) else [rng.uniform(0.5, 2.0) for _ in range(graph.n)]
-            seq = _reevict(graph, order, limit, score, limits, weight)
+            if attempt < len(chains):
+                chain, weight = chains[attempt], chains[attempt].weight
+            else:
+                chain = climbs[(attempt - len(chains)) % len(climbs)]
+                weight = _perturb(chain.weight, chain.close or movable, rng)
+            close: set[int] = set()
+            seq = _reevict(graph, order, limit, chain.score, limits, weight, chain.linger, close)
             if seq is None:
                 if late():
                     finished = False
                     break
                 continue
-            if not descend(_prune(graph, seq), score, attempt // len(SCORES)):
-                finished = False
+            label = chain.score + (" lingering" if chain.linger else "")
+            reached, finished = descend(_prune(graph, seq), label, max(0, attempt - len(chains) + 1))
+            if reached <= chain.cost:  # sideways steps too: plateaus are wide
+                chain.weight, chain.cost, chain.close = weight, reached, sorted(close)
+            if not finished:
                 break
+        if finished and best.restart:  # a climb's plan has had no hoist moves yet
+            finished = descend(best.schedule.compute_nodes.tolist(), best.score, best.restart, True)[1]
     if not finished:
         best = Improvement(best.schedule, best.metrics, best.score, best.restart, best.ranking, True)
     return best
+
+
+@dataclass
+class _Chain:
+    """One hill climb over re-eviction weights: its score, whether values linger, the
+    weights it stands on and the cost they reached (after keep moves)."""
+
+    score: str
+    linger: bool
+    weight: list[float]
+    cost: float = math.inf
+    close: list[int] | None = None
+
+
+#: Hoist moves a round simulates at most (the recomputations whose recomputed inputs cost
+#: the most first).
+_HOIST_TRIES = 8
+#: Factors a restart multiplies a few values' eviction weights by.
+_FACTORS = (0.01, 0.1, 0.3, 3.0, 10.0, 100.0)
+
+
+def _perturb(weight: list[float], movable: list[int], rng: random.Random) -> list[float]:
+    """``weight`` with one to three of the ``movable`` values' weights multiplied by a
+    factor of :data:`_FACTORS` (a neighbour in the hill climb)."""
+    out = list(weight)
+    if movable:
+        for _ in range(rng.choice((1, 1, 2, 3))):
+            out[rng.choice(movable)] *= rng.choice(_FACTORS)
+    return out
 
 
 def _first_computes(seq: list[int], n: int) -> list[int]:
@@ -219,7 +301,14 @@ def _first_computes(seq: list[int], n: int) -> list[int]:
 
 
 def _reevict(
-    graph: Graph, order: list[int], limit: int, score: str, limits: _Limits, weight: list[float] | None = None
+    graph: Graph,
+    order: list[int],
+    limit: int,
+    score: str,
+    limits: _Limits,
+    weight: list[float] | None = None,
+    linger: bool = False,
+    close: set[int] | None = None,
 ) -> list[int] | None:
     """The compute sequence of replaying ``order`` (each node's inputs before it) within
     ``limit`` bytes, evicting by ``score`` with knowledge of every future use; None when
@@ -229,6 +318,7 @@ def _reevict(
     ws = graph.workspace.tolist()
     cost = graph.cost.tolist()
     preds = graph.pred_lists
+    succs = graph.succ_lists
     uses_at: list[list[int]] = [[] for _ in range(n)]  # positions in order that read v
     for p, v in enumerate(order):
         for u in preds[v]:
@@ -252,6 +342,22 @@ def _reevict(
             i += 1
         ptr[u] = i
         return lst[i] if i < len(lst) else -1
+
+    def wanted(u: int) -> int:
+        """The next position that reads ``u``, or (``linger``) that reads a successor of
+        ``u`` that is not resident and so would be recomputed from it; -1: none."""
+        nu = next_use(u)
+        if linger:
+            for s in succs[u]:
+                if not resident[s]:
+                    ns = next_use(s)
+                    if ns >= 0 and (nu < 0 or ns < nu):
+                        nu = ns
+        return nu
+
+    def dead(u: int) -> bool:
+        """True when nothing reads ``u`` again, nor (``linger``) any successor of it."""
+        return next_use(u) < 0 and not (linger and any(next_use(s) >= 0 for s in succs[u]))
 
     def recompute_cost(u: int) -> float:
         total = cost[u]
@@ -281,22 +387,29 @@ def _reevict(
 
     def room(need: int) -> bool:
         while cur + need > limit:
-            victim, key = -1, math.inf
+            victim, key, runner_up, key2 = -1, math.inf, -1, math.inf
+            units = len(live)
             for u in live:
                 if pins[u]:
                     continue
-                nu = next_use(u)
+                if linger:
+                    units += len(succs[u])
+                nu = wanted(u)
                 if nu < 0:
-                    victim = u
+                    victim, runner_up = u, -1
                     break  # never read again: free it first
                 d = nu - pos + 1
                 k = (recompute_cost(u) if use_r else cost[u]) / (mem[u] * d**power)
                 if weight is not None:
                     k *= weight[u]
                 if k < key:
-                    victim, key = u, k
-            if victim < 0 or limits.spend(len(live)):
+                    victim, key, runner_up, key2 = u, k, victim, key
+                elif k < key2:
+                    runner_up, key2 = u, k
+            if victim < 0 or limits.spend(units):
                 return False
+            if close is not None and runner_up >= 0:
+                close.update((victim, runner_up))  # a choice a small change of weights flips
             free(victim)
         return True
 
@@ -314,7 +427,7 @@ def _reevict(
 
     def release(u: int) -> None:
         pins[u] -= 1
-        if pins[u] == 0 and resident[u] and next_use(u) < 0:
+        if pins[u] == 0 and resident[u] and dead(u):
             free(u)
 
     def ensure(target: int) -> bool:
@@ -348,7 +461,7 @@ def _reevict(
         pos = p + 1
         for u in preds[v]:
             release(u)
-        if next_use(v) < 0 and pins[v] == 0:
+        if pins[v] == 0 and dead(v):
             free(v)
     return out
 
@@ -425,3 +538,59 @@ def _prune(graph: Graph, seq: list[int]) -> list[int]:
                 read[u] = True
         last_seen[v] = True
     return [v for i, v in enumerate(seq) if keep[i]]
+
+
+def _hoist_round(graph: Graph, seq: list[int], limit: int, limits: _Limits) -> list[int] | None:
+    """One round of hoist moves over the compute sequence ``seq`` (frees at last read):
+    a recomputation of v whose inputs were themselves recomputed for it moves to just
+    after the last read of an earlier copy of an input (or before the first of those
+    recomputations), where every input still has a copy; the recomputations nobody reads
+    any more are deleted. The first move that lowers the cost and fits ``limit`` (by the
+    simulator) is taken: the new sequence, or None when none does."""
+    preds = graph.pred_lists
+    cost = graph.cost.tolist()
+    n = graph.n
+    # per compute index: which copy of each node is the latest before it, and last reads
+    latest = [-1] * n
+    copies: list[list[int]] = [[] for _ in range(n)]  # compute indices of each node
+    last_read: dict[int, int] = {}  # compute index of a copy -> index of its last reader
+    reads: list[list[int]] = []  # per compute index, the copies it reads
+    for i, v in enumerate(seq):
+        used = [latest[u] for u in preds[v]]
+        for c in used:
+            last_read[c] = i
+        reads.append(used)
+        latest[v] = i
+        copies[v].append(i)
+    if limits.spend(len(seq)):
+        return None
+    base = sum(cost[v] for v in seq)
+    moves: list[tuple[float, int, list[int]]] = []  # (-cost of the fresh inputs, index, spots)
+    for c, v in enumerate(seq):
+        if copies[v][0] == c or not preds[v]:
+            continue  # a first computation, or a source (nothing to save)
+        fresh = [i for i in reads[c] if copies[seq[i]][0] != i]  # inputs recomputed
+        if not fresh:
+            continue
+        start = min(fresh)
+        spots = {start - 1}
+        for u in preds[v]:
+            older = [i for i in copies[u] if i < start]
+            if older:
+                spots.add(last_read.get(older[-1], older[-1]))
+        ok = sorted((j for j in spots if 0 <= j < start and all(copies[u][0] <= j for u in preds[v])), reverse=True)
+        if ok:
+            moves.append((-sum(cost[seq[i]] for i in fresh), c, ok[:3]))
+    moves.sort()
+    for _, c, spots in moves[:_HOIST_TRIES]:
+        v = seq[c]
+        for j in spots:
+            if limits.spend(4 * len(seq)):  # prune, rebuild and simulate
+                return None
+            cand = _prune(graph, seq[: j + 1] + [v] + seq[j + 1 : c] + seq[c + 1 :])
+            if sum(cost[x] for x in cand) >= base:
+                continue
+            m = simulate(graph, schedule_from_sequence(graph, cand)).metrics
+            if m is not None and m.peak_bytes <= limit:
+                return cand
+    return None
