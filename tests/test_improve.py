@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from remat_cli import generators as G
-from remat_cli.algorithms.improve import SCORES, _hoist_round, _Limits, _prune, _reevict, improve_plan
-from remat_cli.algorithms.segments import schedule_from_sequence
+from remat_cli.algorithms.improve import SCORES, _hoist_round, _Limits, _reevict, improve_plan
+from remat_cli.algorithms.segments import prune_unread, schedule_from_sequence
 from remat_cli.errors import NoPlanError
 from remat_cli.graph import Graph
 from remat_cli.planner import make_plan, store_all_peak
@@ -142,11 +142,11 @@ def test_each_move_alone_stays_valid_within_the_limit(g: Graph, seed: int, where
             assert m is not None, f"{score} linger={linger}: invalid replay"
             assert m.peak_bytes <= limit, f"{score} linger={linger}: over the limit"
             if out:
-                hoisted = _hoist_round(g, _prune(g, out), limit, _Limits(None, 10**9))
+                hoisted = _hoist_round(g, prune_unread(g, out), limit, _Limits(None, 10**9))
                 if hoisted is not None:
                     mh = simulate(g, schedule_from_sequence(g, hoisted)).metrics
                     assert mh is not None and mh.peak_bytes <= limit
-                    assert mh.cost < simulate(g, schedule_from_sequence(g, _prune(g, out))).metrics.cost
+                    assert mh.cost < simulate(g, schedule_from_sequence(g, prune_unread(g, out))).metrics.cost
 
 
 def test_a_lingering_value_saves_the_recomputation_of_its_ancestors() -> None:

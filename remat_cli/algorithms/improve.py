@@ -88,9 +88,7 @@ import random
 import time
 from dataclasses import dataclass
 
-import numpy as np
-
-from remat_cli.algorithms.segments import schedule_from_sequence
+from remat_cli.algorithms.segments import prune_unread, schedule_from_sequence
 from remat_cli.graph import Graph
 from remat_cli.schedule import COMPUTE, Schedule
 from remat_cli.simulate import Metrics, simulate
@@ -223,7 +221,7 @@ def improve_plan(
 
     finished = True
     if start.recomputations:
-        finished = descend(_prune(graph, schedule.compute_nodes.tolist()), None)[1]
+        finished = descend(prune_unread(graph, schedule.compute_nodes.tolist()), None)[1]
     if replay and finished and best.metrics.cost > graph.base_cost:
         order = _first_computes(schedule.compute_nodes.tolist(), graph.n)
         mem = graph.mem.tolist()
@@ -248,7 +246,7 @@ def improve_plan(
                     break
                 continue
             label = chain.score + (" lingering" if chain.linger else "")
-            reached, finished = descend(_prune(graph, seq), label, max(0, attempt - len(chains) + 1))
+            reached, finished = descend(prune_unread(graph, seq), label, max(0, attempt - len(chains) + 1))
             if reached <= chain.cost:  # sideways steps too: plateaus are wide
                 chain.weight, chain.cost, chain.close = weight, reached, sorted(close)
             if not finished:
@@ -515,29 +513,7 @@ def _keep_round(graph: Graph, seq: list[int], limit: int, ranking: str, limits: 
         dropped.add(compute_index[k])
     if not dropped:
         return None
-    return _prune(graph, [v for i, v in enumerate(seq) if i not in dropped])
-
-
-def _prune(graph: Graph, seq: list[int]) -> list[int]:
-    """``seq`` without the computes whose value nobody reads before its next compute
-    (the last compute of each target stays), to a fixpoint in one backward pass: whether
-    a compute is read depends only on the computes kept after it."""
-    preds = graph.pred_lists
-    is_target = np.zeros(graph.n, dtype=bool)
-    is_target[graph.targets] = True
-    target = is_target.tolist()
-    read = [False] * graph.n
-    last_seen = [False] * graph.n
-    keep = [False] * len(seq)
-    for i in range(len(seq) - 1, -1, -1):
-        v = seq[i]
-        if read[v] or (target[v] and not last_seen[v]):
-            keep[i] = True
-            read[v] = False
-            for u in preds[v]:
-                read[u] = True
-        last_seen[v] = True
-    return [v for i, v in enumerate(seq) if keep[i]]
+    return prune_unread(graph, [v for i, v in enumerate(seq) if i not in dropped])
 
 
 def _hoist_round(graph: Graph, seq: list[int], limit: int, limits: _Limits) -> list[int] | None:
@@ -587,7 +563,7 @@ def _hoist_round(graph: Graph, seq: list[int], limit: int, limits: _Limits) -> l
         for j in spots:
             if limits.spend(4 * len(seq)):  # prune, rebuild and simulate
                 return None
-            cand = _prune(graph, seq[: j + 1] + [v] + seq[j + 1 : c] + seq[c + 1 :])
+            cand = prune_unread(graph, seq[: j + 1] + [v] + seq[j + 1 : c] + seq[c + 1 :])
             if sum(cost[x] for x in cand) >= base:
                 continue
             m = simulate(graph, schedule_from_sequence(graph, cand)).metrics

@@ -25,7 +25,7 @@ import numpy as np
 from remat_cli.graph import Graph
 from remat_cli.schedule import COMPUTE, FREE, Schedule
 
-__all__ = ["Segmentation", "split", "segment", "schedule_from_sequence", "checkpoint_sequence"]
+__all__ = ["Segmentation", "split", "segment", "schedule_from_sequence", "checkpoint_sequence", "prune_unread"]
 
 
 @dataclass(frozen=True)
@@ -175,3 +175,26 @@ def schedule_from_sequence(graph: Graph, seq: Sequence[int]) -> Schedule:
     ops = np.where(step_kind[steps] == 0, COMPUTE, FREE).astype(np.int8)
     nodes = np.concatenate([s, s])[steps].astype(np.int32)
     return Schedule(ops, nodes)
+
+
+def prune_unread(graph: Graph, seq: Sequence[int]) -> list[int]:
+    """The compute sequence ``seq`` without the computes whose value nobody reads before
+    its next compute (the last compute of each target stays). One backward pass reaches the
+    fixpoint of "delete unread computes, repeat": whether a compute is read depends only on
+    the computes kept after it, which are decided first."""
+    preds = graph.pred_lists
+    target = [False] * graph.n
+    for t in graph.targets.tolist():
+        target[t] = True
+    read = [False] * graph.n  # a kept compute after this point reads v before v's next one
+    last_seen = [False] * graph.n
+    keep = [False] * len(seq)
+    for i in range(len(seq) - 1, -1, -1):
+        v = seq[i]
+        if read[v] or (target[v] and not last_seen[v]):
+            keep[i] = True
+            read[v] = False
+            for u in preds[v]:
+                read[u] = True
+        last_seen[v] = True
+    return [v for i, v in enumerate(seq) if keep[i]]

@@ -37,7 +37,7 @@ import math
 
 import numpy as np
 
-from remat_cli.algorithms.segments import schedule_from_sequence
+from remat_cli.algorithms.segments import prune_unread, schedule_from_sequence
 from remat_cli.graph import Graph
 from remat_cli.schedule import COMPUTE, FREE, Schedule
 
@@ -61,26 +61,7 @@ def memlimit_pass(graph: Graph, schedule: Schedule, limit: int, *, rounds: int =
 def cleanup(graph: Graph, schedule: Schedule) -> Schedule:
     """Delete computes whose value is never read before it is freed (keeping one compute
     of every target) and free every value right after its last read; never adds a step."""
-    preds = graph.pred_lists
-    is_target = [False] * graph.n
-    for t in graph.targets.tolist():
-        is_target[t] = True
-    computes = schedule.compute_nodes.tolist()
-    # One backward pass reaches the fixpoint of "delete unread computes, repeat": whether a
-    # compute is read depends only on the computes kept after it, which are decided first.
-    # read[v]: a kept compute after this point reads v before v's next kept compute.
-    alive = [False] * len(computes)
-    read = [False] * graph.n
-    last_seen = [False] * graph.n  # the last compute of each target is always kept
-    for k in range(len(computes) - 1, -1, -1):
-        v = computes[k]
-        if read[v] or (is_target[v] and not last_seen[v]):
-            alive[k] = True
-            read[v] = False
-            for u in preds[v]:
-                read[u] = True
-        last_seen[v] = True
-    kept = [v for k, v in enumerate(computes) if alive[k]]
+    kept = prune_unread(graph, schedule.compute_nodes.tolist())
     # free each instance right after its last read (or its own compute when never read)
     return schedule_from_sequence(graph, kept)
 
