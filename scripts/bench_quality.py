@@ -36,7 +36,7 @@ Sections (``--section``, default all):
   as cost / base cost; then the pass's own time on auto's plans of 1,000-node training
   graphs (``bench_speed``'s shapes; the pass spends its whole work limit there).
 
-Usage: PYTHONPATH=. python scripts/bench_quality.py [--time-limit 60] [--section S] [GRAPH ...]
+Usage: PYTHONPATH=. python scripts/bench_quality.py [--time-limit 60] [--section S] [--only NAME] [GRAPH ...]
 """
 
 from __future__ import annotations
@@ -300,6 +300,7 @@ def main() -> None:
     ap.add_argument("--budgets", default="0.9,0.7,0.5,0.3")
     ap.add_argument("--exact-max-nodes", type=int, default=80)
     ap.add_argument("--no-generated", action="store_true")
+    ap.add_argument("--only", default="", help="only graphs whose name contains this (run a family in pieces)")
     ap.add_argument(
         "--section",
         choices=["all", "exact", "reference", "bound", "improve"],
@@ -336,6 +337,8 @@ def main() -> None:
     if args.section in ("all", "improve"):
         print("== the plan-improvement pass: auto before/after, against the exact solver ==\n")
         for g in cnn_shaped() + [checkmate_training_graph(gen.transformer(6, name="transformer6"))]:
+            if args.only not in g.name:
+                continue
             improve_rows(g, ratios, args.time_limit, args.exact_max_nodes)
         print("the pass's own time on auto's plans, 1,000-node training graphs:")
         improve_cost()
@@ -345,7 +348,8 @@ def main() -> None:
             [] if args.no_generated else ((generated() if "generated" in families else []) + (cnn_shaped() if "cnn" in families else []))
         )
         for g in graphs:
-            bench(g, ratios, args.time_limit, args.exact_max_nodes)
+            if args.only in g.name:
+                bench(g, ratios, args.time_limit, args.exact_max_nodes)
 
 
 if __name__ == "__main__":
