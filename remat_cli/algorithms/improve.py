@@ -93,7 +93,7 @@ from remat_cli.graph import Graph
 from remat_cli.schedule import COMPUTE, Schedule
 from remat_cli.simulate import Metrics, simulate
 
-__all__ = ["Improvement", "improve_plan", "work_limit", "RANKINGS", "SCORES", "CLIMBS", "WORK_PER_STEP", "WORK_FLOOR"]
+__all__ = ["Improvement", "improve_plan", "work_limit", "RANKINGS", "SCORES", "CLIMBS", "WORK_PER_STEP", "WORK_FLOOR", "POLISH_SHARE"]
 
 #: How a round orders its candidate moves: by cost saved per byte kept ("per-byte"), or
 #: per byte·step kept ("per-byte-step", short gaps first).
@@ -115,6 +115,8 @@ WORK_PER_STEP = 300
 WORK_FLOOR = 600_000
 #: Nodes a recomputation-cost estimate r looks at (freed ancestors, depth first).
 _R_NODES = 16
+#: The swap moves' polish gets this share of the work limit on top of it (1/8).
+POLISH_SHARE = 8
 
 
 def work_limit(graph: Graph, schedule: Schedule) -> int:
@@ -127,11 +129,12 @@ def work_limit(graph: Graph, schedule: Schedule) -> int:
 class _Limits:
     """Work left and the deadline: :meth:`spend` says when either has run out."""
 
-    __slots__ = ("deadline", "work")
+    __slots__ = ("deadline", "work", "granted")
 
     def __init__(self, deadline: float | None, work: int) -> None:
         self.deadline = deadline
         self.work = work
+        self.granted = work
 
     def spend(self, units: int) -> bool:
         """Spend ``units``; True when the work or the time is spent."""
@@ -191,10 +194,11 @@ def improve_plan(
     limits = _Limits(deadline, work_limit(graph, schedule) if max_work is None else max_work)
     late = limits.out
 
-    def descend(seq: list[int], score: str | None, restart: int = 0, hoist: bool | None = None) -> tuple[float, bool]:
+    def descend(seq: list[int], score: str | None, restart: int = 0, hoist: bool | None = None, swap: bool = False) -> tuple[float, bool]:
         """Keep moves from ``seq`` under each ranking, and hoist moves where no keep move
-        fits (restarts: the first ranking only and no hoists, for time); keeps the
-        cheapest. Returns the cost reached (inf: none fits) and False when late."""
+        fits (restarts: the first ranking only and no hoists, for time), then (``swap``)
+        swap moves; keeps the cheapest. Returns the cost reached (inf: none fits) and
+        False when late."""
         nonlocal best
         reached = math.inf
         for ranking in RANKINGS[:1] if restart else RANKINGS:
@@ -205,6 +209,8 @@ def improve_plan(
                 nxt = _keep_round(graph, cur, limit, ranking, limits)
                 if nxt is None and (replay and not restart if hoist is None else hoist):
                     nxt = _hoist_round(graph, cur, limit, limits)
+                if nxt is None and swap:
+                    nxt = _swap_round(graph, cur, limit, limits)
                 if nxt is None:
                     break
                 cur = nxt
@@ -253,6 +259,9 @@ def improve_plan(
                 break
         if finished and best.restart:  # a climb's plan has had no hoist moves yet
             finished = descend(best.schedule.compute_nodes.tolist(), best.score, best.restart, True)[1]
+        if best.metrics.cost > graph.base_cost:  # swap moves polish the final plan only
+            limits.work = max(limits.work, 0) + limits.granted // POLISH_SHARE
+            finished = descend(best.schedule.compute_nodes.tolist(), best.score, best.restart, True, True)[1] and finished
     if not finished:
         best = Improvement(best.schedule, best.metrics, best.score, best.restart, best.ranking, True)
     return best
@@ -569,4 +578,144 @@ def _hoist_round(graph: Graph, seq: list[int], limit: int, limits: _Limits) -> l
             m = simulate(graph, schedule_from_sequence(graph, cand)).metrics
             if m is not None and m.peak_bytes <= limit:
                 return cand
+    return None
+
+
+#: Swap moves a round simulates at most (the recomputations that save the most first).
+_SWAP_TRIES = 8
+#: Recomputations whose saving a swap round computes (the best estimates first).
+_SWAP_CANDIDATES = 16
+#: Computes a swap may insert to rebuild one value (it and its inputs that are gone).
+_REGROW_NODES = 16
+
+
+def _swap_round(graph: Graph, seq: list[int], limit: int, limits: _Limits) -> list[int] | None:
+    """One round of swap moves over the compute sequence ``seq`` (frees at last read): a
+    recomputation of v that a keep move cannot drop (memory would exceed ``limit`` at some
+    steps of v's gap) is dropped anyway, and room is made at those steps by *splitting*
+    other values: a copy of w not read between two of its reads is freed after the first
+    and computed again (with those of its inputs that are gone by then) just before the
+    second. Splits are chosen greedily by cost per byte of excess covered, and only while
+    they cost less than the recomputations the dropped one saves. The first swap that
+    lowers the cost and that the simulator replays within ``limit`` is taken: the new
+    sequence, or None when none does."""
+    L = len(seq)
+    if limits.spend(L):
+        return None
+    preds = graph.pred_lists
+    cost = graph.cost.tolist()
+    mem = graph.mem.tolist()
+    schedule = schedule_from_sequence(graph, seq)
+    sim = simulate(graph, schedule, per_step=True)
+    assert sim.memory is not None, "the sequence of a valid plan stays valid"
+    at = sim.memory[schedule.ops == COMPUTE].tolist()  # memory at each compute
+    latest = [-1] * graph.n
+    reads: dict[int, list[int]] = {}  # compute index of a copy -> indices of its readers
+    src: list[list[int]] = []  # per compute index, the copies it reads
+    for i, v in enumerate(seq):
+        used = [latest[u] for u in preds[v]]
+        for c in used:
+            reads.setdefault(c, []).append(i)
+        src.append(used)
+        latest[v] = i
+    last = {c: r[-1] for c, r in reads.items()}
+    base = sum(cost[v] for v in seq)
+
+    def regrow(c: int, b: int) -> list[int] | None:
+        """The computes that rebuild copy ``c`` right before index ``b``: its inputs whose
+        copies are no longer read at ``b`` first (depth first), then it; None if too many."""
+        out: list[int] = []
+        seen: set[int] = set()
+        stack = [(c, False)]
+        while stack:
+            x, ready = stack.pop()
+            if ready:
+                out.append(seq[x])
+                if len(out) > _REGROW_NODES:
+                    return None
+                continue
+            stack.append((x, True))
+            for u in src[x]:
+                if u >= 0 and last.get(u, u) < b and u not in seen:
+                    seen.add(u)
+                    stack.append((u, False))
+        return out
+
+    # the recomputations (with the copy a keep move would hold), by an estimate of what
+    # dropping one saves: it and the recomputed copies read only on its behalf
+    first = [-1] * graph.n
+    prev = [-1] * graph.n
+    estimates: list[tuple[float, int, int]] = []
+    for i, v in enumerate(seq):
+        prior, prev[v] = prev[v], i
+        if prior < 0:
+            first[v] = i
+            continue
+        gain, stack, walked = cost[v], list(src[i]), 0
+        while stack and walked < 4 * _REGROW_NODES:
+            c = stack.pop()
+            walked += 1
+            if c >= 0 and c != first[seq[c]] and len(reads.get(c, ())) == 1:
+                gain += cost[seq[c]]
+                stack.extend(src[c])
+        if gain > 0 and mem[v] > 0:
+            estimates.append((-gain, i, last.get(prior, prior)))
+    estimates.sort()
+    moves: list[tuple[float, int, int]] = []  # (-saving, index, last read of the kept copy)
+    for _, i, lr in estimates[:_SWAP_CANDIDATES]:
+        if limits.spend(L):
+            return None
+        save = base - sum(cost[x] for x in prune_unread(graph, seq[:i] + seq[i + 1 :]))
+        if save > 0:
+            moves.append((-save, i, lr))
+    moves.sort()
+    for neg, i, lr in moves[:_SWAP_TRIES]:
+        v, save = seq[i], -neg
+        need = {j: at[j] + mem[v] - limit for j in range(lr + 1, i) if at[j] + mem[v] > limit}
+        if not need:
+            continue  # a keep move fits: the keep rounds take it
+        if limits.spend(L + 4 * L):  # the splits, then prune, rebuild and simulate
+            return None
+        lo, hi = min(need), max(need)
+        splits = []  # (copy, insert before, excess steps covered, computes)
+        for c, rs in reads.items():
+            if seq[c] == v or mem[seq[c]] == 0:
+                continue
+            points = [c, *rs]
+            for a, b in zip(points, points[1:]):
+                if b <= lo or a >= hi:
+                    continue
+                covered = [j for j in range(max(a + 1, lo), min(b, hi + 1)) if j in need]
+                chain = regrow(c, b) if covered else None
+                if chain is not None:
+                    splits.append((c, b, covered, chain))
+        spent = 0.0
+        chosen: dict[int, list[int]] = {}  # insert before index -> computes
+        while any(x > 0 for x in need.values()):
+            pick, ratio = -1, math.inf
+            for k, (c, _, covered, chain) in enumerate(splits):
+                gain = sum(min(need[j], mem[seq[c]]) for j in covered if need[j] > 0)
+                price = sum(cost[x] for x in chain)
+                if gain > 0 and spent + price < save and price / gain < ratio:
+                    pick, ratio = k, price / gain
+            if pick < 0:
+                break
+            c, b, covered, chain = splits.pop(pick)
+            spent += sum(cost[x] for x in chain)
+            chosen.setdefault(b, []).extend(chain)
+            for j in covered:
+                need[j] -= mem[seq[c]]
+        if any(x > 0 for x in need.values()):
+            continue
+        cand = []
+        for j, x in enumerate(seq):
+            cand.extend(chosen.get(j, ()))
+            if j != i:
+                cand.append(x)
+        cand = prune_unread(graph, cand)
+        if sum(cost[x] for x in cand) >= base:
+            continue
+        m = simulate(graph, schedule_from_sequence(graph, cand)).metrics
+        if m is not None and m.peak_bytes <= limit:
+            return cand
     return None
