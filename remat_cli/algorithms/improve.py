@@ -585,41 +585,105 @@ def _hoist_round(graph: Graph, seq: list[int], limit: int, limits: _Limits) -> l
 _SWAP_TRIES = 8
 #: Recomputations whose saving a swap round computes (the best estimates first).
 _SWAP_CANDIDATES = 16
-#: Computes a swap may insert to rebuild one value (it and its inputs that are gone).
+#: Computes a split may insert to rebuild one value (it and its inputs that are gone).
 _REGROW_NODES = 16
+#: Times a swap covers the excess its candidate's replay shows (splits move memory too).
+_COVER_PASSES = 3
 
 
-def _swap_round(graph: Graph, seq: list[int], limit: int, limits: _Limits) -> list[int] | None:
-    """One round of swap moves over the compute sequence ``seq`` (frees at last read): a
-    recomputation of v that a keep move cannot drop (memory would exceed ``limit`` at some
-    steps of v's gap) is dropped anyway, and room is made at those steps by *splitting*
-    other values: a copy of w not read between two of its reads is freed after the first
-    and computed again (with those of its inputs that are gone by then) just before the
-    second. Splits are chosen greedily by cost per byte of excess covered, and only while
-    they cost less than the recomputations the dropped one saves. The first swap that
-    lowers the cost and that the simulator replays within ``limit`` is taken: the new
-    sequence, or None when none does."""
-    L = len(seq)
-    if limits.spend(L):
-        return None
+def _copies(graph: Graph, seq: list[int]) -> tuple[list[list[int]], dict[int, list[int]]]:
+    """Per compute index of ``seq``, the copies (compute indices) it reads, and per copy
+    the indices of its readers."""
     preds = graph.pred_lists
-    cost = graph.cost.tolist()
-    mem = graph.mem.tolist()
-    schedule = schedule_from_sequence(graph, seq)
-    sim = simulate(graph, schedule, per_step=True)
-    assert sim.memory is not None, "the sequence of a valid plan stays valid"
-    at = sim.memory[schedule.ops == COMPUTE].tolist()  # memory at each compute
     latest = [-1] * graph.n
-    reads: dict[int, list[int]] = {}  # compute index of a copy -> indices of its readers
-    src: list[list[int]] = []  # per compute index, the copies it reads
+    reads: dict[int, list[int]] = {}
+    src: list[list[int]] = []
     for i, v in enumerate(seq):
         used = [latest[u] for u in preds[v]]
         for c in used:
             reads.setdefault(c, []).append(i)
         src.append(used)
         latest[v] = i
-    last = {c: r[-1] for c, r in reads.items()}
+    return src, reads
+
+
+def _swap_round(graph: Graph, seq: list[int], limit: int, limits: _Limits) -> list[int] | None:
+    """One round of swap moves over the compute sequence ``seq`` (frees at last read): a
+    recomputation that a keep move cannot drop (memory would exceed ``limit`` in its gap)
+    is dropped anyway, with the recomputations only it read, and the excess is then
+    covered by splits (:func:`_cover`) that cost less than what was saved. The first swap
+    that the simulator replays within ``limit`` at a lower cost is taken: the new
+    sequence, or None when none is."""
+    L = len(seq)
+    if limits.spend(L):
+        return None
+    cost = graph.cost.tolist()
+    mem = graph.mem.tolist()
+    src, reads = _copies(graph, seq)
     base = sum(cost[v] for v in seq)
+    # the recomputations, by an estimate of what dropping one saves: it and the
+    # recomputed copies read only on its behalf
+    first = [-1] * graph.n
+    prev = [-1] * graph.n
+    estimates: list[tuple[float, int]] = []
+    for i, v in enumerate(seq):
+        prior, prev[v] = prev[v], i
+        if prior < 0:
+            first[v] = i
+            continue
+        gain, stack, walked = cost[v], list(src[i]), 0
+        while stack and walked < 4 * _REGROW_NODES:
+            c = stack.pop()
+            walked += 1
+            if c >= 0 and c != first[seq[c]] and len(reads.get(c, ())) == 1:
+                gain += cost[seq[c]]
+                stack.extend(src[c])
+        if gain > 0 and mem[v] > 0:
+            estimates.append((-gain, i))
+    estimates.sort()
+    moves: list[tuple[float, list[int]]] = []  # (-saving, the sequence without it)
+    for _, i in estimates[:_SWAP_CANDIDATES]:
+        if limits.spend(L):
+            return None
+        cand = prune_unread(graph, seq[:i] + seq[i + 1 :])
+        save = base - sum(cost[x] for x in cand)
+        if save > 0:
+            moves.append((-save, cand))
+    moves.sort(key=lambda m: m[0])
+    for _, cand in moves[:_SWAP_TRIES]:
+        for _ in range(_COVER_PASSES):
+            if limits.spend(6 * L):  # rebuild and simulate, splits, prune
+                return None
+            allowance = base - sum(cost[x] for x in cand)
+            nxt = _cover(graph, cand, limit, allowance) if allowance > 0 else None
+            if nxt is None:
+                break
+            if nxt is cand:  # it fits: the replay is the proof
+                return cand
+            cand = nxt
+    return None
+
+
+def _cover(graph: Graph, seq: list[int], limit: int, allowance: float) -> list[int] | None:
+    """``seq`` itself when its replay fits ``limit``; otherwise ``seq`` with *splits* that
+    cover each step's excess (by the replay's memory profile): a copy of w not read
+    between two of its reads is freed after the first and computed again (with those of
+    its inputs whose copies are gone by then) just before the second. Splits are chosen
+    greedily by cost per byte of excess covered, costing less than ``allowance`` in all:
+    the new sequence (unread computes deleted; not yet replayed), or None when no such
+    cover exists."""
+    schedule = schedule_from_sequence(graph, seq)
+    sim = simulate(graph, schedule, per_step=True)
+    if sim.memory is None:
+        return None
+    at = sim.memory[schedule.ops == COMPUTE].tolist()  # memory at each compute
+    need = {j: x - limit for j, x in enumerate(at) if x > limit}
+    if not need:
+        return seq
+    cost = graph.cost.tolist()
+    mem = graph.mem.tolist()
+    src, reads = _copies(graph, seq)
+    last = {c: r[-1] for c, r in reads.items()}
 
     def regrow(c: int, b: int) -> list[int] | None:
         """The computes that rebuild copy ``c`` right before index ``b``: its inputs whose
@@ -641,81 +705,37 @@ def _swap_round(graph: Graph, seq: list[int], limit: int, limits: _Limits) -> li
                     stack.append((u, False))
         return out
 
-    # the recomputations (with the copy a keep move would hold), by an estimate of what
-    # dropping one saves: it and the recomputed copies read only on its behalf
-    first = [-1] * graph.n
-    prev = [-1] * graph.n
-    estimates: list[tuple[float, int, int]] = []
-    for i, v in enumerate(seq):
-        prior, prev[v] = prev[v], i
-        if prior < 0:
-            first[v] = i
+    lo, hi = min(need), max(need)
+    splits = []  # (copy, insert before, excess steps covered, computes)
+    for c, rs in reads.items():
+        if mem[seq[c]] == 0:
             continue
-        gain, stack, walked = cost[v], list(src[i]), 0
-        while stack and walked < 4 * _REGROW_NODES:
-            c = stack.pop()
-            walked += 1
-            if c >= 0 and c != first[seq[c]] and len(reads.get(c, ())) == 1:
-                gain += cost[seq[c]]
-                stack.extend(src[c])
-        if gain > 0 and mem[v] > 0:
-            estimates.append((-gain, i, last.get(prior, prior)))
-    estimates.sort()
-    moves: list[tuple[float, int, int]] = []  # (-saving, index, last read of the kept copy)
-    for _, i, lr in estimates[:_SWAP_CANDIDATES]:
-        if limits.spend(L):
-            return None
-        save = base - sum(cost[x] for x in prune_unread(graph, seq[:i] + seq[i + 1 :]))
-        if save > 0:
-            moves.append((-save, i, lr))
-    moves.sort()
-    for neg, i, lr in moves[:_SWAP_TRIES]:
-        v, save = seq[i], -neg
-        need = {j: at[j] + mem[v] - limit for j in range(lr + 1, i) if at[j] + mem[v] > limit}
-        if not need:
-            continue  # a keep move fits: the keep rounds take it
-        if limits.spend(L + 4 * L):  # the splits, then prune, rebuild and simulate
-            return None
-        lo, hi = min(need), max(need)
-        splits = []  # (copy, insert before, excess steps covered, computes)
-        for c, rs in reads.items():
-            if seq[c] == v or mem[seq[c]] == 0:
+        points = [c, *rs]
+        for a, b in zip(points, points[1:]):
+            if b <= lo or a >= hi:
                 continue
-            points = [c, *rs]
-            for a, b in zip(points, points[1:]):
-                if b <= lo or a >= hi:
-                    continue
-                covered = [j for j in range(max(a + 1, lo), min(b, hi + 1)) if j in need]
-                chain = regrow(c, b) if covered else None
-                if chain is not None:
-                    splits.append((c, b, covered, chain))
-        spent = 0.0
-        chosen: dict[int, list[int]] = {}  # insert before index -> computes
-        while any(x > 0 for x in need.values()):
-            pick, ratio = -1, math.inf
-            for k, (c, _, covered, chain) in enumerate(splits):
-                gain = sum(min(need[j], mem[seq[c]]) for j in covered if need[j] > 0)
-                price = sum(cost[x] for x in chain)
-                if gain > 0 and spent + price < save and price / gain < ratio:
-                    pick, ratio = k, price / gain
-            if pick < 0:
-                break
-            c, b, covered, chain = splits.pop(pick)
-            spent += sum(cost[x] for x in chain)
-            chosen.setdefault(b, []).extend(chain)
-            for j in covered:
-                need[j] -= mem[seq[c]]
-        if any(x > 0 for x in need.values()):
-            continue
-        cand = []
-        for j, x in enumerate(seq):
-            cand.extend(chosen.get(j, ()))
-            if j != i:
-                cand.append(x)
-        cand = prune_unread(graph, cand)
-        if sum(cost[x] for x in cand) >= base:
-            continue
-        m = simulate(graph, schedule_from_sequence(graph, cand)).metrics
-        if m is not None and m.peak_bytes <= limit:
-            return cand
-    return None
+            covered = [j for j in range(max(a + 1, lo), min(b, hi + 1)) if j in need]
+            chain = regrow(c, b) if covered else None
+            if chain is not None:
+                splits.append((c, b, covered, chain))
+    spent = 0.0
+    chosen: dict[int, list[int]] = {}  # insert before index -> computes
+    while any(x > 0 for x in need.values()):
+        pick, ratio = -1, math.inf
+        for k, (c, _, covered, chain) in enumerate(splits):
+            gain = sum(min(need[j], mem[seq[c]]) for j in covered if need[j] > 0)
+            price = sum(cost[x] for x in chain)
+            if gain > 0 and spent + price < allowance and price / gain < ratio:
+                pick, ratio = k, price / gain
+        if pick < 0:
+            return None
+        c, b, covered, chain = splits.pop(pick)
+        spent += sum(cost[x] for x in chain)
+        chosen.setdefault(b, []).extend(chain)
+        for j in covered:
+            need[j] -= mem[seq[c]]
+    out: list[int] = []
+    for j, x in enumerate(seq):
+        out.extend(chosen.get(j, ()))
+        out.append(x)
+    return prune_unread(graph, out)
