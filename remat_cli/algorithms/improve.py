@@ -28,6 +28,23 @@ simulation per candidate: so only on the plain replays' plans and on the final o
 The exact solver's plans do this (compute a value early, while its inputs are still
 there); an on-demand replay never does.
 
+**Swap moves** (with ``replay``, on the final plan only). A recomputation that no keep
+move can drop, because keeping its value would exceed the budget at some steps of its
+gap, is dropped anyway (with the recomputations only it read), and the excess that the
+new plan's replay shows is covered by *splits*: a copy of another value w that nobody
+reads between two of its reads is freed after the first and computed again (with those
+of its inputs whose copies are gone by then, at most 16 computes) just before the
+second. Splits are chosen greedily by cost per byte of excess covered and only while
+they cost less than the drop saves; a split moves memory too, so the cover is repeated
+on the new plan's replay (three passes at most). The first swap that the simulator
+replays within the budget at a lower cost is taken, and the keep, hoist and swap moves
+repeat until none applies. This is the exchange a keep move cannot make (keep one value,
+recompute cheaper ones in its place), and what the exact solver's plans do on the
+CNN-shaped graphs: on ResNet-18's shape at 0.7× conv3 stays and the cheap additions
+are recomputed instead (1.0213 → 1.00135, the exact solver's best in Checkmate's
+model), on the U-Net shape at 0.5× 1.1571 → 1.1490 (exact: 1.1506 at 120 s). The swap
+polish gets its own 1/8 of the work limit (:data:`POLISH_SHARE`), on top of it.
+
 **Order.** Within a round, moves are tried greedily, best first, against a memory
 profile updated after each accepted move, by one of two rankings: cost saved per byte
 kept, or cost saved per byte·step kept (short gaps first). Rounds repeat until no move
@@ -64,19 +81,20 @@ choices that a small change flips), with a seeded generator: the same plan every
 The two climbs take turns until the work limit. At 0.5× of the store-all peak this
 takes auto from 1.126 to 1.105 times the base cost on the SegNet shape (the exact
 solver's best in Checkmate's model) and, with the hoist moves, from 1.190 to 1.157 on
-the U-Net shape (exact: 1.151; its plan also recomputes values early in ways no move
-here reaches) (``scripts/bench_quality.py --section improve``).
+the U-Net shape (the swap moves then reach 1.149, below the exact solver's 1.151)
+(``scripts/bench_quality.py --section improve``).
 
 **Guarantee.** Each accepted keep move keeps every step's memory within the budget
 (checked against the profile, which only over-estimates after deletions) and every step
-valid, and removes a compute: the cost never rises. A hoist move is taken only when the
-simulator replays its plan within the budget at a lower cost. The returned schedule is
+valid, and removes a compute: the cost never rises. A hoist or swap move is taken only
+when the simulator replays its plan within the budget at a lower cost. The returned schedule is
 replayed by the simulator; one that failed (a bug) would never be returned.
 
 **Cost.** A round is O(steps + Σ gap lengths) with numpy slices for the checks, plus a
 replay; a re-eviction is O(evictions · resident values · (1 + out-degree) when
 lingering); a hoist round simulates at most 8 candidates, O(steps) each (counted as 4
-units per step). Everything stops at the work limit or at
+units per step); a swap round prunes at most 16 candidates and covers at most 8 of
+them three times (each pass a replay and the splits: counted as 6 units per step). Everything stops at the work limit or at
 ``deadline`` (a ``time.perf_counter()`` value): anytime, the best plan so far is
 returned.
 """
