@@ -333,6 +333,11 @@ class Graph:
             self.__dict__[key] = make()
         return self.__dict__[key]
 
+    def derived_items(self, keep: Callable[[str], bool]) -> dict[str, Any]:
+        """The facts :meth:`derived` holds whose key passes ``keep`` (another process that
+        planned a copy of this graph hands them back: :mod:`remat_cli.strategies.auto`)."""
+        return {k: v for k, v in self.__dict__.items() if isinstance(k, str) and keep(k)}
+
     @cached_property
     def topo_rank(self) -> np.ndarray:
         """Per node: its position in :attr:`topo` (ties between ready nodes go to the lower)."""

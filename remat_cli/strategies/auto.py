@@ -54,6 +54,17 @@ _RUN_FIRST = ("store-all", "greedy", "chen-sqrt", "chen-greedy", "dtr", "chain-d
 #: know they failed) and stops once they cost more than the third cheapest fitting plan so
 #: far (only the three cheapest can win or be polished, :func:`_polish`).
 _CAPPED = ("greedy", "dtr")
+
+
+#: Facts the second process derives from the graph (:meth:`Graph.derived`) and hands back
+#: to this one, so that the next plans of the graph here (a search for the smallest budget,
+#: a sweep) and the second processes forked for them reuse them: min-memory's variants and
+#: the tree and path decompositions. Budget-independent data whose keys name no object of
+#: one process (the separator trees' keys hold an ``id``: not handed back).
+def _handed_back(key: str) -> bool:
+    return key == "_min_memory_variants" or key.startswith("decompose: td ") or key == "decompose: pd"
+
+
 #: Used only when no plan of the others fits: their plans are cheaper wherever they fit.
 #: The second process starts it early (the last in its queue) while no fitting plan is
 #: known, so that a budget nothing else meets is answered sooner; its plan is considered
@@ -288,8 +299,8 @@ class _Child:
     where fork is unavailable or inside a daemon worker (``remat batch``'s workers), where
     :meth:`start` returns None."""
 
-    def __init__(self, strategies: list[Strategy], proc: Any, conn: Any, taken: Any, fits: Any, busy: Any) -> None:
-        self.strategies, self.proc, self.conn, self.taken = strategies, proc, conn, taken
+    def __init__(self, strategies: list[Strategy], graph: Graph, proc: Any, conn: Any, taken: Any, fits: Any, busy: Any) -> None:
+        self.strategies, self.graph, self.proc, self.conn, self.taken = strategies, graph, proc, conn, taken
         self.fits = fits  # set once either process has a plan that fits: no last resort then
         self.busy = busy  # queued strategies (not last resorts) running in either process
         self.received: dict[str, tuple] = {}
@@ -304,8 +315,7 @@ class _Child:
         waiting = [s.name for s in self.strategies if s.name not in here and s.name not in settled and s.name not in _LAST_RESORT]
         try:
             while self.conn.poll(0):
-                sender, *rest = self.conn.recv()
-                self.received[sender] = tuple(rest)
+                self._receive()
         except (EOFError, OSError):
             return False
         return any(name not in self.received for name in waiting)
@@ -348,7 +358,17 @@ class _Child:
         except OSError:
             return None
         send.close()
-        return cls(strategies, proc, recv, taken, fits, busy)
+        return cls(strategies, graph, proc, recv, taken, fits, busy)
+
+    def _receive(self) -> None:
+        """One message from the second process: a strategy's outcome, or facts it derived
+        from the graph (:func:`_handed_back`), kept on this process's graph."""
+        sender, kind, *payload = self.conn.recv()
+        if kind == "derived":
+            for key, value in payload[0].items():
+                self.graph.derived(key, lambda v=value: v)
+            return
+        self.received[sender] = (kind, *payload)
 
     def result(self, name: str, deadline: float | None) -> StrategyResult | RematError | None:
         """Strategy ``name``'s outcome; None if it is not done by ``deadline``."""
@@ -357,10 +377,9 @@ class _Child:
             try:
                 if not self.conn.poll(timeout):
                     return None
-                sender, kind, *payload = self.conn.recv()
+                self._receive()
             except (EOFError, OSError):
                 return RematError(f"{name} ended without an answer (its process died)")
-            self.received[sender] = (kind, *payload)
         kind, *payload = self.received[name]
         if kind == "ok":
             ops, nodes, info, keep = payload
@@ -403,6 +422,14 @@ def _child_main(
                 os._exit(1)
 
     threading.Thread(target=watch, daemon=True).start()
+    had = set(graph.derived_items(_handed_back))  # the parent has these already
+
+    def hand_back() -> None:
+        fresh = {k: v for k, v in graph.derived_items(_handed_back).items() if k not in had}
+        if fresh:
+            had.update(fresh)
+            conn.send(("", "derived", fresh))
+
     try:
         while True:
             with taken.get_lock():
@@ -421,21 +448,26 @@ def _child_main(
                 continue
             strategy = strategies[i]
             name = strategy.name
+            message: tuple
             try:
                 r = strategy.run(graph, budget, None, context)
                 with taken.get_lock():
                     fits.value = 1  # (a hint: the parent checks each plan itself)
-                conn.send((name, "ok", r.schedule.ops, r.schedule.nodes, dict(r.info), r.keep))
+                message = (name, "ok", r.schedule.ops, r.schedule.nodes, dict(r.info), r.keep)
             except NoPlanError as exc:
-                conn.send((name, "noplan", exc.message, exc.min_budget))
+                message = (name, "noplan", exc.message, exc.min_budget)
             except RematError as exc:
-                conn.send((name, "error", exc.message))
+                message = (name, "error", exc.message)
             except Exception as exc:  # noqa: BLE001 - a bug: the parent reports it as a failure
-                conn.send((name, "error", f"internal error: {type(exc).__name__}: {exc}"))
-            finally:
-                if not last:
-                    with taken.get_lock():
-                        busy.value -= 1
+                message = (name, "error", f"internal error: {type(exc).__name__}: {exc}")
+            try:
+                hand_back()  # before the outcome: the parent reads both before it stops us
+            except Exception:  # noqa: BLE001 - an optional speed-up: never a failure
+                pass
+            conn.send(message)
+            if not last:
+                with taken.get_lock():
+                    busy.value -= 1
     finally:
         conn.close()
 
