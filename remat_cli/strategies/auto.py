@@ -56,12 +56,13 @@ _RUN_FIRST = ("store-all", "greedy", "chen-sqrt", "chen-greedy", "dtr", "chain-d
 _CAPPED = ("greedy", "dtr")
 
 
-#: Facts the second process derives from the graph (:meth:`Graph.derived`) and hands back
-#: to this one, so that the next plans of the graph here (a search for the smallest budget,
-#: a sweep) and the second processes forked for them reuse them: min-memory's variants and
-#: the tree and path decompositions. Budget-independent data whose keys name no object of
-#: one process (the separator trees' keys hold an ``id``: not handed back).
 def _handed_back(key: str) -> bool:
+    """Whether the second process hands back the fact it derived from the graph under
+    ``key`` (:meth:`Graph.derived`), so that the next plans of the graph here (a search for
+    the smallest budget, a sweep) and the second processes forked for them reuse it:
+    min-memory's variants and the tree and path decompositions. Budget-independent data
+    whose keys name no object of one process (the separator trees' keys hold an ``id``:
+    not handed back)."""
     return key == "_min_memory_variants" or key.startswith("decompose: td ") or key == "decompose: pd"
 
 
