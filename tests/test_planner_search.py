@@ -104,7 +104,7 @@ def test_the_second_process_hands_back_min_memorys_variants(monkeypatch):
     dtr = next(s for s in real() if s.name == "dtr")
 
     def slow_dtr(graph, budget, options, context):
-        time.sleep(2.0)
+        time.sleep(3.0)  # as test_auto_speed: the second process reaches min-memory first
         return dtr.solve(graph, budget, options, context)
 
     monkeypatch.setattr(registry, "fast_strategies", lambda: [replace(s, solve=slow_dtr) if s is dtr else s for s in real()])
