@@ -161,8 +161,8 @@ def _forms(graph: Graph, nbytes: int, store_all: int) -> str:
 #: at most SEARCH_FACTOR times the seconds that attempt took, and never less than
 #: MIN_SEARCH_SECONDS (the user waits for an error message; each probe is a whole plan).
 SEARCH_SECONDS = 20.0
-SEARCH_FACTOR = 1.0
-MIN_SEARCH_SECONDS = 5.0
+SEARCH_FACTOR = 0.5
+MIN_SEARCH_SECONDS = 2.0
 
 
 def search_seconds(attempt_seconds: float, time_limit: float | None) -> float:
@@ -208,7 +208,9 @@ def _with_smallest(
         return NoPlanError(head + (f"; {exc.message}" if budget_bytes >= graph.lb else "") + hint, min_budget=None)
     # bounded: the user is waiting for an error message (each probe is a whole plan)
     limit = search_seconds(spent, context.time_limit)
-    found = smallest_budget(graph, strat, options, context=context, reference_peak=reference_peak, deadline=time.perf_counter() + limit)
+    found = smallest_budget(
+        graph, strat, options, context=context, reference_peak=reference_peak, deadline=time.perf_counter() + limit, hint=exc.min_budget
+    )
     if found.budget_bytes is None:
         tail = f"; {strat.name} found no plan even at the store-all peak"
     elif found.exact:
@@ -221,7 +223,7 @@ def _with_smallest(
         elif found.complete:
             below = "within that of the lower bound"
         else:
-            below = "no smaller budget was tried"
+            below = "no smaller budget was tried to the end"
         tail = (
             f"; the smallest budget {strat.name} was found to meet is {_forms(graph, found.budget_bytes, reference_peak)}"
             f" (a search in steps of {fmt_bytes(found.tolerance_bytes)}: {below}"

@@ -131,6 +131,7 @@ def smallest_budget(
     context: RunContext | None = None,
     reference_peak: int | None = None,
     deadline: float | None = None,
+    hint: int | None = None,
 ) -> SmallestBudget:
     """Search the smallest budget ``strategy`` meets on ``graph`` (see the module doc).
 
@@ -142,7 +143,8 @@ def smallest_budget(
     The bisection runs over the grid ``LB + k * tolerance`` (capped at the store-all
     peak), so for a monotone strategy the answer is the grid's first fitting budget
     whatever order the probes take: ``plan``, ``tradeoff`` and ``check`` agree. Then the
-    found plan's own peak is probed once. Raises what :func:`make_plan` raises other
+    found plan's own peak is probed once. ``hint``: a budget the strategy said it meets
+    (a failed plan's ``min_budget``), probed first like the ones probes state. Raises what :func:`make_plan` raises other
     than :class:`NoPlanError` (a strategy that refuses the graph). Cost: about
     log2(1 / 0.001) = 10 plans, plus at most three.
     """
@@ -156,7 +158,7 @@ def smallest_budget(
     top = max(ref, lb)
     probes = 0
     tried: dict[int, Plan | None] = {}
-    hints: list[int] = []
+    hints: list[int] = [] if hint is None else [hint]
 
     def probe(budget: int | None) -> Plan | None:
         nonlocal probes
@@ -216,6 +218,9 @@ def smallest_budget(
         else:
             break
         plan = probe(grid(mid))
+        if plan is None and deadline is not None and time.perf_counter() > deadline:
+            complete = False  # cut short by the deadline: not a failure the strategy proved
+            break
         if plan is None:
             lo = max(lo, mid)
         else:

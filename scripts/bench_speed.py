@@ -143,6 +143,7 @@ def main() -> None:
     ap.add_argument("--graphs", help="folder to keep the generated graphs in and reuse (100k ones take ~10 s each to make)")
     args = ap.parse_args()
     ROOT = args.root
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     print(f"bytecode: remat_cli precompiled, as pip does at install (compiling all of it takes {precompile(ROOT):.2f} s)")
     remat = [sys.executable, "-m", "remat_cli"]
     for what in (["--version"], ["--help"]):
@@ -153,8 +154,10 @@ def main() -> None:
     strategies = args.strategies.split(",")
     wanted = args.shapes.split(",")
     print(f"\nwall/cpu seconds per process, budget {args.budget}; ! = exit 1 (no plan fits)")
+    print("cpu: user + system seconds of the process and its children (auto's second process too);")
+    print(f"load: the 1-minute load average after the row, of {os.cpu_count()} cores (wall grows with it)")
     w = args.cell_width
-    print(f"{'graph':14s} {'nodes':>7s} {'info':>{w}s} " + " ".join(f"{s:>{w}s}" for s in strategies))
+    print(f"{'graph':14s} {'nodes':>7s} {'info':>{w}s} " + " ".join(f"{s:>{w}s}" for s in strategies) + "  load")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(args.graphs or tmp)
         folder.mkdir(parents=True, exist_ok=True)
@@ -167,7 +170,9 @@ def main() -> None:
                     run = timed(remat + ["plan", str(path), "-s", s, "-b", args.budget, "--format", "json"], args.timeout)
                     cells.append(fmt(*run, args.timeout))
                 print(
-                    f"{shape + str(size):14s} {nodes:7d} {fmt(*info, args.timeout):>{w}s} " + " ".join(f"{c:>{w}s}" for c in cells),
+                    f"{shape + str(size):14s} {nodes:7d} {fmt(*info, args.timeout):>{w}s} "
+                    + " ".join(f"{c:>{w}s}" for c in cells)
+                    + f"  {os.getloadavg()[0]:.1f}",
                     flush=True,
                 )
 

@@ -272,3 +272,62 @@ def test_the_second_process_starts_the_last_resort_while_nothing_fits(monkeypatc
     assert one.info["winner"] == two.info["winner"] == "min-memory"
     assert two.schedule.ops.tolist() == one.schedule.ops.tolist() and two.schedule.nodes.tolist() == one.schedule.nodes.tolist()
     assert "auto: min-memory (second process)" in seen and "auto: min-memory" not in seen, seen
+
+
+def test_this_process_polishes_while_the_second_one_still_runs(monkeypatch):
+    """Once this process has nothing left to run and the second one is still busy (here in
+    chain-dp, which waits until this process has started auto's improvement pass), the
+    polishing passes run on the plans known so far; the final passes reuse what they
+    still apply to. Before, this process only waited: the second one would time out. The
+    plan is the one made in one process."""
+    import multiprocessing as mp
+    import os
+    from dataclasses import replace
+
+    import remat_cli.strategies as registry
+
+    real = registry.fast_strategies
+    chain = next(s for s in real() if s.name == "chain-dp")
+    slow = next(s for s in real() if s.name == "greedy")
+    started = mp.get_context("fork").Event()  # set when this process starts improving
+    seen = mp.get_context("fork").Value("i", 0)  # chain-dp (second process) saw it set
+    parent = os.getpid()
+
+    def gated_chain_dp(graph, budget, options, context):
+        if os.getpid() != parent:
+            seen.value = int(started.wait(15.0))
+        return chain.solve(graph, budget, options, context)
+
+    def slow_greedy(graph, budget, options, context):
+        time.sleep(1.0)  # so that the second process takes chain-dp first
+        return slow.solve(graph, budget, options, context)
+
+    def swap(s):
+        return replace(s, solve=gated_chain_dp) if s is chain else replace(s, solve=slow_greedy) if s is slow else s
+
+    real_improve = auto._improve
+
+    def improving(*args, **kw):
+        if os.getpid() == parent:
+            started.set()
+        return real_improve(*args, **kw)
+
+    monkeypatch.setattr(registry, "fast_strategies", lambda: [swap(s) for s in real()])
+    monkeypatch.setattr(auto, "_improve", improving)
+    monkeypatch.setattr(auto, "PARALLEL_NODES", 10)
+    g = _graph("skip", 30, 2)
+    budget = int(0.6 * store_all_peak(g))
+    labels: list[str] = []
+
+    def heard(done, total, label):
+        from remat_cli.units import say
+
+        labels.append(say(label))
+
+    two = make_plan(g, "auto", budget, {"parallel": True, "progress": heard})
+    assert "auto: chain-dp (second process)" in labels, labels
+    assert seen.value == 1  # this process improved while chain-dp was running there
+    one = make_plan(g, "auto", budget, {"parallel": False})
+    m = simulate(g, two.schedule).metrics
+    assert m is not None and m.peak_bytes <= budget
+    assert two.schedule.ops.tolist() == one.schedule.ops.tolist() and two.schedule.nodes.tolist() == one.schedule.nodes.tolist()

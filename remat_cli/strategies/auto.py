@@ -54,6 +54,18 @@ _RUN_FIRST = ("store-all", "greedy", "chen-sqrt", "chen-greedy", "dtr", "chain-d
 #: know they failed) and stops once they cost more than the third cheapest fitting plan so
 #: far (only the three cheapest can win or be polished, :func:`_polish`).
 _CAPPED = ("greedy", "dtr")
+
+
+def _handed_back(key: str) -> bool:
+    """Whether the second process hands back the fact it derived from the graph under
+    ``key`` (:meth:`Graph.derived`), so that the next plans of the graph here (a search for
+    the smallest budget, a sweep) and the second processes forked for them reuse it:
+    min-memory's variants and the tree and path decompositions. Budget-independent data
+    whose keys name no object of one process (the separator trees' keys hold an ``id``:
+    not handed back)."""
+    return key == "_min_memory_variants" or key.startswith("decompose: td ") or key == "decompose: pd"
+
+
 #: Used only when no plan of the others fits: their plans are cheaper wherever they fit.
 #: The second process starts it early (the last in its queue) while no fitting plan is
 #: known, so that a budget nothing else meets is answered sooner; its plan is considered
@@ -106,12 +118,15 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
                 with child.taken.get_lock():
                     child.fits.value = 1  # the second process need not start a last resort
 
-    def collect(last_resort: bool = True) -> None:
+    def collect(last_resort: bool = True, ready: bool = False) -> None:
         """The outcomes of the queued strategies the second process took (not yet of the
-        last resorts, unless ``last_resort``: those it may not have taken)."""
+        last resorts, unless ``last_resort``: those it may not have taken; with ``ready``,
+        only those already received)."""
         for twin in child.strategies if child is not None else ():
             if twin.name in here or twin.name in tried or (twin.name in _LAST_RESORT and not last_resort):
                 continue  # run (or skipped) here, or not yet
+            if ready and twin.name not in child.received:
+                continue
             rank = candidates.index(twin)
             if _cannot_win(twin.name, best, base, graph.lb, budget):
                 tried[twin.name] = "skipped (it cannot beat the store-all plan, which fits)"
@@ -127,6 +142,21 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
             else:
                 consider(rank, twin, outcome)
 
+    memo: dict[tuple[str, int], tuple] = {}  # the polishing passes' results, by input plan
+
+    def speculate() -> None:
+        """While the second process still runs a queued strategy and this one has nothing
+        left to run: polish and improve the plans known so far (``memo``). The final passes
+        reuse a result wherever their input is the same plan, so the plan auto returns is
+        the same; it comes sooner when the second process's plans do not change the
+        winner (this process would only wait)."""
+        if child is None or budget is None or not child.busy_elsewhere(here, tried):
+            return
+        collect(last_resort=False, ready=True)
+        if best is None:
+            return
+        _improve(graph, budget, _polish(graph, budget, fitting, best, memo), deadline, memo)
+
     order = sorted(
         range(len(candidates)),
         key=lambda i: (_RUN_FIRST.index(candidates[i].name) if candidates[i].name in _RUN_FIRST else len(_RUN_FIRST), i),
@@ -138,6 +168,7 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
                 tried[strat.name] = "skipped (it cannot beat the store-all plan, which fits)"
                 continue
             if strat.name in _LAST_RESORT:
+                speculate()
                 collect(last_resort=False)  # whether a plan fits is known once all others are in
                 if best is not None:
                     tried[strat.name] = "skipped (a cheaper plan fits)"
@@ -162,6 +193,7 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
                 consider(rank, strat, outcome)
             if strat.name in here and child is not None:
                 child.done(strat.name)
+        speculate()
         collect()
     finally:
         if child is not None:
@@ -173,8 +205,8 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
             + (f"; the smallest budget one of them meets is {fmt_bytes_exact(floor)}" if floor else ""),
             min_budget=floor,
         )
-    best = _polish(graph, budget, fitting, best)
-    best = _improve(graph, budget, best, deadline)  # the plan-improvement pass (algorithms/improve.py)
+    best = _polish(graph, budget, fitting, best, memo)
+    best = _improve(graph, budget, best, deadline, memo)  # the plan-improvement pass (algorithms/improve.py)
     name, result = best[3], best[4]
     order = {s.name: i for i, s in enumerate(candidates)}
     ranked = sorted(tried.items(), key=lambda kv: order[kv[0]])
@@ -193,18 +225,23 @@ def _options(name: str, fitting: list[tuple]) -> dict[str, Any] | None:
     return {"search": False, "max_cost": costs[2] * (1 + 1e-9) if len(costs) >= 3 else None}
 
 
-def _polish(graph: Graph, budget: int | None, fitting: list, best: tuple) -> tuple:
+def _polish(graph: Graph, budget: int | None, fitting: list, best: tuple, memo: dict | None = None) -> tuple:
     """Run twremat's memory-limit pass (:mod:`remat_cli.strategies.evict`) at the budget over
     the three cheapest fitting plans that recompute: it only drops computes and keeps
     what the budget allows, so a result that replays within the budget can only be
-    cheaper. Returns the cheapest of ``best`` and the polished plans."""
+    cheaper. Returns the cheapest of ``best`` and the polished plans. ``memo`` keeps each
+    pass's result by its input plan (an earlier call's work is reused)."""
     if budget is None:
         return best
     from remat_cli.strategies.evict import memlimit_pass
 
+    memo = {} if memo is None else memo
     for cost, _, rank, name, result in sorted(fitting, key=lambda k: k[:3])[:3]:
-        schedule = memlimit_pass(graph, result.schedule, budget)
-        m = simulate(graph, schedule).metrics
+        hit = memo.get(("polish", id(result.schedule)))
+        if hit is None or hit[0] is not result.schedule:
+            schedule = memlimit_pass(graph, result.schedule, budget)
+            hit = memo[("polish", id(result.schedule))] = (result.schedule, schedule, simulate(graph, schedule).metrics)
+        schedule, m = hit[1], hit[2]
         if m is None or m.peak_bytes > budget or m.cost >= cost:
             continue
         info = {**result.info, "polished": Phrase("memory-limit pass: cost {} on {}'s plan", (Fact(m.cost / cost - 1, "change"), name))}
@@ -214,15 +251,23 @@ def _polish(graph: Graph, budget: int | None, fitting: list, best: tuple) -> tup
     return best
 
 
-def _improve(graph: Graph, budget: int | None, best: tuple, deadline: float | None) -> tuple:
+def _improve(graph: Graph, budget: int | None, best: tuple, deadline: float | None, memo: dict | None = None) -> tuple:
     """The winning plan after :func:`remat_cli.algorithms.improve.improve_plan` (keep moves
-    and re-evictions of its order), when that replays within the budget and costs less."""
+    and re-evictions of its order), when that replays within the budget and costs less.
+    ``memo`` as :func:`_polish` keeps it (the pass is deterministic in its input)."""
     if budget is None:
         return best
     from remat_cli.algorithms.improve import improve_plan
 
     cost, _, rank, name, result = best
-    imp = improve_plan(graph, result.schedule, budget, deadline=deadline, replay=True)
+    memo = {} if memo is None else memo
+    hit = memo.get(("improve", id(result.schedule)))
+    if hit is None or hit[0] is not result.schedule:
+        hit = memo[("improve", id(result.schedule))] = (
+            result.schedule,
+            improve_plan(graph, result.schedule, budget, deadline=deadline, replay=True),
+        )
+    imp = hit[1]
     m = imp.metrics
     if not imp.improved or m.peak_bytes > budget or m.cost >= cost:
         return best
@@ -255,14 +300,26 @@ class _Child:
     where fork is unavailable or inside a daemon worker (``remat batch``'s workers), where
     :meth:`start` returns None."""
 
-    def __init__(self, strategies: list[Strategy], proc: Any, conn: Any, taken: Any, fits: Any, busy: Any) -> None:
-        self.strategies, self.proc, self.conn, self.taken = strategies, proc, conn, taken
+    def __init__(self, strategies: list[Strategy], graph: Graph, proc: Any, conn: Any, taken: Any, fits: Any, busy: Any) -> None:
+        self.strategies, self.graph, self.proc, self.conn, self.taken = strategies, graph, proc, conn, taken
         self.fits = fits  # set once either process has a plan that fits: no last resort then
         self.busy = busy  # queued strategies (not last resorts) running in either process
         self.received: dict[str, tuple] = {}
 
     def queued(self, name: str) -> bool:
         return any(s.name == name for s in self.strategies)
+
+    def busy_elsewhere(self, here: set[str], settled: dict[str, Any]) -> bool:
+        """True while a queued strategy (not a last resort) that this process did not run
+        has no result yet, after reading the results already in the pipe: the second
+        process is still working on it."""
+        waiting = [s.name for s in self.strategies if s.name not in here and s.name not in settled and s.name not in _LAST_RESORT]
+        try:
+            while self.conn.poll(0):
+                self._receive()
+        except (EOFError, OSError):
+            return False
+        return any(name not in self.received for name in waiting)
 
     def claim(self, name: str) -> bool:
         """Take queued strategy ``name`` for this process: True when it is the next one not
@@ -302,7 +359,17 @@ class _Child:
         except OSError:
             return None
         send.close()
-        return cls(strategies, proc, recv, taken, fits, busy)
+        return cls(strategies, graph, proc, recv, taken, fits, busy)
+
+    def _receive(self) -> None:
+        """One message from the second process: a strategy's outcome, or facts it derived
+        from the graph (:func:`_handed_back`), kept on this process's graph."""
+        sender, kind, *payload = self.conn.recv()
+        if kind == "derived":
+            for key, value in payload[0].items():
+                self.graph.derived(key, lambda v=value: v)
+            return
+        self.received[sender] = (kind, *payload)
 
     def result(self, name: str, deadline: float | None) -> StrategyResult | RematError | None:
         """Strategy ``name``'s outcome; None if it is not done by ``deadline``."""
@@ -311,10 +378,9 @@ class _Child:
             try:
                 if not self.conn.poll(timeout):
                     return None
-                sender, kind, *payload = self.conn.recv()
+                self._receive()
             except (EOFError, OSError):
                 return RematError(f"{name} ended without an answer (its process died)")
-            self.received[sender] = (kind, *payload)
         kind, *payload = self.received[name]
         if kind == "ok":
             ops, nodes, info, keep = payload
@@ -357,6 +423,14 @@ def _child_main(
                 os._exit(1)
 
     threading.Thread(target=watch, daemon=True).start()
+    had = set(graph.derived_items(_handed_back))  # the parent has these already
+
+    def hand_back() -> None:
+        fresh = {k: v for k, v in graph.derived_items(_handed_back).items() if k not in had}
+        if fresh:
+            had.update(fresh)
+            conn.send(("", "derived", fresh))
+
     try:
         while True:
             with taken.get_lock():
@@ -375,21 +449,26 @@ def _child_main(
                 continue
             strategy = strategies[i]
             name = strategy.name
+            message: tuple
             try:
                 r = strategy.run(graph, budget, None, context)
                 with taken.get_lock():
                     fits.value = 1  # (a hint: the parent checks each plan itself)
-                conn.send((name, "ok", r.schedule.ops, r.schedule.nodes, dict(r.info), r.keep))
+                message = (name, "ok", r.schedule.ops, r.schedule.nodes, dict(r.info), r.keep)
             except NoPlanError as exc:
-                conn.send((name, "noplan", exc.message, exc.min_budget))
+                message = (name, "noplan", exc.message, exc.min_budget)
             except RematError as exc:
-                conn.send((name, "error", exc.message))
+                message = (name, "error", exc.message)
             except Exception as exc:  # noqa: BLE001 - a bug: the parent reports it as a failure
-                conn.send((name, "error", f"internal error: {type(exc).__name__}: {exc}"))
-            finally:
-                if not last:
-                    with taken.get_lock():
-                        busy.value -= 1
+                message = (name, "error", f"internal error: {type(exc).__name__}: {exc}")
+            try:
+                hand_back()  # before the outcome: the parent reads both before it stops us
+            except Exception:  # noqa: BLE001 - an optional speed-up: never a failure
+                pass
+            conn.send(message)
+            if not last:
+                with taken.get_lock():
+                    busy.value -= 1
     finally:
         conn.close()
 

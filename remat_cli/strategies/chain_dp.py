@@ -173,13 +173,20 @@ def _unborrow(code: int) -> tuple[int, int, int]:
     return (c // 2) // 1024, (c // 2) % 1024, c % 2
 
 
-def solve_chain(graph: Graph, seg: Segmentation, max_slots: int = 500, borrow: bool = True) -> ChainTable:
-    """Fill the DP table for every memory level up to the sum of all values.
+def solve_chain(graph: Graph, seg: Segmentation, max_slots: int = 500, borrow: bool = True, max_bytes: int | None = None) -> ChainTable:
+    """Fill the DP table for every memory level up to the sum of all values, or up to the
+    level of ``max_bytes`` (activation bytes) when given.
 
     State (s, t, f, h): backward of segments s..t to run; resident on entry are a_{s-1},
     the values D_{t+1} that segments ≤ t read from segment t+1, and a_t when ``f``; ``h``
     says whether a_{s-1} must still be resident on exit (else it is freed after its last
     read). Excess memory is counted above that entry baseline.
+
+    ``max_bytes``: a sub-state's level is its parent's less what the parent holds above
+    the sub-state's baseline, and the top state's baseline is empty, so a plan at a level
+    ≤ L reads no state above L (test_chain_dp: equal tables). Capping the table there
+    solves only those levels (a budget of 0.5x needs about a quarter of them); the slot
+    size ``q`` is the same as without a cap, so the plans are too.
     """
     mem = graph.mem.tolist()
     ws = graph.workspace.tolist()
@@ -199,6 +206,8 @@ def solve_chain(graph: Graph, seg: Segmentation, max_slots: int = 500, borrow: b
     total = int(graph.mem[graph.needed].sum() + graph.workspace.max(initial=0)) or 1
     q = g * max(1, math.ceil(total / (g * max_slots)))
     S = max(1, math.ceil(total / q))
+    if max_bytes is not None:
+        S = max(1, min(S, max_bytes // q))
 
     def slots(b: float) -> int:
         return math.ceil(b / q)
@@ -541,8 +550,13 @@ def _best_plan(
         seg = seg.merged(_merge_starts(seg, max_segments))
         info["groups"] = seg.count
     borrow = seg.count <= int(options.borrow_segments)  # O(L⁴·M) instead of O(L³·M)
-    table = solve_chain(graph, seg, int(options.max_slots), borrow)
+    # levels above the budget's are never read by a plan within it (solve_chain); the full
+    # table only where none fits, for the smallest plan's peak
+    table = solve_chain(graph, seg, int(options.max_slots), borrow, max_bytes=budget - graph.fixed_mem)
     m_min = table.min_slots()
+    if m_min is None:
+        table = solve_chain(graph, seg, int(options.max_slots), borrow)
+        m_min = table.min_slots()
     final_cost = table.top
     info["slot_bytes"] = table.q
 

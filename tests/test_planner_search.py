@@ -1,0 +1,130 @@
+"""The search for the smallest budget after a failed plan (planner._with_smallest):
+proportionate to the attempt, it starts from what the attempt said, a probe cut short by
+the deadline is not counted as a failure, and auto's second process hands back the facts
+it derived from the graph so that the probes after the attempt do not derive them again."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from remat_cli import generators as G
+from remat_cli import planner
+from remat_cli.errors import NoPlanError
+from remat_cli.planner import make_plan, store_all_peak
+from remat_cli.simulate import simulate
+from remat_cli.strategies import auto, min_memory
+from remat_cli.strategies.base import Strategy, StrategyResult
+from remat_cli.strategies.store_all import store_all_plan
+from remat_cli.sweep import search_tolerance, smallest_budget
+from remat_cli.training import checkmate_training_graph
+
+
+def _graph(n: int = 12, seed: int = 3):
+    rng = np.random.default_rng(seed)
+    return checkmate_training_graph(G.skip_chain(n, skip=3, mem=rng.integers(1, 9, n), cost=rng.integers(1, 9, n).astype(float)))
+
+
+def test_the_search_probes_the_budget_the_failed_attempt_named_first(monkeypatch):
+    """treewidth's failure names the peak of its smallest plan; the search probes it right
+    after the store-all peak (before, it bisected from the lower bound first)."""
+    g = _graph()
+    budgets: list[int | None] = []
+    real = planner._make_plan
+
+    def spy(graph, strat, budget, *args):
+        budgets.append(budget)
+        return real(graph, strat, budget, *args)
+
+    monkeypatch.setattr(planner, "_make_plan", spy)
+    with pytest.raises(NoPlanError) as info:
+        make_plan(g, "treewidth", g.lb, find_smallest=True)
+    stated = _stated(g)
+    assert stated is not None and stated > g.lb
+    tol = search_tolerance(store_all_peak(g))
+    snapped = g.lb + -(-(stated - g.lb) // tol) * tol
+    assert budgets[:3] == [g.lb, store_all_peak(g), min(snapped, store_all_peak(g))]
+    assert info.value.min_budget is not None and info.value.min_budget <= stated
+    plan = make_plan(g, "treewidth", info.value.min_budget)
+    assert simulate(g, plan.schedule).metrics.peak_bytes <= info.value.min_budget
+
+
+def _stated(g) -> int | None:
+    """The smallest budget treewidth's failure at the lower bound names (no search)."""
+    try:
+        make_plan(g, "treewidth", g.lb)
+    except NoPlanError as exc:
+        return exc.min_budget
+    return None
+
+
+def test_a_probe_cut_short_by_the_deadline_is_not_a_failure():
+    """A strategy that fits at once from some budget up and, below it, only stops at its
+    deadline: the search says it stopped, and names no failed budget."""
+    g = _graph()
+    peak = store_all_peak(g)
+    enough = (g.lb + peak) // 2
+    store = store_all_plan(g)
+
+    def solve(graph, budget, options, context):
+        if budget is None or budget >= peak:
+            return StrategyResult(store.schedule)
+        if budget >= enough:
+            raise NoPlanError("costly", min_budget=peak)  # (it still fits only at the peak)
+        while context.deadline is not None and time.perf_counter() < context.deadline:
+            time.sleep(0.01)
+        raise NoPlanError("stopped at its deadline")
+
+    strat = Strategy(name="slow-below", summary="test", solve=solve, uses_budget=True)
+    found = smallest_budget(g, strat, reference_peak=peak, deadline=time.perf_counter() + 0.5)
+    assert not found.complete and found.budget_bytes == peak
+    assert found.failed_bytes is None or found.failed_bytes >= enough  # never a cut-short probe
+
+
+def test_the_search_is_proportionate_to_the_attempt():
+    assert planner.search_seconds(0.0, None) == planner.MIN_SEARCH_SECONDS
+    assert planner.search_seconds(10.0, None) == pytest.approx(planner.SEARCH_FACTOR * 10.0)
+    assert planner.SEARCH_FACTOR < 1.0  # less than the attempt itself took
+    assert planner.search_seconds(1e6, None) == planner.SEARCH_SECONDS
+
+
+def test_the_second_process_hands_back_min_memorys_variants(monkeypatch):
+    """min-memory runs in the second process while this one is held up in a failing dtr;
+    its variants (budget-independent) come back and are kept on this process's graph, so
+    the plans after it (a search for the smallest budget) do not make them again."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    import remat_cli.strategies as registry
+    from remat_cli.loaders import load_graph
+
+    real = registry.fast_strategies
+    dtr = next(s for s in real() if s.name == "dtr")
+
+    def slow_dtr(graph, budget, options, context):
+        time.sleep(3.0)  # as test_auto_speed: the second process reaches min-memory first
+        return dtr.solve(graph, budget, options, context)
+
+    monkeypatch.setattr(registry, "fast_strategies", lambda: [replace(s, solve=slow_dtr) if s is dtr else s for s in real()])
+    monkeypatch.setattr(auto, "PARALLEL_NODES", 10)
+    g = load_graph(Path(__file__).resolve().parent.parent / "sample_graphs" / "random_dag.twremat.txt")
+    budget = int(0.5 * store_all_peak(g))
+    assert "_min_memory_variants" not in g.derived_items(lambda k: True)
+    made: list[int] = []
+    real_variants = min_memory._variants
+
+    def counting(graph):
+        made.append(1)
+        return real_variants(graph)
+
+    monkeypatch.setattr(min_memory, "_variants", counting)
+    plan = make_plan(g, "auto", budget, {"parallel": True})
+    assert plan.info["winner"] == "min-memory" and not made  # made in the second process
+    kept = g.derived_items(lambda k: k == "_min_memory_variants")
+    assert kept, "min-memory's variants were not handed back"
+    again = make_plan(g, "auto", budget, {"parallel": False})  # here: no new variants
+    assert not made
+    assert again.schedule.ops.tolist() == plan.schedule.ops.tolist() and again.schedule.nodes.tolist() == plan.schedule.nodes.tolist()
+    assert simulate(g, again.schedule).metrics.peak_bytes <= budget
