@@ -24,10 +24,11 @@ from remat_cli.torch._apply import Step  # noqa: E402
 from remat_cli.torch._capture import capture_program  # noqa: E402
 from remat_cli.torch._measure import paired_seconds  # noqa: E402
 from remat_cli.torch._runtime import _direct_grad, _edge, _is_simple_tree  # noqa: E402
-from remat_cli.torch.fidelity import eager_step  # noqa: E402
+from remat_cli.torch.fidelity import captured_step, eager_step  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 sys.path.insert(0, str(EXAMPLES))
+import cnn  # noqa: E402
 import mlp  # noqa: E402
 
 sys.path.remove(str(EXAMPLES))
@@ -106,6 +107,21 @@ def test_store_all_and_recomputing_plans_keep_eager_gradients(small_mlp):
             got = _grads(step, model, inputs)
             assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in zip(got, reference)), strategy
         assert step.fallbacks == 0
+
+
+@pytest.mark.parametrize("make", [lambda: mlp.make(batch=8, width=16, depth=3), lambda: cnn.make(batch=2, size=8)])
+def test_captured_program_under_autograd_is_the_eager_step(make):
+    """``captured_step`` (the benchmark's reference for the executor's own share: the
+    captured program, PyTorch's engine) computes eager training's loss and gradients;
+    the CNN's program also returns BatchNorm's buffer updates, which it must skip over."""
+    model, inputs, loss_fn = make()
+    _graph, prog = capture_program(model, inputs, loss_fn, timing_runs=0)
+    reference = _grads(eager_step(model, loss_fn), model, inputs)
+    want = eager_step(model, loss_fn)(*inputs)  # training mode: the running stats are not read
+    step = captured_step(prog)
+    got = _grads(step, model, inputs)
+    assert torch.allclose(step(*inputs), want, rtol=1e-5)
+    assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in zip(got, reference))
 
 
 class FakeCuda:
