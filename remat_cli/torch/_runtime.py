@@ -259,6 +259,32 @@ def recipes(prog: Program) -> dict[str, _Recipe]:
     return out
 
 
+@dataclass(frozen=True)
+class _Static:
+    """Per-program facts every step's :class:`Executor` reads (:func:`_static`)."""
+
+    consumers: dict[str, tuple[str, ...]]  # owner op -> the ops (and ``loss``) that read it
+    split: dict[str, tuple[str, tuple[int, ...]]]  # op X -> (X.stats, statistics outputs)
+    fixed_ptrs: frozenset[int]  # storages of parameters, buffers and constants
+    buffers: tuple[tuple[str, torch.fx.Node, torch.Tensor], ...]  # (output, its node, buffer it overwrites)
+
+
+def _static(prog: Program) -> _Static:
+    """:class:`_Static` for ``prog``, built on the first step and cached on the program
+    (parameters and buffers are updated in place, as optimizers and ``finish`` do, so
+    their storages stay those of the first step)."""
+    cached = prog.__dict__.get("_static")
+    if cached is None:
+        rs = recipes(prog)
+        cached = prog.__dict__["_static"] = _Static(
+            {name: r.consumers for name, r in rs.items()},
+            {owner: (name, idx) for name, (owner, idx) in stats_nodes(prog).items()},
+            frozenset(_ptr(t) for t in prog.fixed.values() if isinstance(t, torch.Tensor) and t.numel()),
+            tuple((o, prog.by_name[o], prog.module.get_buffer(t)) for o, t in prog.buffer_updates.items()),
+        )
+    return cached
+
+
 # ---------------------------------------------------------------- statistics nodes
 STATS = ".stats"
 
@@ -344,16 +370,18 @@ class Executor:
         self._direct_ok: dict[str, bool] = prog.__dict__.setdefault("_direct", {})
         self._expect: dict[Any, list[tuple[torch.dtype, torch.Size]]] = prog.__dict__.setdefault("_expect", {})
         self.hooked = False  # True while the caller holds saving() for the whole step
-        self.consumers = {name: r.consumers for name, r in self.recipes.items()}
+        static = _static(prog)  # what does not change between steps, worked out once
+        self.consumers = static.consumers
         self.done_forward: set[str] = set()
         self.done_backward: set[str] = set()
         self.saved_by: dict[str, list[_Saved]] = {}
         self._pending: list[_Saved] = []
         self.untracked_saved = 0
-        ts = list(prog.fixed.values()) + list(self.inputs.values())
-        self._fixed_ptrs = {_ptr(t) for t in ts if isinstance(t, torch.Tensor) and t.numel()}
+        self._fixed_of_program = static.fixed_ptrs
+        self._fixed_ptrs_now: set[int] | None = None  # with the inputs', when a pack hook needs it
+        self._buffers = static.buffers
         self._stats = stats_nodes(prog)  # X.stats -> (X, statistics output indices)
-        self._split = {owner: (name, idx) for name, (owner, idx) in self._stats.items()}
+        self._split = static.split
         # fused runs (compute_fused / backward_fused): outputs with their autograd history
         # while the forward stretch lasts, and per op what its gradient step needs
         self.live: dict[str, torch.Tensor] = {}
@@ -700,7 +728,10 @@ class Executor:
         self.saved_by[name] = saved
         if not saved:
             return
-        fixed_ptrs = self._fixed_ptrs
+        fixed_ptrs = self._fixed_ptrs_now
+        if fixed_ptrs is None:
+            ins = {_ptr(t) for t in self.inputs.values() if isinstance(t, torch.Tensor) and t.numel()}
+            fixed_ptrs = self._fixed_ptrs_now = self._fixed_of_program | ins
         owners: dict[int, tuple[str, int | None]] = {}
         for key, t in owned:
             if t.numel():
@@ -803,14 +834,13 @@ class Executor:
     def finish(self) -> None:
         """Apply buffer updates (BatchNorm running statistics) and drop everything."""
         with torch.no_grad():
-            for out_name, target in self.prog.buffer_updates.items():
-                n = self.prog.by_name[out_name]
+            for out_name, n, buffer in self._buffers:
                 value = self.updates.get(out_name)
                 if value is None:  # e.g. num_batches_tracked + 1: an op outside the plan
                     if is_owner(n) and n.name not in self.env:
                         self._recompute(n)
                     value = self.value(n)
-                self.prog.module.get_buffer(target).copy_(value)
+                buffer.copy_(value)
         self.env.clear()
         self.grads.clear()
         self.edges.clear()
