@@ -294,6 +294,30 @@ def test_fused_paths_are_all_taken(captured):
     assert any(trees.values()) and not all(trees.values())
 
 
+@pytest.mark.parametrize("name", ["cnn", "transformer"])
+def test_norms_and_dropout_run_fused(captured, name):
+    """BatchNorm, LayerNorm and dropout (several outputs, statistics in an ``X.stats``
+    node) run inside fused runs too: under store-all every one of them is fused, with its
+    saved statistics as handles read from ``X.stats``; the step keeps eager's gradients
+    (the same dropout draws) and BatchNorm's running statistics."""
+    model, inputs, loss_fn, graph, prog = captured[name]
+    owners = {k[: -len(".stats")] for k in graph.ids if k.endswith(".stats")}
+    plan = make_plan(graph, "store-all")
+    step = Step(prog, graph, plan.schedule, "store-all", inputs)
+    assert owners and owners <= set(step.fused)
+    assert all(step.fused[o][0] is None for o in owners)  # saved tensors are handles
+    before = {k: b.clone() for k, b in model.named_buffers()}
+    reference = _grads(eager_step(model, loss_fn), model, inputs, seed=5)
+    eager_after = {k: b.clone() for k, b in model.named_buffers()}
+    with torch.no_grad():
+        for k, b in model.named_buffers():
+            b.copy_(before[k])
+    assert _equal(_grads(step, model, inputs, seed=5), reference)
+    assert step.fallbacks == 0
+    for k, b in model.named_buffers():
+        assert torch.allclose(b.float(), eager_after[k].float(), rtol=1e-5, atol=1e-7), k
+
+
 # ---------------------------------------------------------------- provenance and refusals
 def test_plan_from_another_input_shape_is_refused(captured, tmp_path):
     model, inputs, loss_fn, graph, _prog = captured["mlp"]

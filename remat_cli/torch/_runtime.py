@@ -385,7 +385,7 @@ class Executor:
         # fused runs (compute_fused / backward_fused): outputs with their autograd history
         # while the forward stretch lasts, and per op what its gradient step needs
         self.live: dict[str, torch.Tensor] = {}
-        self.fused: dict[str, tuple[Any, dict[Any, Any], dict[int, Any]]] = {}
+        self.fused: dict[str, tuple[Any, dict[Any, Any], dict[int, Any], tuple[str, int | None]]] = {}
         self._trees: dict[str, bool] = prog.__dict__.setdefault("_fused_trees", {})
 
     # -------------------------------------------------- values
@@ -499,7 +499,8 @@ class Executor:
             self.release_fallbacks()
 
     def compute_fused(self, name: str, saves: frozenset[str] | None) -> None:
-        """First computation of single-output op ``name`` inside a fused run.
+        """First computation of op ``name`` inside a fused run (one output, or a norm's or
+        dropout's several of which only the first is differentiable).
 
         Inputs computed earlier in the same forward stretch (:attr:`live`) are read with
         their autograd history, so consecutive ops form one autograd graph and autograd
@@ -517,7 +518,11 @@ class Executor:
         n = r.node
         if r.random and name not in self.rng:
             self.rng[name] = _rng_state(self._device())
-        live = self.live
+        # An op whose autograd graph is not a tree (attention's views of one split) goes
+        # through the engine, which walks everything reachable from the op: that would be
+        # the whole run. Once that is known (the first step), its in-run inputs become
+        # leaves as inputs from outside the run do, so the engine sees the op alone.
+        live = self.live if self._trees.get(name) is not False else {}
         requires = self.requires
         stops: dict[Any, Any] = {}  # grad_fn of an in-run input -> its owner key
         leaves: dict[int, Any] = {}  # id(leaf or parameter) -> its key
@@ -545,12 +550,17 @@ class Executor:
                     owned.append(((what, None), v))
             elif how == _ITEM:
                 owner, idx = what
-                v = self._owned(owner)[idx]
-                if requires[owner][idx]:
-                    v = v.detach().requires_grad_(True)
-                    leaves[id(v)] = (what, v)
-                    if owner not in saves:
-                        empty.append(v)
+                got = live.get(owner)
+                if got is not None and got[idx].grad_fn is not None:
+                    v = got[idx]  # the differentiable output of a fused norm or dropout
+                    stops[v.grad_fn] = what
+                else:
+                    v = self._owned(owner)[idx]
+                    if requires[owner][idx]:
+                        v = v.detach().requires_grad_(True)
+                        leaves[id(v)] = (what, v)
+                        if owner not in saves:
+                            empty.append(v)
                 if hooked and isinstance(v, torch.Tensor):
                     owned.append((what, v))
             elif how == _FIXED:
@@ -566,29 +576,42 @@ class Executor:
             memo[a] = v
         out = r.call(*map_arg(n.args, memo.__getitem__), **map_arg(n.kwargs, memo.__getitem__))
         memo.clear()
+        multi = isinstance(out, (tuple, list))
+        if multi:  # a norm or dropout: only output 0 is differentiable
+            out = tuple(out)
+            main = out[0]
+            req = main.requires_grad
+            det = tuple(t.detach() if isinstance(t, torch.Tensor) else t for t in out)
+            self.env[name] = det
+            requires[name] = (req,) + (False,) * (len(out) - 1)
+            for user, idx in r.updates:  # buffer updates (BatchNorm running stats), applied at the end
+                self.updates[user] = det[idx]
+        else:
+            main = out
+            req = out.requires_grad
+            self.env[name] = out.detach()
+            requires[name] = req
         if hooked:
-            self._resolve_pending(name, owned, (out,), False)
+            self._resolve_pending(name, owned, out if multi else (out,), multi)
             del owned
         for v in empty:  # autograd does not save it: the leaf must not keep its storage
             v.data = _empty_like_meta(v)
-        req = out.requires_grad
-        self.env[name] = out.detach()
-        requires[name] = req
-        self.fused[name] = (out.grad_fn if req else None, stops, leaves)
+        self.fused[name] = (main.grad_fn if req else None, stops, leaves, (name, 0 if multi else None))
         if req:
-            live[name] = out
+            self.live[name] = out
         self.done_forward.add(name)
         if self._fallback_held:
             self.release_fallbacks()
 
     def compute_plain(self, name: str) -> None:
         """A computation of a fused op before the one that records its autograd graph:
-        no autograd, as a recomputation (the op has one output, which needs gradients)."""
+        no autograd, as a recomputation (its first output needs gradients, others do not)."""
         r = self.recipes[name]
         if r.random and name not in self.rng:
             self.rng[name] = _rng_state(self._device())
         self._recompute(r.node)
-        self.requires[name] = True
+        out = self.env[name]  # one output, or a norm's several with only the first differentiable
+        self.requires[name] = (True,) + (False,) * (len(out) - 1) if isinstance(out, tuple) else True
         self.done_forward.add(name)
         if self._fallback_held:
             self.release_fallbacks()
@@ -598,11 +621,10 @@ class Executor:
         are called directly down to the in-run ops it read (whose gradients it leaves,
         as a one-op step would), the leaves and the parameters. Then the op's nodes are
         dropped, and with them what autograd saved for it."""
-        fn, stops, leaves = self.fused.pop(name)
+        fn, stops, leaves, key = self.fused.pop(name)
         self.live.clear()  # the forward stretch is over: no history may outlive its step
         grads = self.grads
         g = None
-        key = (name, None)
         for c in self.consumers[name]:
             got = grads.get(c)
             if got:
