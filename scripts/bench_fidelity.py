@@ -17,13 +17,16 @@ pairs' ratios follow each row: on a shared machine the spread is part of the fig
 (rotating order, --pairs rounds): PyTorch's eager step; the captured core-ATen program
 run by plain autograd (``captured_step``: the same kernels as the executor, PyTorch's
 engine, no schedule); the plan under the executor with fused runs; and under one-op
-graphs (the executor before fused runs, ``Step(..., fuse=False)``). Per plan, median
-[quartiles] of the pairs' ratios, in percent: ``program`` = captured / eager - 1 (what
-the decomposed program costs beyond the model's own eager code; no plan in it),
-``exec/eager`` = fused / (eager x (1 + measured extra FLOPs)) - 1 (the exec column of
-the main table), ``exec/capt`` = fused / (captured x (1 + extra FLOPs)) - 1 (the
-executor's own share: same kernels, recomputation paid for), ``1-op/capt`` the same for
-one-op graphs; and the load average before and after.
+graphs (the executor before fused runs, ``Step(..., fuse=False)``). Median [quartiles]
+of the pairs' ratios, in percent: per model, ``program`` = captured / eager - 1 (what
+the decomposed program costs beyond the model's own eager code; no plan in it; from
+the store-all rounds); per plan, ``exec/eager`` = fused / (eager x (1 + measured extra
+FLOPs)) - 1 (the exec column of the main table), ``exec/capt`` = fused / (captured x
+(1 + extra FLOPs)) - 1 (the executor's own share: same kernels, recomputation paid for
+by its FLOPs), ``exec/capt t`` the same with recomputation priced by each recomputed
+op's own time as the capture measured it (plan's / store-all's predicted seconds: a
+recomputed BatchNorm or ReLU costs more time per FLOP than a matmul), ``1-op/capt``
+as exec/capt for one-op graphs; and the load average before and after.
 """
 
 from __future__ import annotations
@@ -130,12 +133,12 @@ def executor_overhead(args: argparse.Namespace) -> None:
 
     print(f"load average before: {_load()}; torch threads {args.threads}; {args.pairs} rounds per plan")
     print("median [quartiles] in %: program = captured/eager, exec = fused, 1-op = one-op executor")
-    head = ["program", "exec/eager", "exec/capt", "1-op/capt"]
+    head = ["exec/eager", "exec/capt", "exec/capt t", "1-op/capt"]
     print(f"{'model':<11} {'budget':>6} {'strategy':<9} {'eager':>7}" + "".join(f" {h:>16}" for h in head))
     for spec in args.models:
         model, inputs, loss_fn = load_factory(str(ROOT / spec), args.device)
         name = Path(spec.split(":")[0]).stem
-        graph, prog = capture_program(model, inputs, loss_fn, factory=spec, timing_runs=0)
+        graph, prog = capture_program(model, inputs, loss_fn, factory=spec, timing_runs=3)
         store_all = make_plan(graph, "store-all")
         eager = eager_step(model, loss_fn)
         captured = captured_step(prog)
@@ -151,6 +154,7 @@ def executor_overhead(args: argparse.Namespace) -> None:
         for b, plan in plans:
             steps = [Step(prog, graph, plan.schedule, plan.strategy, inputs, fuse=f) for f in (True, False)]
             scale = measure(steps[0], inputs, runs=1).flops / base
+            t_scale = (plan.metrics.est_seconds or 0.0) / (store_all.metrics.est_seconds or 1.0) or scale
             fns = [eager, captured, *steps]
             for fn in fns * 2:  # warm
                 fn(*inputs)
@@ -162,10 +166,13 @@ def executor_overhead(args: argparse.Namespace) -> None:
                     fns[i](*inputs)
                     times[i].append(now() - t0)
             cols = []
-            for i, ref, s in ((1, 0, 1.0), (2, 0, scale), (2, 1, scale), (3, 1, scale)):
+            for i, ref, s in ((1, 0, 1.0), (2, 0, scale), (2, 1, scale), (2, 1, t_scale), (3, 1, scale)):
                 ratios = [t / r / s - 1 for t, r in zip(times[i], times[ref])]
                 q = statistics.quantiles(ratios, n=4)
                 cols.append(f"{statistics.median(ratios) * 100:+.1f} [{q[0] * 100:+.0f},{q[2] * 100:+.0f}]")
+            program = cols.pop(0)
+            if plan is store_all:
+                print(f"{name:<11} program (captured / eager): {program}")
             eager_s = fmt_seconds(statistics.median(times[0]))
             print(f"{name:<11} {b:>6} {plan.strategy:<9} {eager_s:>7}" + "".join(f" {c:>16}" for c in cols))
     print(f"load average after: {_load()}")
