@@ -275,13 +275,16 @@ def test_fused_paths_are_all_taken(captured):
     """The transformer's attention gives fused ops whose autograd graph is not a tree (run
     through the engine); a plan at the lower bound records some ops at a recomputation
     after a first computation without autograd, and frees some saved values between an
-    op's recording and its gradient step (those are saved as handles): all are exercised."""
+    op's recording and its gradient step (those are saved as handles), and records a
+    layer norm after such a first computation: all are exercised."""
     from remat_cli.torch._apply import _PLAIN
 
     model, inputs, loss_fn, graph, prog = captured["transformer"]
     plan = _smallest(graph, "chain-dp")
     step = Step(prog, graph, plan.schedule, "chain-dp", inputs)
     assert any(what == _PLAIN for what, _ in step._program)
+    # a layer norm (several outputs, an X.stats node) computed without autograd first
+    assert any(what == _PLAIN and node + ".stats" in graph.index for what, node in step._program)
     m_model, m_inputs, m_loss, m_graph, m_prog = captured["mlp"]
     m_plan = _smallest(m_graph, "chain-dp")
     m_step = Step(m_prog, m_graph, m_plan.schedule, "chain-dp", m_inputs)
