@@ -1,7 +1,7 @@
 """The executor's fast paths and the CUDA measuring path (issue 13).
 
 The executor calls a one-op graph's autograd nodes directly instead of starting the
-engine (``_direct_grad``); these tests hold it to ``torch.autograd.grad`` on ops whose
+engine (``_walk_grad``); these tests hold it to ``torch.autograd.grad`` on ops whose
 gradients need the engine's fitting (a bias broadcast back to its shape, a view of a
 parameter, an input used twice). The CUDA branch of ``measure`` cannot run here (no
 GPU): it is driven through a fake ``torch.cuda`` memory API so that its arithmetic and
@@ -23,7 +23,7 @@ from remat_cli.torch import measure  # noqa: E402
 from remat_cli.torch._apply import Step  # noqa: E402
 from remat_cli.torch._capture import capture_program  # noqa: E402
 from remat_cli.torch._measure import paired_seconds  # noqa: E402
-from remat_cli.torch._runtime import _direct_grad, _edge, _is_simple_tree  # noqa: E402
+from remat_cli.torch._runtime import _edge, _is_simple_tree, _walk_grad  # noqa: E402
 from remat_cli.torch.fidelity import captured_step, eager_step  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -64,10 +64,15 @@ def test_direct_gradients_equal_the_engines(case):
     assert _is_simple_tree(edge), case
     want = torch.autograd.grad([out], leaves, [grad], retain_graph=True, allow_unused=True)
     expect: list = []
-    got = _direct_grad(edge.node, grad, leaves, expect)
-    for w, g in zip(want, got):
+
+    def walk():
+        produced: dict = {}
+        _walk_grad(edge.node, grad, {}, {id(t): ((i,), t) for i, t in enumerate(leaves)}, produced, {}, expect)
+        return [produced.get((i,)) for i in range(len(leaves))]
+
+    for w, g in zip(want, walk()):
         assert g is not None and g.shape == w.shape and torch.allclose(g, w), case
-    again = _direct_grad(edge.node, grad, leaves, expect)  # reads what the first call cached
+    again = walk()  # reads what the first call cached
     assert all(torch.allclose(a, w) for a, w in zip(again, want))
 
 

@@ -815,16 +815,15 @@ class Executor:
         self.done_backward.add(name)
         inputs = leaves if again else leaves + params
         produced: dict[Any, torch.Tensor] = {}
-        if use and inputs:
-            got_grads = None
-            if not again and len(use) == 1 and self._direct(name, use[0][0]):
-                key = (name, tuple(k for k, _ in inputs))  # which inputs need gradients
-                expect = self._expect.get(key)
-                if expect is None:
-                    expect = self._expect[key] = []
-                got_grads = _direct_grad(use[0][0].node, use[0][1], [t for _, t in inputs], expect)
-            if got_grads is None:
-                got_grads = _grad([e for e, _ in use], [g for _, g in use], [t for _, t in inputs])
+        if use and inputs and not again and len(use) == 1 and self._direct(name, use[0][0]):
+            key = (name, tuple(k for k, _ in inputs))  # which inputs need gradients
+            expect = self._expect.get(key)
+            if expect is None:
+                expect = self._expect[key] = []
+            ends = {id(t): (k, t) for k, t in inputs}
+            _walk_grad(use[0][0].node, use[0][1], {}, ends, produced, self.prog.fixed, expect)
+        elif use and inputs:
+            got_grads = _grad([e for e, _ in use], [g for _, g in use], [t for _, t in inputs])
             for (key, _t), g in zip(inputs, got_grads):
                 if g is None:
                     continue
@@ -844,7 +843,7 @@ class Executor:
 
     def _direct(self, name: str, edge: Any) -> bool:
         """Whether op ``name``'s gradient step can call its autograd nodes directly
-        (:func:`_direct_grad`); decided once per program, the graph's shape is fixed."""
+        (:func:`_walk_grad`); decided once per program, the graph's shape is fixed."""
         ok = self._direct_ok.get(name)
         if ok is None:
             ok = self._direct_ok[name] = _is_simple_tree(edge)
@@ -912,77 +911,13 @@ def _grad(outputs: Sequence[Any], grad_outputs: Sequence[torch.Tensor], inputs: 
 def _is_simple_tree(edge: Any) -> bool:
     """True when the autograd graph below ``edge`` is a tree of single-input nodes ending
     in leaves: the root is a one-output op, every node between it and the leaves (views
-    rebuilt under autograd, such as ``t(weight)``) has one input and one consumer."""
+    rebuilt under autograd, such as ``t(weight)``) has one input and one consumer. Then a
+    one-op gradient step may call its nodes directly (:func:`_walk_grad` without stops)."""
     root = edge.node
-    if root is None or edge.output_nr != 0 or len(root._input_metadata) != 1:
-        return False
-    seen: list[Any] = []
-    stack = [root]
-    while stack:
-        fn = stack.pop()
-        for nxt, nr in fn.next_functions:
-            if nxt is None or type(nxt) is _ACCUMULATE:
-                continue
-            if nr != 0 or len(nxt._input_metadata) != 1 or any(nxt is s for s in seen):
-                return False
-            seen.append(nxt)
-            stack.append(nxt)
-    return True
+    return root is not None and edge.output_nr == 0 and _is_tree_above(root, {})
 
 
 _ACCUMULATE = torch._C._functions.AccumulateGrad  # the node that ends at a leaf
-
-
-def _direct_grad(
-    root: Any, grad: torch.Tensor, inputs: Sequence[torch.Tensor], expect: list[tuple[torch.dtype, torch.Size]]
-) -> list[torch.Tensor | None]:
-    """Gradients of ``inputs`` (autograd leaves) from one op's gradient ``grad``, by calling
-    the op's backward node and the view nodes below it directly, as the engine would.
-
-    For a one-op graph the engine's set-up (a graph task, dependency counts, capture
-    hooks) costs more than the node itself. Only for graphs :func:`_is_simple_tree`
-    accepts, and only when every leaf below is wanted (the engine would skip branches
-    to leaves it is not asked about). Each gradient is fitted to its receiver's dtype
-    and shape as the engine's ``validate_outputs`` does; ``expect`` holds those, edge by
-    edge, filled on the first call for this op and set of inputs (the graph's shape
-    does not change between steps) and read after that.
-    """
-    fill = not expect
-    k = 0
-    index = {id(t): j for j, t in enumerate(inputs)}
-    result: list[torch.Tensor | None] = [None] * len(inputs)
-    stack = [(root, grad)]
-    enabled = torch.is_grad_enabled()
-    torch._C._set_grad_enabled(False)
-    try:
-        while stack:
-            fn, g = stack.pop()
-            outs = fn(g)
-            if not isinstance(outs, tuple):  # a node with one input returns a bare tensor
-                outs = (outs,)
-            for (nxt, nr), go in zip(fn.next_functions, outs):
-                if nxt is None:
-                    continue
-                if fill:
-                    meta = nxt._input_metadata[nr]
-                    expect.append((meta.dtype, torch.Size(meta.shape)))
-                dtype, shape = expect[k]
-                k += 1
-                if go is None:
-                    continue
-                if go.dtype != dtype:
-                    go = go.to(dtype)
-                if go.shape != shape:
-                    go = go.sum_to_size(shape)
-                if type(nxt) is _ACCUMULATE:
-                    j = index.get(id(nxt.variable))
-                    if j is not None:
-                        result[j] = go if result[j] is None else result[j] + go
-                else:
-                    stack.append((nxt, go))
-    finally:
-        torch._C._set_grad_enabled(enabled)
-    return result
 
 
 def _is_tree_above(root: Any, stops: Mapping[Any, Any]) -> bool:
@@ -1014,10 +949,19 @@ def _walk_grad(
     fixed: Mapping[str, torch.Tensor],
     expect: list[tuple[torch.dtype, torch.Size]],
 ) -> None:
-    """:func:`_direct_grad` for one op of a fused run: call the op's node and the view
-    nodes below it, stopping at the nodes of other ops (``stops``: their gradient goes
-    to ``produced`` under their key) and at leaves (a parameter's gradient is added to
-    its ``.grad``; a leaf's goes to ``produced``). ``expect`` as in :func:`_direct_grad`."""
+    """One op's gradient step without the engine: call the op's autograd node and the
+    view nodes below it, as the engine would, stopping at the nodes of other ops of a
+    fused run (``stops``: their gradient goes to ``produced`` under their key) and at
+    leaves (``leaves``: id -> (key, tensor); a parameter's gradient is added to its
+    ``.grad``, another leaf's goes to ``produced``; a leaf not in it is not asked about).
+
+    For a one-op graph (no stops) the engine's set-up (a graph task, dependency counts,
+    capture hooks) costs more than the node itself. Only for graphs :func:`_is_tree_above`
+    accepts, where every node is reached once. Each gradient is fitted to its receiver's
+    dtype and shape as the engine's ``validate_outputs`` does (a bias's ``[batch, n]``
+    gradient is summed to ``[n]``); ``expect`` holds those, edge by edge, filled on the
+    first call for this op and set of inputs (the graph's shape does not change between
+    steps) and read after that."""
     fill = not expect
     k = 0
     stack = [(root, grad)]
