@@ -13,10 +13,20 @@ FLOPs)) - 1, the plan's step and PyTorch's eager step timed alternately (median 
 otherwise: what running the plan costs beyond its arithmetic. The quartiles of the
 pairs' ratios follow each row: on a shared machine the spread is part of the figure.
 
---executor: only the executor's own overhead, fused runs against one-op graphs (the
-executor before fused runs, ``Step(..., fuse=False)``), both timed in the same rounds
-as the eager step (the three in rotating order, --pairs rounds), per plan: median and
-quartiles of each one's exec figure, and the load average before and after.
+--executor: the exec figure taken apart. Four steps are timed in the same rounds
+(rotating order, --pairs rounds): PyTorch's eager step; the captured core-ATen program
+run by plain autograd (``captured_step``: the same kernels as the executor, PyTorch's
+engine, no schedule); the plan under the executor with fused runs; and under one-op
+graphs (the executor before fused runs, ``Step(..., fuse=False)``). Median [quartiles]
+of the pairs' ratios, in percent: per model, ``program`` = captured / eager - 1 (what
+the decomposed program costs beyond the model's own eager code; no plan in it; from
+the store-all rounds); per plan, ``exec/eager`` = fused / (eager x (1 + measured extra
+FLOPs)) - 1 (the exec column of the main table), ``exec/capt`` = fused / (captured x
+(1 + extra FLOPs)) - 1 (the executor's own share: same kernels, recomputation paid for
+by its FLOPs), ``exec/capt t`` the same with recomputation priced by each recomputed
+op's own time as the capture measured it (plan's / store-all's predicted seconds: a
+recomputed BatchNorm or ReLU costs more time per FLOP than a matmul), ``1-op/capt``
+as exec/capt for one-op graphs; and the load average before and after.
 """
 
 from __future__ import annotations
@@ -111,7 +121,7 @@ def main() -> None:
 
 
 def executor_overhead(args: argparse.Namespace) -> None:
-    """Per plan: exec overhead of fused runs and of one-op graphs, timed in the same rounds."""
+    """Per plan: program, executor and one-op shares of the exec figure, timed in the same rounds."""
     import statistics
 
     from remat_cli.errors import NoPlanError
@@ -119,16 +129,19 @@ def executor_overhead(args: argparse.Namespace) -> None:
     from remat_cli.torch._apply import Step
     from remat_cli.torch._measure import measure
     from remat_cli.torch._runtime import now
-    from remat_cli.torch.fidelity import eager_step
+    from remat_cli.torch.fidelity import captured_step, eager_step
 
     print(f"load average before: {_load()}; torch threads {args.threads}; {args.pairs} rounds per plan")
-    print(f"{'model':<12} {'budget':>6} {'strategy':<10} {'eager':>8} {'fused exec (quartiles)':>26} {'one-op exec (quartiles)':>26}")
+    print("median [quartiles] in %: program = captured/eager, exec = fused, 1-op = one-op executor")
+    head = ["exec/eager", "exec/capt", "exec/capt t", "1-op/capt"]
+    print(f"{'model':<11} {'budget':>6} {'strategy':<9} {'eager':>7}" + "".join(f" {h:>16}" for h in head))
     for spec in args.models:
         model, inputs, loss_fn = load_factory(str(ROOT / spec), args.device)
         name = Path(spec.split(":")[0]).stem
-        graph, prog = capture_program(model, inputs, loss_fn, factory=spec, timing_runs=0)
+        graph, prog = capture_program(model, inputs, loss_fn, factory=spec, timing_runs=3)
         store_all = make_plan(graph, "store-all")
         eager = eager_step(model, loss_fn)
+        captured = captured_step(prog)
         base = measure(Step(prog, graph, store_all.schedule, "store-all", inputs), inputs, runs=1).flops
         plans = [("1x", store_all)]
         for b in args.budgets.split(","):
@@ -137,27 +150,31 @@ def executor_overhead(args: argparse.Namespace) -> None:
                     budget = max(graph.lb, parse_budget(b).resolve(store_all.metrics.peak_bytes) or 0)  # as fidelity() does
                     plans.append((b, make_plan(graph, strategy, budget, reference_peak=store_all.metrics.peak_bytes)))
                 except NoPlanError:
-                    print(f"{name:<12} {b:>6} {strategy:<10} no fit")
+                    print(f"{name:<11} {b:>6} {strategy:<9} no fit")
         for b, plan in plans:
             steps = [Step(prog, graph, plan.schedule, plan.strategy, inputs, fuse=f) for f in (True, False)]
             scale = measure(steps[0], inputs, runs=1).flops / base
-            fns = [eager, *steps]
+            t_scale = (plan.metrics.est_seconds or 0.0) / (store_all.metrics.est_seconds or 1.0) or scale
+            fns = [eager, captured, *steps]
             for fn in fns * 2:  # warm
                 fn(*inputs)
-            times: list[list[float]] = [[], [], []]
+            times: list[list[float]] = [[] for _ in fns]
             for k in range(args.pairs):
-                for j in range(3):
-                    i = (j + k) % 3
+                for j in range(len(fns)):
+                    i = (j + k) % len(fns)
                     t0 = now()
                     fns[i](*inputs)
                     times[i].append(now() - t0)
             cols = []
-            for i in (1, 2):
-                ratios = [t / e / scale - 1 for t, e in zip(times[i], times[0])]
+            for i, ref, s in ((1, 0, 1.0), (2, 0, scale), (2, 1, scale), (2, 1, t_scale), (3, 1, scale)):
+                ratios = [t / r / s - 1 for t, r in zip(times[i], times[ref])]
                 q = statistics.quantiles(ratios, n=4)
-                cols.append(f"{_ovh(statistics.median(ratios))} ({_ovh(q[0])}..{_ovh(q[2])})")
-            eager_s = statistics.median(times[0])
-            print(f"{name:<12} {b:>6} {plan.strategy:<10} {fmt_seconds(eager_s):>8} {cols[0]:>26} {cols[1]:>26}")
+                cols.append(f"{statistics.median(ratios) * 100:+.1f} [{q[0] * 100:+.0f},{q[2] * 100:+.0f}]")
+            program = cols.pop(0)
+            if plan is store_all:
+                print(f"{name:<11} program (captured / eager): {program}")
+            eager_s = fmt_seconds(statistics.median(times[0]))
+            print(f"{name:<11} {b:>6} {plan.strategy:<9} {eager_s:>7}" + "".join(f" {c:>16}" for c in cols))
     print(f"load average after: {_load()}")
 
 

@@ -275,13 +275,16 @@ def test_fused_paths_are_all_taken(captured):
     """The transformer's attention gives fused ops whose autograd graph is not a tree (run
     through the engine); a plan at the lower bound records some ops at a recomputation
     after a first computation without autograd, and frees some saved values between an
-    op's recording and its gradient step (those are saved as handles): all are exercised."""
+    op's recording and its gradient step (those are saved as handles), and records a
+    layer norm after such a first computation: all are exercised."""
     from remat_cli.torch._apply import _PLAIN
 
     model, inputs, loss_fn, graph, prog = captured["transformer"]
     plan = _smallest(graph, "chain-dp")
     step = Step(prog, graph, plan.schedule, "chain-dp", inputs)
     assert any(what == _PLAIN for what, _ in step._program)
+    # a layer norm (several outputs, an X.stats node) computed without autograd first
+    assert any(what == _PLAIN and node + ".stats" in graph.index for what, node in step._program)
     m_model, m_inputs, m_loss, m_graph, m_prog = captured["mlp"]
     m_plan = _smallest(m_graph, "chain-dp")
     m_step = Step(m_prog, m_graph, m_plan.schedule, "chain-dp", m_inputs)
@@ -292,6 +295,30 @@ def test_fused_paths_are_all_taken(captured):
     assert _equal(_grads(step, model, inputs), reference)
     trees = prog.__dict__["_fused_trees"]
     assert any(trees.values()) and not all(trees.values())
+
+
+@pytest.mark.parametrize("name", ["cnn", "transformer"])
+def test_norms_and_dropout_run_fused(captured, name):
+    """BatchNorm, LayerNorm and dropout (several outputs, statistics in an ``X.stats``
+    node) run inside fused runs too: under store-all every one of them is fused, with its
+    saved statistics as handles read from ``X.stats``; the step keeps eager's gradients
+    (the same dropout draws) and BatchNorm's running statistics."""
+    model, inputs, loss_fn, graph, prog = captured[name]
+    owners = {k[: -len(".stats")] for k in graph.ids if k.endswith(".stats")}
+    plan = make_plan(graph, "store-all")
+    step = Step(prog, graph, plan.schedule, "store-all", inputs)
+    assert owners and owners <= set(step.fused)
+    assert all(step.fused[o][0] is None for o in owners)  # saved tensors are handles
+    before = {k: b.clone() for k, b in model.named_buffers()}
+    reference = _grads(eager_step(model, loss_fn), model, inputs, seed=5)
+    eager_after = {k: b.clone() for k, b in model.named_buffers()}
+    with torch.no_grad():
+        for k, b in model.named_buffers():
+            b.copy_(before[k])
+    assert _equal(_grads(step, model, inputs, seed=5), reference)
+    assert step.fallbacks == 0
+    for k, b in model.named_buffers():
+        assert torch.allclose(b.float(), eager_after[k].float(), rtol=1e-5, atol=1e-7), k
 
 
 # ---------------------------------------------------------------- provenance and refusals

@@ -1,7 +1,7 @@
 """The executor's fast paths and the CUDA measuring path (issue 13).
 
 The executor calls a one-op graph's autograd nodes directly instead of starting the
-engine (``_direct_grad``); these tests hold it to ``torch.autograd.grad`` on ops whose
+engine (``_walk_grad``); these tests hold it to ``torch.autograd.grad`` on ops whose
 gradients need the engine's fitting (a bias broadcast back to its shape, a view of a
 parameter, an input used twice). The CUDA branch of ``measure`` cannot run here (no
 GPU): it is driven through a fake ``torch.cuda`` memory API so that its arithmetic and
@@ -23,11 +23,12 @@ from remat_cli.torch import measure  # noqa: E402
 from remat_cli.torch._apply import Step  # noqa: E402
 from remat_cli.torch._capture import capture_program  # noqa: E402
 from remat_cli.torch._measure import paired_seconds  # noqa: E402
-from remat_cli.torch._runtime import _direct_grad, _edge, _is_simple_tree  # noqa: E402
-from remat_cli.torch.fidelity import eager_step  # noqa: E402
+from remat_cli.torch._runtime import _edge, _is_simple_tree, _walk_grad  # noqa: E402
+from remat_cli.torch.fidelity import captured_step, eager_step  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 sys.path.insert(0, str(EXAMPLES))
+import cnn  # noqa: E402
 import mlp  # noqa: E402
 
 sys.path.remove(str(EXAMPLES))
@@ -63,10 +64,15 @@ def test_direct_gradients_equal_the_engines(case):
     assert _is_simple_tree(edge), case
     want = torch.autograd.grad([out], leaves, [grad], retain_graph=True, allow_unused=True)
     expect: list = []
-    got = _direct_grad(edge.node, grad, leaves, expect)
-    for w, g in zip(want, got):
+
+    def walk():
+        produced: dict = {}
+        _walk_grad(edge.node, grad, {}, {id(t): ((i,), t) for i, t in enumerate(leaves)}, produced, {}, expect)
+        return [produced.get((i,)) for i in range(len(leaves))]
+
+    for w, g in zip(want, walk()):
         assert g is not None and g.shape == w.shape and torch.allclose(g, w), case
-    again = _direct_grad(edge.node, grad, leaves, expect)  # reads what the first call cached
+    again = walk()  # reads what the first call cached
     assert all(torch.allclose(a, w) for a, w in zip(again, want))
 
 
@@ -106,6 +112,21 @@ def test_store_all_and_recomputing_plans_keep_eager_gradients(small_mlp):
             got = _grads(step, model, inputs)
             assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in zip(got, reference)), strategy
         assert step.fallbacks == 0
+
+
+@pytest.mark.parametrize("make", [lambda: mlp.make(batch=8, width=16, depth=3), lambda: cnn.make(batch=2, size=8)])
+def test_captured_program_under_autograd_is_the_eager_step(make):
+    """``captured_step`` (the benchmark's reference for the executor's own share: the
+    captured program, PyTorch's engine) computes eager training's loss and gradients;
+    the CNN's program also returns BatchNorm's buffer updates, which it must skip over."""
+    model, inputs, loss_fn = make()
+    _graph, prog = capture_program(model, inputs, loss_fn, timing_runs=0)
+    reference = _grads(eager_step(model, loss_fn), model, inputs)
+    want = eager_step(model, loss_fn)(*inputs)  # training mode: the running stats are not read
+    step = captured_step(prog)
+    got = _grads(step, model, inputs)
+    assert torch.allclose(step(*inputs), want, rtol=1e-5)
+    assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in zip(got, reference))
 
 
 class FakeCuda:

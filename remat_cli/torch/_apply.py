@@ -134,14 +134,17 @@ def fusable_ops(prog: Program, graph: Graph, steps: Sequence[tuple[bool, str]]) 
 
     In a fused run consecutive computations share one autograd graph
     (:meth:`Executor.compute_fused`). An op qualifies when it has one tensor output and
-    no statistics node or buffer update and its gradient step ``bwd:X`` runs exactly
-    once. The last computation of X before ``bwd:X`` records the autograd graph; earlier
-    ones run without autograd, as checkpointing's first forward pass does (a random op
-    only qualifies when that is its first computation, so its random numbers are drawn
-    once). When the plan keeps every value ``bwd:X`` reads (the saved tensors) resident
-    from that computation until ``bwd:X``, autograd holds them itself (the set is
-    returned); otherwise (None) they are handles that follow the plan's frees, as for a
-    one-op graph. Other ops run as one-op graphs.
+    no buffer update, or is a norm or dropout with an ``X.stats`` node (several outputs,
+    only the first differentiable), and its gradient step ``bwd:X`` runs exactly once.
+    The last computation of X before ``bwd:X`` records the autograd graph; earlier ones
+    run without autograd, as checkpointing's first forward pass does (a random op, or one
+    that updates buffers, only qualifies when that is its first computation, so its
+    random numbers are drawn and its running statistics taken once). When the plan keeps
+    every value ``bwd:X`` reads (the saved tensors) resident from that computation until
+    ``bwd:X``, autograd holds them itself (the set is returned); otherwise (None) they
+    are handles that follow the plan's frees, as for a one-op graph. A norm's or
+    dropout's saved statistics are always handles, read from ``X.stats`` as the graph
+    says. Other ops run as one-op graphs.
     """
     recipes_ = recipes(prog)
     split = {owner for owner, _ in stats_nodes(prog).values()}
@@ -159,17 +162,22 @@ def fusable_ops(prog: Program, graph: Graph, steps: Sequence[tuple[bool, str]]) 
     out: dict[str, tuple[frozenset[str] | None, int]] = {}
     for name, ks in computes.items():
         r = recipes_.get(name)
-        if r is None or name in split or r.updates or len(bwd_at.get(name, ())) != 1:
+        if r is None or len(bwd_at.get(name, ())) != 1:
             continue
-        if not isinstance(r.node.meta.get("val"), torch.Tensor):
+        val = r.node.meta.get("val")
+        stats = name in split  # a norm or dropout: its statistics are read from X.stats
+        if stats:
+            if not isinstance(val, (tuple, list)) or not isinstance(val[0], torch.Tensor):
+                continue
+        elif r.updates or not isinstance(val, torch.Tensor):
             continue
         saves = _saved_owners(graph, name)
         k1 = bwd_at[name][0]
         before = [k for k in ks if k < k1]
-        if saves is None or not before or (r.random and len(before) > 1):
+        if saves is None or not before or ((r.random or r.updates) and len(before) > 1):
             continue
         k0 = before[-1]
-        if any(k0 < f < k1 for v in saves for f in frees.get(v, ())):
+        if stats or any(k0 < f < k1 for v in saves for f in frees.get(v, ())):
             out[name] = (None, k0)  # saved tensors as handles: they follow the plan's frees
         else:
             out[name] = (saves, k0)

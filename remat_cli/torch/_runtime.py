@@ -259,6 +259,32 @@ def recipes(prog: Program) -> dict[str, _Recipe]:
     return out
 
 
+@dataclass(frozen=True)
+class _Static:
+    """Per-program facts every step's :class:`Executor` reads (:func:`_static`)."""
+
+    consumers: dict[str, tuple[str, ...]]  # owner op -> the ops (and ``loss``) that read it
+    split: dict[str, tuple[str, tuple[int, ...]]]  # op X -> (X.stats, statistics outputs)
+    fixed_ptrs: frozenset[int]  # storages of parameters, buffers and constants
+    buffers: tuple[tuple[str, torch.fx.Node, torch.Tensor], ...]  # (output, its node, buffer it overwrites)
+
+
+def _static(prog: Program) -> _Static:
+    """:class:`_Static` for ``prog``, built on the first step and cached on the program
+    (parameters and buffers are updated in place, as optimizers and ``finish`` do, so
+    their storages stay those of the first step)."""
+    cached = prog.__dict__.get("_static")
+    if cached is None:
+        rs = recipes(prog)
+        cached = prog.__dict__["_static"] = _Static(
+            {name: r.consumers for name, r in rs.items()},
+            {owner: (name, idx) for name, (owner, idx) in stats_nodes(prog).items()},
+            frozenset(_ptr(t) for t in prog.fixed.values() if isinstance(t, torch.Tensor) and t.numel()),
+            tuple((o, prog.by_name[o], prog.module.get_buffer(t)) for o, t in prog.buffer_updates.items()),
+        )
+    return cached
+
+
 # ---------------------------------------------------------------- statistics nodes
 STATS = ".stats"
 
@@ -344,20 +370,22 @@ class Executor:
         self._direct_ok: dict[str, bool] = prog.__dict__.setdefault("_direct", {})
         self._expect: dict[Any, list[tuple[torch.dtype, torch.Size]]] = prog.__dict__.setdefault("_expect", {})
         self.hooked = False  # True while the caller holds saving() for the whole step
-        self.consumers = {name: r.consumers for name, r in self.recipes.items()}
+        static = _static(prog)  # what does not change between steps, worked out once
+        self.consumers = static.consumers
         self.done_forward: set[str] = set()
         self.done_backward: set[str] = set()
         self.saved_by: dict[str, list[_Saved]] = {}
         self._pending: list[_Saved] = []
         self.untracked_saved = 0
-        ts = list(prog.fixed.values()) + list(self.inputs.values())
-        self._fixed_ptrs = {_ptr(t) for t in ts if isinstance(t, torch.Tensor) and t.numel()}
+        self._fixed_of_program = static.fixed_ptrs
+        self._fixed_ptrs_now: set[int] | None = None  # with the inputs', when a pack hook needs it
+        self._buffers = static.buffers
         self._stats = stats_nodes(prog)  # X.stats -> (X, statistics output indices)
-        self._split = {owner: (name, idx) for name, (owner, idx) in self._stats.items()}
+        self._split = static.split
         # fused runs (compute_fused / backward_fused): outputs with their autograd history
         # while the forward stretch lasts, and per op what its gradient step needs
         self.live: dict[str, torch.Tensor] = {}
-        self.fused: dict[str, tuple[Any, dict[Any, Any], dict[int, Any]]] = {}
+        self.fused: dict[str, tuple[Any, dict[Any, Any], dict[int, Any], tuple[str, int | None]]] = {}
         self._trees: dict[str, bool] = prog.__dict__.setdefault("_fused_trees", {})
 
     # -------------------------------------------------- values
@@ -471,7 +499,8 @@ class Executor:
             self.release_fallbacks()
 
     def compute_fused(self, name: str, saves: frozenset[str] | None) -> None:
-        """First computation of single-output op ``name`` inside a fused run.
+        """First computation of op ``name`` inside a fused run (one output, or a norm's or
+        dropout's several of which only the first is differentiable).
 
         Inputs computed earlier in the same forward stretch (:attr:`live`) are read with
         their autograd history, so consecutive ops form one autograd graph and autograd
@@ -489,7 +518,11 @@ class Executor:
         n = r.node
         if r.random and name not in self.rng:
             self.rng[name] = _rng_state(self._device())
-        live = self.live
+        # An op whose autograd graph is not a tree (attention's views of one split) goes
+        # through the engine, which walks everything reachable from the op: that would be
+        # the whole run. Once that is known (the first step), its in-run inputs become
+        # leaves as inputs from outside the run do, so the engine sees the op alone.
+        live = self.live if self._trees.get(name) is not False else {}
         requires = self.requires
         stops: dict[Any, Any] = {}  # grad_fn of an in-run input -> its owner key
         leaves: dict[int, Any] = {}  # id(leaf or parameter) -> its key
@@ -517,12 +550,17 @@ class Executor:
                     owned.append(((what, None), v))
             elif how == _ITEM:
                 owner, idx = what
-                v = self._owned(owner)[idx]
-                if requires[owner][idx]:
-                    v = v.detach().requires_grad_(True)
-                    leaves[id(v)] = (what, v)
-                    if owner not in saves:
-                        empty.append(v)
+                got = live.get(owner)
+                if got is not None and got[idx].grad_fn is not None:
+                    v = got[idx]  # the differentiable output of a fused norm or dropout
+                    stops[v.grad_fn] = what
+                else:
+                    v = self._owned(owner)[idx]
+                    if requires[owner][idx]:
+                        v = v.detach().requires_grad_(True)
+                        leaves[id(v)] = (what, v)
+                        if owner not in saves:
+                            empty.append(v)
                 if hooked and isinstance(v, torch.Tensor):
                     owned.append((what, v))
             elif how == _FIXED:
@@ -538,29 +576,42 @@ class Executor:
             memo[a] = v
         out = r.call(*map_arg(n.args, memo.__getitem__), **map_arg(n.kwargs, memo.__getitem__))
         memo.clear()
+        multi = isinstance(out, (tuple, list))
+        if multi:  # a norm or dropout: only output 0 is differentiable
+            out = tuple(out)
+            main = out[0]
+            req = main.requires_grad
+            det = tuple(t.detach() if isinstance(t, torch.Tensor) else t for t in out)
+            self.env[name] = det
+            requires[name] = (req,) + (False,) * (len(out) - 1)
+            for user, idx in r.updates:  # buffer updates (BatchNorm running stats), applied at the end
+                self.updates[user] = det[idx]
+        else:
+            main = out
+            req = out.requires_grad
+            self.env[name] = out.detach()
+            requires[name] = req
         if hooked:
-            self._resolve_pending(name, owned, (out,), False)
+            self._resolve_pending(name, owned, out if multi else (out,), multi)
             del owned
         for v in empty:  # autograd does not save it: the leaf must not keep its storage
             v.data = _empty_like_meta(v)
-        req = out.requires_grad
-        self.env[name] = out.detach()
-        requires[name] = req
-        self.fused[name] = (out.grad_fn if req else None, stops, leaves)
+        self.fused[name] = (main.grad_fn if req else None, stops, leaves, (name, 0 if multi else None))
         if req:
-            live[name] = out
+            self.live[name] = out
         self.done_forward.add(name)
         if self._fallback_held:
             self.release_fallbacks()
 
     def compute_plain(self, name: str) -> None:
         """A computation of a fused op before the one that records its autograd graph:
-        no autograd, as a recomputation (the op has one output, which needs gradients)."""
+        no autograd, as a recomputation (its first output needs gradients, others do not)."""
         r = self.recipes[name]
         if r.random and name not in self.rng:
             self.rng[name] = _rng_state(self._device())
         self._recompute(r.node)
-        self.requires[name] = True
+        out = self.env[name]  # one output, or a norm's several with only the first differentiable
+        self.requires[name] = (True,) + (False,) * (len(out) - 1) if isinstance(out, tuple) else True
         self.done_forward.add(name)
         if self._fallback_held:
             self.release_fallbacks()
@@ -570,11 +621,10 @@ class Executor:
         are called directly down to the in-run ops it read (whose gradients it leaves,
         as a one-op step would), the leaves and the parameters. Then the op's nodes are
         dropped, and with them what autograd saved for it."""
-        fn, stops, leaves = self.fused.pop(name)
+        fn, stops, leaves, key = self.fused.pop(name)
         self.live.clear()  # the forward stretch is over: no history may outlive its step
         grads = self.grads
         g = None
-        key = (name, None)
         for c in self.consumers[name]:
             got = grads.get(c)
             if got:
@@ -700,7 +750,10 @@ class Executor:
         self.saved_by[name] = saved
         if not saved:
             return
-        fixed_ptrs = self._fixed_ptrs
+        fixed_ptrs = self._fixed_ptrs_now
+        if fixed_ptrs is None:
+            ins = {_ptr(t) for t in self.inputs.values() if isinstance(t, torch.Tensor) and t.numel()}
+            fixed_ptrs = self._fixed_ptrs_now = self._fixed_of_program | ins
         owners: dict[int, tuple[str, int | None]] = {}
         for key, t in owned:
             if t.numel():
@@ -762,16 +815,15 @@ class Executor:
         self.done_backward.add(name)
         inputs = leaves if again else leaves + params
         produced: dict[Any, torch.Tensor] = {}
-        if use and inputs:
-            got_grads = None
-            if not again and len(use) == 1 and self._direct(name, use[0][0]):
-                key = (name, tuple(k for k, _ in inputs))  # which inputs need gradients
-                expect = self._expect.get(key)
-                if expect is None:
-                    expect = self._expect[key] = []
-                got_grads = _direct_grad(use[0][0].node, use[0][1], [t for _, t in inputs], expect)
-            if got_grads is None:
-                got_grads = _grad([e for e, _ in use], [g for _, g in use], [t for _, t in inputs])
+        if use and inputs and not again and len(use) == 1 and self._direct(name, use[0][0]):
+            key = (name, tuple(k for k, _ in inputs))  # which inputs need gradients
+            expect = self._expect.get(key)
+            if expect is None:
+                expect = self._expect[key] = []
+            ends = {id(t): (k, t) for k, t in inputs}
+            _walk_grad(use[0][0].node, use[0][1], {}, ends, produced, self.prog.fixed, expect)
+        elif use and inputs:
+            got_grads = _grad([e for e, _ in use], [g for _, g in use], [t for _, t in inputs])
             for (key, _t), g in zip(inputs, got_grads):
                 if g is None:
                     continue
@@ -791,7 +843,7 @@ class Executor:
 
     def _direct(self, name: str, edge: Any) -> bool:
         """Whether op ``name``'s gradient step can call its autograd nodes directly
-        (:func:`_direct_grad`); decided once per program, the graph's shape is fixed."""
+        (:func:`_walk_grad`); decided once per program, the graph's shape is fixed."""
         ok = self._direct_ok.get(name)
         if ok is None:
             ok = self._direct_ok[name] = _is_simple_tree(edge)
@@ -803,14 +855,13 @@ class Executor:
     def finish(self) -> None:
         """Apply buffer updates (BatchNorm running statistics) and drop everything."""
         with torch.no_grad():
-            for out_name, target in self.prog.buffer_updates.items():
-                n = self.prog.by_name[out_name]
+            for out_name, n, buffer in self._buffers:
                 value = self.updates.get(out_name)
                 if value is None:  # e.g. num_batches_tracked + 1: an op outside the plan
                     if is_owner(n) and n.name not in self.env:
                         self._recompute(n)
                     value = self.value(n)
-                self.prog.module.get_buffer(target).copy_(value)
+                buffer.copy_(value)
         self.env.clear()
         self.grads.clear()
         self.edges.clear()
@@ -860,77 +911,13 @@ def _grad(outputs: Sequence[Any], grad_outputs: Sequence[torch.Tensor], inputs: 
 def _is_simple_tree(edge: Any) -> bool:
     """True when the autograd graph below ``edge`` is a tree of single-input nodes ending
     in leaves: the root is a one-output op, every node between it and the leaves (views
-    rebuilt under autograd, such as ``t(weight)``) has one input and one consumer."""
+    rebuilt under autograd, such as ``t(weight)``) has one input and one consumer. Then a
+    one-op gradient step may call its nodes directly (:func:`_walk_grad` without stops)."""
     root = edge.node
-    if root is None or edge.output_nr != 0 or len(root._input_metadata) != 1:
-        return False
-    seen: list[Any] = []
-    stack = [root]
-    while stack:
-        fn = stack.pop()
-        for nxt, nr in fn.next_functions:
-            if nxt is None or type(nxt) is _ACCUMULATE:
-                continue
-            if nr != 0 or len(nxt._input_metadata) != 1 or any(nxt is s for s in seen):
-                return False
-            seen.append(nxt)
-            stack.append(nxt)
-    return True
+    return root is not None and edge.output_nr == 0 and _is_tree_above(root, {})
 
 
 _ACCUMULATE = torch._C._functions.AccumulateGrad  # the node that ends at a leaf
-
-
-def _direct_grad(
-    root: Any, grad: torch.Tensor, inputs: Sequence[torch.Tensor], expect: list[tuple[torch.dtype, torch.Size]]
-) -> list[torch.Tensor | None]:
-    """Gradients of ``inputs`` (autograd leaves) from one op's gradient ``grad``, by calling
-    the op's backward node and the view nodes below it directly, as the engine would.
-
-    For a one-op graph the engine's set-up (a graph task, dependency counts, capture
-    hooks) costs more than the node itself. Only for graphs :func:`_is_simple_tree`
-    accepts, and only when every leaf below is wanted (the engine would skip branches
-    to leaves it is not asked about). Each gradient is fitted to its receiver's dtype
-    and shape as the engine's ``validate_outputs`` does; ``expect`` holds those, edge by
-    edge, filled on the first call for this op and set of inputs (the graph's shape
-    does not change between steps) and read after that.
-    """
-    fill = not expect
-    k = 0
-    index = {id(t): j for j, t in enumerate(inputs)}
-    result: list[torch.Tensor | None] = [None] * len(inputs)
-    stack = [(root, grad)]
-    enabled = torch.is_grad_enabled()
-    torch._C._set_grad_enabled(False)
-    try:
-        while stack:
-            fn, g = stack.pop()
-            outs = fn(g)
-            if not isinstance(outs, tuple):  # a node with one input returns a bare tensor
-                outs = (outs,)
-            for (nxt, nr), go in zip(fn.next_functions, outs):
-                if nxt is None:
-                    continue
-                if fill:
-                    meta = nxt._input_metadata[nr]
-                    expect.append((meta.dtype, torch.Size(meta.shape)))
-                dtype, shape = expect[k]
-                k += 1
-                if go is None:
-                    continue
-                if go.dtype != dtype:
-                    go = go.to(dtype)
-                if go.shape != shape:
-                    go = go.sum_to_size(shape)
-                if type(nxt) is _ACCUMULATE:
-                    j = index.get(id(nxt.variable))
-                    if j is not None:
-                        result[j] = go if result[j] is None else result[j] + go
-                else:
-                    stack.append((nxt, go))
-    finally:
-        torch._C._set_grad_enabled(enabled)
-    return result
 
 
 def _is_tree_above(root: Any, stops: Mapping[Any, Any]) -> bool:
@@ -962,10 +949,19 @@ def _walk_grad(
     fixed: Mapping[str, torch.Tensor],
     expect: list[tuple[torch.dtype, torch.Size]],
 ) -> None:
-    """:func:`_direct_grad` for one op of a fused run: call the op's node and the view
-    nodes below it, stopping at the nodes of other ops (``stops``: their gradient goes
-    to ``produced`` under their key) and at leaves (a parameter's gradient is added to
-    its ``.grad``; a leaf's goes to ``produced``). ``expect`` as in :func:`_direct_grad`."""
+    """One op's gradient step without the engine: call the op's autograd node and the
+    view nodes below it, as the engine would, stopping at the nodes of other ops of a
+    fused run (``stops``: their gradient goes to ``produced`` under their key) and at
+    leaves (``leaves``: id -> (key, tensor); a parameter's gradient is added to its
+    ``.grad``, another leaf's goes to ``produced``; a leaf not in it is not asked about).
+
+    For a one-op graph (no stops) the engine's set-up (a graph task, dependency counts,
+    capture hooks) costs more than the node itself. Only for graphs :func:`_is_tree_above`
+    accepts, where every node is reached once. Each gradient is fitted to its receiver's
+    dtype and shape as the engine's ``validate_outputs`` does (a bias's ``[batch, n]``
+    gradient is summed to ``[n]``); ``expect`` holds those, edge by edge, filled on the
+    first call for this op and set of inputs (the graph's shape does not change between
+    steps) and read after that."""
     fill = not expect
     k = 0
     stack = [(root, grad)]

@@ -28,8 +28,9 @@ from remat_cli.planner import make_plan, resolve_budget
 from remat_cli.torch._apply import Step, checkpoint_policy
 from remat_cli.torch._capture import capture_program
 from remat_cli.torch._measure import Measurement, measure, paired_seconds
+from remat_cli.torch._runtime import Program
 
-__all__ = ["FidelityRow", "FidelityReport", "fidelity", "load_factory", "eager_step"]
+__all__ = ["FidelityRow", "FidelityReport", "fidelity", "load_factory", "eager_step", "captured_step"]
 
 
 @dataclass(frozen=True)
@@ -190,6 +191,34 @@ def eager_step(model: torch.nn.Module, loss_fn: Callable[..., Any] | None) -> Ca
         return loss.detach()
 
     return step
+
+
+def captured_step(prog: Program) -> Callable[..., torch.Tensor]:
+    """The captured core-ATen program run by plain autograd: its FX graph's forward, then
+    ``loss.backward()`` through PyTorch's engine. Same kernels as the executor runs, no
+    schedule and no executor: the reference that splits an ``exec`` figure into what the
+    program costs beyond eager PyTorch and what the executor costs beyond the program.
+    Buffer updates the program computes are dropped (timing only)."""
+    gm = prog.gm
+    names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    fixed = prog.fixed
+    user = prog.user_inputs
+    loss_at = [n.name for n in _outputs(gm)].index(prog.loss.name)
+
+    def step(*inputs: Any) -> torch.Tensor:
+        given = dict(zip(user, inputs))
+        out = gm(*[given[n] if n in given else fixed[n] for n in names])
+        loss = out[loss_at] if isinstance(out, (tuple, list)) else out
+        loss.backward()
+        return loss.detach()
+
+    return step
+
+
+def _outputs(gm: Any) -> list[Any]:
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    args = out.args[0]
+    return list(args) if isinstance(args, (tuple, list)) else [args]
 
 
 def _sum_outputs(out: Any) -> torch.Tensor:
