@@ -267,8 +267,9 @@ def elimination_decomposition(adj: list[set[int]], method: str = "min-degree", *
     Repeatedly eliminate the node of least degree (``min-degree``) or least fill-in
     (``min-fill``: fewest missing edges among its neighbours), turn its neighbourhood into
     a clique, and record the bag {v} ∪ N(v). The bag of v hangs below the bag of the
-    neighbour eliminated first after v. A priority queue with lazy deletion keeps it
-    O((n + fill) log n) for min-degree; min-fill pays O(d²) per rescored node and, above
+    neighbour eliminated first after v. Priority queues with lazy deletion (for
+    min-degree one small heap of node ids per degree) keep it O((n + fill) log n) for
+    min-degree, ties going to the lower id either way; min-fill pays O(d²) per rescored node and, above
     ``MIN_FILL_EXACT_LIMIT`` nodes, only rescores the eliminated node's neighbours.
     ``adj`` is consumed. Bags use the local ids of ``adj``.
 
@@ -297,8 +298,16 @@ def elimination_decomposition(adj: list[set[int]], method: str = "min-degree", *
         return d * (d - 1) // 2 - sum(map(len, map(nb.intersection, map(adj.__getitem__, nb)))) // 2
 
     current = [score(v) for v in range(n)]
-    heap = [(current[v], v) for v in range(n)]
+    # min-fill: one heap of (score, node); min-degree: one heap of nodes per degree (a
+    # bucket queue; int heaps are cheaper than tuple heaps). Both pop the least
+    # (score, node) still current, so they eliminate in the same order.
+    heap = [(current[v], v) for v in range(n)] if fill else []
     heapq.heapify(heap)
+    buckets: list[list[int]] = [[] for _ in range(max(current, default=0) + 1)] if not fill else []
+    if not fill:
+        for v in range(n):  # ascending ids: each bucket is already a heap
+            buckets[current[v]].append(v)
+    low = 0  # no bucket below it holds a current entry
     eliminated = [False] * n
     position = [0] * n
     order: list[int] = []
@@ -308,8 +317,17 @@ def elimination_decomposition(adj: list[set[int]], method: str = "min-degree", *
     edges = sum(len(a) for a in adj) // 2
     edge_cap = FILL_EDGE_FACTOR * edges + FILL_EDGE_SLACK
     core = 0
-    while heap:
-        s, v = heapq.heappop(heap)
+    while True:
+        if fill:
+            if not heap:
+                break
+            s, v = heapq.heappop(heap)
+        else:
+            while low < len(buckets) and not buckets[low]:
+                low += 1
+            if low == len(buckets):
+                break
+            s, v = low, heapq.heappop(buckets[low])
         if eliminated[v] or s != current[v]:
             continue
         d = len(adj[v])
@@ -339,7 +357,8 @@ def elimination_decomposition(adj: list[set[int]], method: str = "min-degree", *
             if new_nb:
                 aa |= new_nb
                 added += len(new_nb)
-                fresh.append((a, new_nb))
+                if two_hop:
+                    fresh.append((a, new_nb))
         edges += added // 2 - len(nb)
         adj[v] = set()
         touched = nbs
@@ -352,10 +371,17 @@ def elimination_decomposition(adj: list[set[int]], method: str = "min-degree", *
                     if a < b:
                         touched |= aa & adj[b]
         for a in touched:
-            new = score(a)
+            new = score(a) if fill else len(adj[a])
             if new != current[a]:
                 current[a] = new
-                heapq.heappush(heap, (new, a))
+                if fill:
+                    heapq.heappush(heap, (new, a))
+                    continue
+                if new >= len(buckets):
+                    buckets.extend([] for _ in range(new + 1 - len(buckets)))
+                heapq.heappush(buckets[new], a)
+                if new < low:
+                    low = new
     # bag k belongs to order[k]; its parent is the bag of the earliest-eliminated neighbour
     parent = np.full(len(bags), -1, dtype=np.int64)
     for k, bag in enumerate(bags):
