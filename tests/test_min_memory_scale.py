@@ -80,3 +80,25 @@ def test_skipping_gives_the_variants_running_them_gives(kind, n, seed):
         (b[0], b[1].ops.tolist(), b[1].nodes.tolist()) for b in ran
     ]
     assert len(skipped) == 1  # past the cap only store-all is left, either way
+
+
+@SETTINGS
+@given(kind=st.sampled_from(["chain", "skip", "grid", "dag"]), n=st.integers(2, 14), seed=st.integers(0, 60))
+def test_a_passed_deadline_stops_the_variants_and_keeps_nothing(kind, n, seed):
+    """Past the deadline min-memory returns what it made (store-all at least), valid, and
+    does not keep that partial list: a later call without a deadline makes them all."""
+    import time
+
+    g = _graph(kind, n, seed)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(M, "DEADLINE_EVERY", 1)
+        partial = M.min_memory_variants(g, time.perf_counter() - 1.0)
+    assert partial and partial[0][0].startswith("store-all")
+    full = M.min_memory_variants(g)
+    fresh = M.min_memory_variants(_graph(kind, n, seed))
+    assert [v[0] for v in full] == [v[0] for v in fresh]
+    for _, schedule, metrics in partial + full:
+        replay = simulate(g, schedule).metrics
+        assert replay is not None and replay.peak_bytes == metrics.peak_bytes
+    if len(fresh) > 1 and M.least_computes(g, 10**9) > 0:
+        assert len(partial) < len(fresh)  # it did stop
