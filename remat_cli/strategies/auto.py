@@ -54,6 +54,11 @@ _RUN_FIRST = ("store-all", "greedy", "chen-sqrt", "chen-greedy", "dtr", "chain-d
 #: know they failed) and stops once they cost more than the third cheapest fitting plan so
 #: far (only the three cheapest can win or be polished, :func:`_polish`).
 _CAPPED = ("greedy", "dtr")
+#: On graphs of this many nodes or more each of those replays gets at most this many seconds
+#: (a dtr replay of a 100k-node random DAG at 0.5x thrashes for minutes, so it took auto's
+#: whole deadline; 10k-node replays take under 6 s).
+SCALE_NODES = 20_000
+SCALE_REPLAY_SECONDS = 15.0
 #: Used only when no plan of the others fits: their plans are cheaper wherever they fit.
 #: The second process starts it early (the last in its queue) while no fitting plan is
 #: known, so that a budget nothing else meets is answered sooner; its plan is considered
@@ -156,7 +161,10 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
                 if progress is not None:
                     progress(rank, len(candidates), Phrase("auto: {}", (strat.name,)))
                 try:
-                    outcome: StrategyResult | RematError = strat.run(graph, budget, _options(strat.name, fitting), context)
+                    opts = _options(strat.name, fitting)
+                    if opts is not None and strat.name in _CAPPED and graph.n >= SCALE_NODES:
+                        opts = {**opts, "max_seconds": SCALE_REPLAY_SECONDS}  # a share each
+                    outcome: StrategyResult | RematError = strat.run(graph, budget, opts, context)
                 except RematError as exc:
                     outcome = exc
                 consider(rank, strat, outcome)

@@ -303,11 +303,13 @@ class EvictOptions:
     times the graph gives up (eviction can thrash near the lower bound). ``search``: when
     the budget cannot be met, bisect for the smallest budget it meets (``auto`` only needs
     to know that it failed). ``max_cost``: stop (:class:`CostlierThan`) once the plan costs
-    more than this."""
+    more than this. ``max_seconds``: the replay stops (it fails, saying so) after this many
+    seconds, before the deadline (``auto`` gives each replay of a large graph a share)."""
 
     max_factor: int = 10
     search: bool = True
     max_cost: float | None = None
+    max_seconds: float | None = None
 
 
 def _runner(name: str, score: Score) -> StrategyFn:
@@ -322,6 +324,9 @@ def _runner(name: str, score: Score) -> StrategyFn:
         max_factor = int(options.max_factor)
         deadline = context.deadline
         started = time.perf_counter()
+        if options.max_seconds is not None:
+            share = started + float(options.max_seconds)
+            deadline = share if deadline is None else min(deadline, share)
         try:
             schedule = evict_schedule(graph, budget, score, order, max_factor, max_cost=options.max_cost, deadline=deadline)
         except ReplayStopped as exc:
