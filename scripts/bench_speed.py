@@ -7,7 +7,10 @@ node, e.g. the 10k training graph of ``random_dag(5000, p=0.0008)``; a wide grid
 writes the graph as remat JSON and times ``remat plan FILE -s S -b 0.5x`` for each
 strategy in its own process (load, plan, simulate and report included), plus
 ``remat info`` and the start-up time of ``remat --version`` and ``remat --help``.
-A run past ``--timeout`` is killed and shown as ``>T``. Prints figures; asserts nothing.
+A run past ``--timeout`` is killed and shown as ``>T``; ``--rss`` adds each process's peak
+resident memory (MB, from ``wait4``), the figure the docs' memory bound is checked against.
+The load average is printed per row (the CPU seconds are the steadier figure on a shared
+machine). Prints figures; asserts nothing.
 
 Bytecode: an installed package has its ``.pyc`` files (pip writes them at install), so the
 benchmark compiles the timed checkout's ``remat_cli`` first and lets the timed processes
@@ -23,11 +26,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -86,21 +89,23 @@ def graph_files(size: int, wanted: list[str], folder: Path) -> dict[str, Path]:
 ROOT = str(Path(__file__).resolve().parent.parent)
 
 
-def timed(cmd: list[str], timeout: float) -> tuple[float, float, int | None]:
-    """Wall seconds, CPU seconds (user + system, its own child processes included) and exit
-    code of one process (code None when killed at ``timeout``). On a shared machine the
-    CPU figure is the steadier one; the wall figure is what a user waits."""
+def timed(cmd: list[str], timeout: float) -> tuple[float, float, int | None, float]:
+    """Wall seconds, CPU seconds (user + system, its own child processes included), exit
+    code (None when killed at ``timeout``) and peak resident memory in MB (the process's
+    ``ru_maxrss``, or its waited-for children's where larger) of one process. On a shared
+    machine the CPU figure is the steadier one; the wall figure is what a user waits."""
     started = time.perf_counter()
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    try:
-        # cwd: `python -m` puts it first on sys.path, before PYTHONPATH (--root would not count)
-        proc = subprocess.run(cmd, capture_output=True, timeout=timeout, env=_env(), cwd=ROOT)
-        code: int | None = proc.returncode
-    except subprocess.TimeoutExpired:
-        code = None
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return time.perf_counter() - started, cpu, code
+    # cwd: `python -m` puts it first on sys.path, before PYTHONPATH (--root would not count)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(), cwd=ROOT)
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    _, status, usage = os.wait4(proc.pid, 0)
+    killed = not timer.is_alive()
+    timer.cancel()
+    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+    code: int | None = None if killed else proc.returncode
+    cpu = usage.ru_utime + usage.ru_stime
+    return time.perf_counter() - started, cpu, code, usage.ru_maxrss / 1024
 
 
 def _env() -> dict[str, str]:
@@ -110,11 +115,11 @@ def _env() -> dict[str, str]:
     return env
 
 
-def fmt(seconds: float, cpu: float, code: int | None, timeout: float) -> str:
+def fmt(seconds: float, cpu: float, code: int | None, rss: float, timeout: float, *, show_rss: bool = False) -> str:
     if code is None:
         return f">{timeout:.0f}"
     mark = "" if code == 0 else ("!" if code == 1 else f"(rc{code})")
-    return f"{seconds:.1f}/{cpu:.1f}{mark}"
+    return f"{seconds:.1f}/{cpu:.1f}" + (f"/{rss:.0f}" if show_rss else "") + mark
 
 
 def precompile(root: str) -> float:
@@ -140,6 +145,7 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=150.0, help="seconds before a run is killed")
     ap.add_argument("--cell-width", type=int, default=12)
     ap.add_argument("--root", default=ROOT, help="the remat checkout to time (e.g. an older one, for before/after)")
+    ap.add_argument("--rss", action="store_true", help="also show each process's peak resident memory (MB)")
     ap.add_argument("--graphs", help="folder to keep the generated graphs in and reuse (100k ones take ~10 s each to make)")
     args = ap.parse_args()
     ROOT = args.root
@@ -153,7 +159,8 @@ def main() -> None:
         print(f"start-up remat {what[0]:10s} median wall {wall:.3f} s, cpu {cpu:.3f} s (python -c pass: {base:.3f} s)")
     strategies = args.strategies.split(",")
     wanted = args.shapes.split(",")
-    print(f"\nwall/cpu seconds per process, budget {args.budget}; ! = exit 1 (no plan fits)")
+    what = "wall/cpu seconds/peak RSS MB" if args.rss else "wall/cpu seconds"
+    print(f"\n{what} per process, budget {args.budget}; ! = exit 1 (no plan fits)")
     print("cpu: user + system seconds of the process and its children (auto's second process too);")
     print(f"load: the 1-minute load average after the row, of {os.cpu_count()} cores (wall grows with it)")
     w = args.cell_width
@@ -168,9 +175,9 @@ def main() -> None:
                 cells = []
                 for s in strategies:
                     run = timed(remat + ["plan", str(path), "-s", s, "-b", args.budget, "--format", "json"], args.timeout)
-                    cells.append(fmt(*run, args.timeout))
+                    cells.append(fmt(*run, args.timeout, show_rss=args.rss))
                 print(
-                    f"{shape + str(size):14s} {nodes:7d} {fmt(*info, args.timeout):>{w}s} "
+                    f"{shape + str(size):14s} {nodes:7d} {fmt(*info, args.timeout, show_rss=args.rss):>{w}s} "
                     + " ".join(f"{c:>{w}s}" for c in cells)
                     + f"  {os.getloadavg()[0]:.1f}",
                     flush=True,

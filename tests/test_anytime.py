@@ -136,3 +136,27 @@ def test_eviction_search_is_proportionate_and_names_a_budget_that_works(monkeypa
     assert "search stopped after" in stopped.value.message and "time limit" not in stopped.value.message
     again = make_plan(g, name, stopped.value.min_budget)
     _checked(g, again.schedule, stopped.value.min_budget)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    name=st.sampled_from(["greedy", "dtr"]), kind=st.sampled_from(["chain", "skip", "dag"]), n=st.integers(3, 24), seed=st.integers(0, 50)
+)
+def test_a_replay_stops_after_its_seconds_and_auto_gives_large_graphs_a_share(name, kind, n, seed):
+    """``max_seconds`` (auto's share per replay on large graphs) stops a replay that does
+    not fit at once: it fails naming the store-all peak, never returns an unchecked plan."""
+    from remat_cli.strategies import auto
+
+    g = _graph(kind, n, seed)
+    sa = store_all_peak(g)
+    budget = max(g.lb, sa - 1)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(greedy, "DEADLINE_EVERY", 1)
+        try:
+            plan = make_plan(g, name, budget, {"max_seconds": 0.0})
+        except NoPlanError as exc:
+            assert "time limit" in exc.message and exc.min_budget == sa
+        else:  # only where the store-all plan fits already (no replay is made)
+            assert sa <= budget
+            _checked(g, plan.schedule, budget)
+    assert auto.SCALE_REPLAY_SECONDS > 0 and auto.SCALE_NODES >= 10_000  # 10k replays keep the deadline

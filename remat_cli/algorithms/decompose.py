@@ -26,6 +26,7 @@ import heapq
 import math
 import time
 from collections import deque
+from itertools import chain
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -74,6 +75,13 @@ WIDTH_CAP = 100
 ELIMINATION_WORK = 20_000_000
 FILL_EDGE_FACTOR = 4
 FILL_EDGE_SLACK = 200_000
+#: ... and the skeleton never grows by more than this many edges, whatever its size: an
+#: edge costs about 150 bytes in the adjacency sets (both ends), so this bounds the
+#: elimination's memory to the skeleton's plus about 300 MB (random 100k-node training
+#: graphs have 3.5 million skeleton edges; 4× that took 1 GB more and ended, 9 s later,
+#: with a core of three quarters of the graph anyway). Graphs of up to 10,000 nodes stay
+#: below it.
+FILL_EDGE_MAX = 2_000_000
 
 
 @dataclass(frozen=True, eq=False)
@@ -267,8 +275,9 @@ def elimination_decomposition(adj: list[set[int]], method: str = "min-degree", *
     Repeatedly eliminate the node of least degree (``min-degree``) or least fill-in
     (``min-fill``: fewest missing edges among its neighbours), turn its neighbourhood into
     a clique, and record the bag {v} ∪ N(v). The bag of v hangs below the bag of the
-    neighbour eliminated first after v. A priority queue with lazy deletion keeps it
-    O((n + fill) log n) for min-degree; min-fill pays O(d²) per rescored node and, above
+    neighbour eliminated first after v. Priority queues with lazy deletion (for
+    min-degree one small heap of node ids per degree) keep it O((n + fill) log n) for
+    min-degree, ties going to the lower id either way; min-fill pays O(d²) per rescored node and, above
     ``MIN_FILL_EXACT_LIMIT`` nodes, only rescores the eliminated node's neighbours.
     ``adj`` is consumed. Bags use the local ids of ``adj``.
 
@@ -297,8 +306,16 @@ def elimination_decomposition(adj: list[set[int]], method: str = "min-degree", *
         return d * (d - 1) // 2 - sum(map(len, map(nb.intersection, map(adj.__getitem__, nb)))) // 2
 
     current = [score(v) for v in range(n)]
-    heap = [(current[v], v) for v in range(n)]
+    # min-fill: one heap of (score, node); min-degree: one heap of nodes per degree (a
+    # bucket queue; int heaps are cheaper than tuple heaps). Both pop the least
+    # (score, node) still current, so they eliminate in the same order.
+    heap = [(current[v], v) for v in range(n)] if fill else []
     heapq.heapify(heap)
+    buckets: list[list[int]] = [[] for _ in range(max(current, default=0) + 1)] if not fill else []
+    if not fill:
+        for v in range(n):  # ascending ids: each bucket is already a heap
+            buckets[current[v]].append(v)
+    low = 0  # no bucket below it holds a current entry
     eliminated = [False] * n
     position = [0] * n
     order: list[int] = []
@@ -306,10 +323,19 @@ def elimination_decomposition(adj: list[set[int]], method: str = "min-degree", *
     if max_degree is not None and max_degree < 0:
         max_degree = max(WIDTH_CAP, math.isqrt(ELIMINATION_WORK // max(n, 1)))
     edges = sum(len(a) for a in adj) // 2
-    edge_cap = FILL_EDGE_FACTOR * edges + FILL_EDGE_SLACK
+    edge_cap = edges + min((FILL_EDGE_FACTOR - 1) * edges + FILL_EDGE_SLACK, FILL_EDGE_MAX)
     core = 0
-    while heap:
-        s, v = heapq.heappop(heap)
+    while True:
+        if fill:
+            if not heap:
+                break
+            s, v = heapq.heappop(heap)
+        else:
+            while low < len(buckets) and not buckets[low]:
+                low += 1
+            if low == len(buckets):
+                break
+            s, v = low, heapq.heappop(buckets[low])
         if eliminated[v] or s != current[v]:
             continue
         d = len(adj[v])
@@ -339,7 +365,8 @@ def elimination_decomposition(adj: list[set[int]], method: str = "min-degree", *
             if new_nb:
                 aa |= new_nb
                 added += len(new_nb)
-                fresh.append((a, new_nb))
+                if two_hop:
+                    fresh.append((a, new_nb))
         edges += added // 2 - len(nb)
         adj[v] = set()
         touched = nbs
@@ -352,10 +379,17 @@ def elimination_decomposition(adj: list[set[int]], method: str = "min-degree", *
                     if a < b:
                         touched |= aa & adj[b]
         for a in touched:
-            new = score(a)
+            new = score(a) if fill else len(adj[a])
             if new != current[a]:
                 current[a] = new
-                heapq.heappush(heap, (new, a))
+                if fill:
+                    heapq.heappush(heap, (new, a))
+                    continue
+                if new >= len(buckets):
+                    buckets.extend([] for _ in range(new + 1 - len(buckets)))
+                heapq.heappush(buckets[new], a)
+                if new < low:
+                    low = new
     # bag k belongs to order[k]; its parent is the bag of the earliest-eliminated neighbour
     parent = np.full(len(bags), -1, dtype=np.int64)
     for k, bag in enumerate(bags):
@@ -550,98 +584,139 @@ def path_decomposition(
     started = time.perf_counter()
     nodes, adj = skel if skel is not None else skeleton(graph, moral=moral)
     m = len(adj)
+    csr = _Csr.of(adj)
     candidates: dict[str, list[int]] = {"topological": list(range(m))}
-    candidates["cuthill-mckee"] = _cuthill_mckee(adj)
+    candidates["cuthill-mckee"] = _cuthill_mckee(csr)
     if td is not None:
         local = {v: i for i, v in enumerate(nodes.tolist())}
         candidates["tree walk"] = _tree_walk_order(td, local, m)
     best: tuple[int, str] | None = None
     for name, order in candidates.items():
-        width = _order_width(adj, order)
+        width = _order_width(csr, order)
         if best is None or width < best[0]:
             best = (width, name)
     assert best is not None
-    pos, last = _last_positions(adj, candidates[best[1]])
+    pos, last = _last_positions(csr, candidates[best[1]])
     return PathDecomposition(
         nodes=nodes.copy(),
-        first=np.asarray(pos, dtype=np.int64),
-        last=np.asarray(last, dtype=np.int64),
+        first=pos,
+        last=last,
         width=best[0],
         order=best[1],
         seconds=time.perf_counter() - started,
     )
 
 
-def _last_positions(adj: list[set[int]], order: list[int]) -> tuple[list[int], list[int]]:
-    pos = [0] * len(order)
-    for i, v in enumerate(order):
-        pos[v] = i
-    last = pos[:]
-    for v in range(len(order)):
-        for u in adj[v]:
-            if pos[u] > last[v]:
-                last[v] = pos[u]
+@dataclass(frozen=True, eq=False)
+class _Csr:
+    """The skeleton as arrays: node v's neighbours are ``idx[ptr[v]:ptr[v + 1]]``, sorted
+    by (degree, id) (the order Cuthill–McKee visits them in); ``ptr_l``/``idx_l`` are
+    the same as lists, for the loops that read a few rows at a time."""
+
+    ptr: np.ndarray
+    idx: np.ndarray
+    deg: np.ndarray
+    ptr_l: list[int]
+    idx_l: list[int]
+
+    @staticmethod
+    def of(adj: list[set[int]]) -> _Csr:
+        m = len(adj)
+        deg = np.fromiter(map(len, adj), dtype=np.int64, count=m)
+        ptr = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(deg, out=ptr[1:])
+        idx = np.fromiter(chain.from_iterable(adj), dtype=np.int64, count=int(ptr[-1]))
+        rows = np.repeat(np.arange(m, dtype=np.int64), deg)
+        idx = idx[np.lexsort((idx, deg[idx], rows))]
+        return _Csr(ptr, idx, deg, ptr.tolist(), idx.tolist())
+
+
+def _last_positions(csr: _Csr, order: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Each node's position in ``order`` and the last position of it or a neighbour. O(E)."""
+    m = len(order)
+    pos = np.empty(m, dtype=np.int64)
+    pos[np.asarray(order, dtype=np.int64)] = np.arange(m, dtype=np.int64)
+    last = pos.copy()
+    rows = np.flatnonzero(csr.deg)
+    if rows.size:
+        last[rows] = np.maximum(last[rows], np.maximum.reduceat(pos[csr.idx], csr.ptr[rows]))
     return pos, last
 
 
-def _order_width(adj: list[set[int]], order: list[int]) -> int:
-    """Width of the order's bags (max |B_i| − 1) in O(E), without building them."""
+def _order_width(csr: _Csr, order: list[int]) -> int:
+    """Width of the order's bags (max |B_i| − 1) in O(E), without building them: bag i
+    holds the i + 1 nodes placed so far less those whose last neighbour came before i."""
     m = len(order)
     if m == 0:
         return 0
-    _, last = _last_positions(adj, order)
-    ends = [0] * (m + 1)
-    for v in range(m):
-        ends[last[v]] += 1
-    active = 0
-    width = 0
-    for i in range(m):
-        active += 1  # order[i] joins
-        width = max(width, active)
-        active -= ends[i]
-    return width - 1
+    _, last = _last_positions(csr, order)
+    ends = np.bincount(last, minlength=m)
+    gone = np.concatenate(([0], np.cumsum(ends)[:-1]))  # nodes whose bags ended before i
+    return int((np.arange(1, m + 1) - gone).max()) - 1
 
 
-def _cuthill_mckee(adj: list[set[int]]) -> list[int]:
+def _cuthill_mckee(csr: _Csr) -> list[int]:
     """Breadth-first order, neighbours by increasing degree, from pseudo-peripheral nodes."""
-    m = len(adj)
-    seen = [False] * m
+    m = len(csr.ptr_l) - 1
+    seen = bytearray(m)
+    mark = bytearray(m)  # _bfs_far's visited marks, cleared after each search
     order: list[int] = []
-    deg = [len(a) for a in adj]
+    ptr, idx = csr.ptr_l, csr.idx_l
     for s0 in range(m):
         if seen[s0]:
             continue
         # pseudo-peripheral: repeat BFS to the farthest node a few times
         start = s0
         for _ in range(3):
-            far, _ = _bfs_far(adj, start)
+            far = _bfs_far(csr, start, mark)
             if far == start:
                 break
             start = far
-        seen[start] = True
+        seen[start] = 1
         queue = deque([start])
         while queue:
             v = queue.popleft()
             order.append(v)
-            for u in sorted((u for u in adj[v] if not seen[u]), key=lambda x: (deg[x], x)):
-                seen[u] = True
-                queue.append(u)
+            for u in idx[ptr[v] : ptr[v + 1]]:  # by (degree, id)
+                if not seen[u]:
+                    seen[u] = 1
+                    queue.append(u)
     return order
 
 
-def _bfs_far(adj: list[set[int]], s: int) -> tuple[int, int]:
-    dist = {s: 0}
-    queue = deque([s])
-    far = s
-    while queue:
-        v = queue.popleft()
-        if dist[v] > dist[far] or (dist[v] == dist[far] and v < far):
-            far = v
-        for u in adj[v]:
-            if u not in dist:
-                dist[u] = dist[v] + 1
-                queue.append(u)
-    return far, dist[far]
+#: _bfs_far expands a level of at least this many nodes with numpy, smaller ones in Python.
+_BFS_VECTOR_MIN = 64
+
+
+def _bfs_far(csr: _Csr, s: int, mark: bytearray) -> int:
+    """The node farthest from ``s`` (the least id among the farthest), level by level."""
+    marks = np.frombuffer(mark, dtype=np.uint8)
+    ptr, idx = csr.ptr_l, csr.idx_l
+    mark[s] = 1
+    level: list[int] | np.ndarray = [s]
+    levels: list[list[int] | np.ndarray] = []
+    while len(level):
+        levels.append(level)
+        if len(level) < _BFS_VECTOR_MIN:
+            nxt: list[int] | np.ndarray = []
+            for v in level:
+                for u in idx[ptr[v] : ptr[v + 1]]:
+                    if not mark[u]:
+                        mark[u] = 1
+                        nxt.append(u)  # type: ignore[union-attr]
+        else:
+            f = np.asarray(level, dtype=np.int64)
+            starts = csr.ptr[f]
+            lens = csr.ptr[f + 1] - starts
+            at = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()), dtype=np.int64)
+            nb = csr.idx[at]
+            nxt = np.unique(nb[marks[nb] == 0])
+            marks[nxt] = 1
+        level = nxt
+    far = int(min(levels[-1]))
+    for lv in levels:
+        marks[np.asarray(lv, dtype=np.int64)] = 0
+    return far
 
 
 def _tree_walk_order(td: TreeDecomposition, local: dict[int, int], m: int) -> list[int]:

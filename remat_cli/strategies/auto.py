@@ -66,6 +66,11 @@ def _handed_back(key: str) -> bool:
     return key == "_min_memory_variants" or key.startswith("decompose: td ") or key == "decompose: pd"
 
 
+#: On graphs of this many nodes or more each of those replays gets at most this many seconds
+#: (a dtr replay of a 100k-node random DAG at 0.5x thrashes for minutes, so it took auto's
+#: whole deadline; 10k-node replays take under 6 s).
+SCALE_NODES = 20_000
+SCALE_REPLAY_SECONDS = 15.0
 #: Used only when no plan of the others fits: their plans are cheaper wherever they fit.
 #: The second process starts it early (the last in its queue) while no fitting plan is
 #: known, so that a budget nothing else meets is answered sooner; its plan is considered
@@ -187,7 +192,10 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
                 if progress is not None:
                     progress(rank, len(candidates), Phrase("auto: {}", (strat.name,)))
                 try:
-                    outcome: StrategyResult | RematError = strat.run(graph, budget, _options(strat.name, fitting), context)
+                    opts = _options(strat.name, fitting)
+                    if opts is not None and strat.name in _CAPPED and graph.n >= SCALE_NODES:
+                        opts = {**opts, "max_seconds": SCALE_REPLAY_SECONDS}  # a share each
+                    outcome: StrategyResult | RematError = strat.run(graph, budget, opts, context)
                 except RematError as exc:
                     outcome = exc
                 consider(rank, strat, outcome)

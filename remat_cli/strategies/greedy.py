@@ -156,22 +156,28 @@ def evict_schedule(
         cur -= mem[v]
         b.free(v)
 
+    # pinned values popped from the heap wait here until unpinned (then they go back):
+    # re-pushing them after every eviction cost O(pinned · log n) each time
+    parked: dict[int, tuple] = {}
+
     def pick_from_heap() -> int | None:
-        stash = []
-        found = None
         while heap:
             key = heapq.heappop(heap)
             v = key[-1]
             if not resident[v] or key != largest_first(st, v):
                 continue  # stale entry: v was freed (it is pushed again when recomputed)
             if pins[v]:
-                stash.append(key)
+                parked[v] = key
                 continue
-            found = v
-            break
-        for item in stash:
-            heapq.heappush(heap, item)
-        return found
+            return v
+        return None
+
+    def unpin(u: int) -> None:
+        pins[u] -= 1
+        if not pins[u] and parked:
+            key = parked.pop(u, None)
+            if key is not None:
+                heapq.heappush(heap, key)
 
     floor = getattr(score, "floor", None)
 
@@ -248,7 +254,7 @@ def evict_schedule(
                 if computes > budget_computes or not compute(v):
                     return False
                 for u in preds[v]:
-                    pins[u] -= 1
+                    unpin(u)
                     if uses[u] == 0 and pins[u] == 0 and resident[u]:
                         free(u)
                 pins[v] += 1
@@ -261,7 +267,7 @@ def evict_schedule(
         if not compute(v):
             return None
         for u in preds[v]:
-            pins[u] -= 1
+            unpin(u)
             uses[u] -= 1
             if uses[u] == 0 and pins[u] == 0 and resident[u]:
                 free(u)
@@ -297,11 +303,13 @@ class EvictOptions:
     times the graph gives up (eviction can thrash near the lower bound). ``search``: when
     the budget cannot be met, bisect for the smallest budget it meets (``auto`` only needs
     to know that it failed). ``max_cost``: stop (:class:`CostlierThan`) once the plan costs
-    more than this."""
+    more than this. ``max_seconds``: the replay stops (it fails, saying so) after this many
+    seconds, before the deadline (``auto`` gives each replay of a large graph a share)."""
 
     max_factor: int = 10
     search: bool = True
     max_cost: float | None = None
+    max_seconds: float | None = None
 
 
 def _runner(name: str, score: Score) -> StrategyFn:
@@ -316,6 +324,9 @@ def _runner(name: str, score: Score) -> StrategyFn:
         max_factor = int(options.max_factor)
         deadline = context.deadline
         started = time.perf_counter()
+        if options.max_seconds is not None:
+            share = started + float(options.max_seconds)
+            deadline = share if deadline is None else min(deadline, share)
         try:
             schedule = evict_schedule(graph, budget, score, order, max_factor, max_cost=options.max_cost, deadline=deadline)
         except ReplayStopped as exc:

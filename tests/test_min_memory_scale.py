@@ -1,0 +1,104 @@
+"""min-memory at scale (issue 14 item 2): its variants are skipped, not run, where a lower
+bound on their computes (:func:`min_memory.least_computes`) already passes the compute cap.
+
+The bound must never exceed what a variant computes (else a variant that fits the cap
+would be skipped and plans would change), and skipping must give exactly the variants
+that running them gives. Every schedule goes through the simulator; no timing is asserted.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from remat_cli import generators as G
+from remat_cli.graph import Graph
+from remat_cli.schedule import COMPUTE
+from remat_cli.simulate import simulate
+from remat_cli.strategies import min_memory as M
+from remat_cli.training import checkmate_training_graph
+
+SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _graph(kind: str, n: int, seed: int) -> Graph:
+    rng = np.random.default_rng(seed)
+    mem, cost = rng.integers(1, 9, n), rng.integers(1, 9, n).astype(float)
+    fwd = {
+        "chain": lambda: G.chain(n, mem=mem, cost=cost),
+        "skip": lambda: G.skip_chain(n, skip=3, mem=mem, cost=cost),
+        "grid": lambda: G.grid(2, max(2, n // 2)),
+        "dag": lambda: G.random_dag(n, 0.3, seed=seed),
+    }[kind]()
+    return fwd if kind == "dag" and seed % 3 == 0 else checkmate_training_graph(fwd)  # plain DAGs too
+
+
+def _computes(graph: Graph, schedule) -> int:
+    assert simulate(graph, schedule).metrics is not None  # valid
+    return int(np.count_nonzero(schedule.ops == COMPUTE))
+
+
+@SETTINGS
+@given(kind=st.sampled_from(["chain", "skip", "grid", "dag"]), n=st.integers(1, 14), seed=st.integers(0, 60))
+def test_least_computes_is_a_lower_bound_of_every_variant(kind, n, seed):
+    g = _graph(kind, n, seed)
+    big = 10**9
+    bound = M.least_computes(g, big)
+    with pytest.MonkeyPatch.context() as mp:  # the search per target gives the same bound
+        mp.setattr(M, "_BOUND_BITS", 0)
+        assert M.least_computes(g, big) == bound
+    rank = g.topo_rank.tolist()
+    order = sorted(g.targets.tolist(), key=rank.__getitem__)
+    made = [M.min_memory_schedule(g, order, memo, big) for memo in (True, False)]
+    made.append(M.scratch_schedule(g, order, big))
+    for schedule in made:
+        assert schedule is not None
+        assert bound <= _computes(g, schedule)
+    # and each variant the strategy keeps (store-all order, targets recomputed, lowered)
+    # computes at least the bound, store-all aside
+    for name, schedule, _ in M.min_memory_variants(g)[1:]:
+        assert bound <= _computes(g, schedule), name
+    # past a cap the bound stops early, at a number above the cap
+    if bound > 1:
+        assert M.least_computes(g, bound - 1) > bound - 1
+
+
+@SETTINGS
+@given(kind=st.sampled_from(["chain", "skip", "grid", "dag"]), n=st.integers(2, 14), seed=st.integers(0, 60))
+def test_skipping_gives_the_variants_running_them_gives(kind, n, seed):
+    """With the cap set so that the bound passes it (where it can), the variants made
+    with the skip equal those made by running every variant to the cap."""
+    cap = max(1, M.least_computes(_graph(kind, n, seed), 10**9) - 1 - seed % 2)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(M, "MAX_COMPUTES", cap)
+        skipped = M.min_memory_variants(_graph(kind, n, seed))  # a fresh graph: nothing cached
+        mp.setattr(M, "least_computes", lambda graph, cap: 0)
+        ran = M.min_memory_variants(_graph(kind, n, seed))
+    assert [(a[0], a[1].ops.tolist(), a[1].nodes.tolist()) for a in skipped] == [
+        (b[0], b[1].ops.tolist(), b[1].nodes.tolist()) for b in ran
+    ]
+    assert len(skipped) == 1  # past the cap only store-all is left, either way
+
+
+@SETTINGS
+@given(kind=st.sampled_from(["chain", "skip", "grid", "dag"]), n=st.integers(2, 14), seed=st.integers(0, 60))
+def test_a_passed_deadline_stops_the_variants_and_keeps_nothing(kind, n, seed):
+    """Past the deadline min-memory returns what it made (store-all at least), valid, and
+    does not keep that partial list: a later call without a deadline makes them all."""
+    import time
+
+    g = _graph(kind, n, seed)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(M, "DEADLINE_EVERY", 1)
+        partial = M.min_memory_variants(g, time.perf_counter() - 1.0)
+    assert partial and partial[0][0].startswith("store-all")
+    full = M.min_memory_variants(g)
+    fresh = M.min_memory_variants(_graph(kind, n, seed))
+    assert [v[0] for v in full] == [v[0] for v in fresh]
+    for _, schedule, metrics in partial + full:
+        replay = simulate(g, schedule).metrics
+        assert replay is not None and replay.peak_bytes == metrics.peak_bytes
+    if len(fresh) > 1 and M.least_computes(g, 10**9) > 0:
+        assert len(partial) < len(fresh)  # it did stop
