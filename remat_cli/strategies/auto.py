@@ -78,7 +78,10 @@ SCALE_REPLAY_SECONDS = 15.0
 _LAST_RESORT = ("min-memory",)
 
 
-def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunContext) -> StrategyResult:
+def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunContext, first_fit: bool = False) -> StrategyResult:
+    """auto's plan (module doc). ``first_fit``: return the first candidate plan that fits,
+    unpolished (:data:`FIT_PROBE`): whether auto fits a budget is whether any candidate
+    does, and a search for the smallest budget needs no more than that."""
     from remat_cli.strategies import fast_strategies  # the registry imports this module
 
     best: tuple[float, int, int, str, StrategyResult] | None = None
@@ -201,8 +204,11 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
                 consider(rank, strat, outcome)
             if strat.name in here and child is not None:
                 child.done(strat.name)
-        speculate()
-        collect()
+            if first_fit and best is not None:
+                break  # the second process's work is not needed: it is stopped below
+        if not (first_fit and best is not None):
+            speculate()
+            collect()
     finally:
         if child is not None:
             child.stop()
@@ -213,8 +219,9 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
             + (f"; the smallest budget one of them meets is {fmt_bytes_exact(floor)}" if floor else ""),
             min_budget=floor,
         )
-    best = _polish(graph, budget, fitting, best, memo)
-    best = _improve(graph, budget, best, deadline, memo)  # the plan-improvement pass (algorithms/improve.py)
+    if not first_fit:
+        best = _polish(graph, budget, fitting, best, memo)
+        best = _improve(graph, budget, best, deadline, memo)  # the plan-improvement pass (algorithms/improve.py)
     name, result = best[3], best[4]
     order = {s.name: i for i, s in enumerate(candidates)}
     ranked = sorted(tried.items(), key=lambda kv: order[kv[0]])
@@ -489,3 +496,14 @@ STRATEGY = Strategy(
     fast=False,
     reference="",
 )
+
+
+def _run_first_fit(graph: Graph, budget: int | None, options: NoOptions, context: RunContext) -> StrategyResult:
+    return _run(graph, budget, options, context, first_fit=True)
+
+
+#: auto as the search for the smallest budget after a failed plan probes it: each probe
+#: asks only whether auto fits (whether any candidate does), so it returns the first plan
+#: that fits, without running the others or polishing it (the plan's own figures are not
+#: auto's; the planner reports only the budget).
+FIT_PROBE = replace(STRATEGY, solve=_run_first_fit)
