@@ -51,6 +51,10 @@ _PARALLEL = ("chain-dp", "treewidth", "pathwidth", "min-memory")
 #: decompositions first: the budget the search probes first is the one the failed attempt
 #: named, often the peak of a decomposition's bare recursion (as on random10000 at 0.5x).
 _FIT_FIRST = ("treewidth", "pathwidth", "chain-dp", "min-memory")
+#: And this process runs the decompositions before the replays, which thrash where they
+#: fail (a failed dtr replay of random10000 at 0.5x: 3 s), and stops once either process
+#: has a plan that fits.
+_FIT_RUN_FIRST = ("store-all", "chen-sqrt", "chen-greedy", "treewidth", "pathwidth", "chain-dp", "greedy", "dtr")
 #: The order candidates run in: the cheap ones first, so that a deadline finds good plans
 #: already made. Ties between equal plans still go to the registry's order.
 _RUN_FIRST = ("store-all", "greedy", "chen-sqrt", "chen-greedy", "dtr", "chain-dp", "treewidth", "pathwidth")
@@ -169,9 +173,10 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
             return
         _improve(graph, budget, _polish(graph, budget, fitting, best, memo), deadline, memo)
 
+    first = _FIT_RUN_FIRST if first_fit else _RUN_FIRST
     order = sorted(
         range(len(candidates)),
-        key=lambda i: (_RUN_FIRST.index(candidates[i].name) if candidates[i].name in _RUN_FIRST else len(_RUN_FIRST), i),
+        key=lambda i: (first.index(candidates[i].name) if candidates[i].name in first else len(first), i),
     )
     try:
         for rank in order:  # cheap ones first (anytime); ``rank`` stays the registry's
@@ -209,6 +214,9 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
                 consider(rank, strat, outcome)
             if strat.name in here and child is not None:
                 child.done(strat.name)
+            if first_fit and best is None and child is not None:
+                child.busy_elsewhere(here, tried)  # reads the outcomes already in the pipe
+                collect(last_resort=False, ready=True)  # and considers them
             if first_fit and best is not None:
                 break  # the second process's work is not needed: it is stopped below
         if not (first_fit and best is not None):
