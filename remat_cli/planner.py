@@ -208,9 +208,30 @@ def _with_smallest(
         return NoPlanError(head + (f"; {exc.message}" if budget_bytes >= graph.lb else "") + hint, min_budget=None)
     # bounded: the user is waiting for an error message (each probe is a whole plan)
     limit = search_seconds(spent, context.time_limit)
+    begun = time.perf_counter()
+    if strat.name == "auto":  # its probes ask only whether some candidate fits
+        from remat_cli.strategies.auto import FIT_PROBE
+
+        probed = FIT_PROBE
+    else:
+        probed = strat
     found = smallest_budget(
-        graph, strat, options, context=context, reference_peak=reference_peak, deadline=time.perf_counter() + limit, hint=exc.min_budget
+        graph,
+        probed,
+        options,
+        context=context,
+        reference_peak=reference_peak,
+        deadline=begun + limit,
+        hint=exc.min_budget,
+        failing_seconds=spent,
     )
+    if found.foreseen:  # stopped before its limit: the seconds it took, and why
+        stop = (
+            f"; the search stopped after {time.perf_counter() - begun:.1f} s of its {limit:.1f} s"
+            f" (a failed plan took {spent:.1f} s, so its next probe was not started), so a smaller one may fit"
+        )
+    else:
+        stop = f"; the search stopped after {limit:.1f} s, so a smaller one may fit"
     if found.budget_bytes is None:
         tail = f"; {strat.name} found no plan even at the store-all peak"
     elif found.exact:
@@ -228,7 +249,7 @@ def _with_smallest(
             f"; the smallest budget {strat.name} was found to meet is {_forms(graph, found.budget_bytes, reference_peak)}"
             f" (a search in steps of {fmt_bytes(found.tolerance_bytes)}: {below}"
             + ("" if found.monotone else f"; {strat.name} can fit a budget and fail a larger one, so a smaller one may fit")
-            + ("" if found.complete else f"; the search stopped after {limit:.1f} s, so a smaller one may fit")
+            + ("" if found.complete else stop)
             + ")"
         )
     return NoPlanError(head + tail + hint, min_budget=found.budget_bytes)

@@ -110,6 +110,9 @@ class SmallestBudget:
         return self.budget_bytes is not None
 
     complete: bool = True  # False: the search stopped at its deadline; a smaller budget may fit
+    #: True: it stopped before its deadline, as a failing plan took longer than the time left
+    #: (a probe cut short at the deadline tells nothing); ``complete`` is False then too
+    foreseen: bool = False
 
 
 def search_tolerance(store_all_peak: int) -> int:
@@ -132,6 +135,7 @@ def smallest_budget(
     reference_peak: int | None = None,
     deadline: float | None = None,
     hint: int | None = None,
+    failing_seconds: float | None = None,
 ) -> SmallestBudget:
     """Search the smallest budget ``strategy`` meets on ``graph`` (see the module doc).
 
@@ -147,6 +151,12 @@ def smallest_budget(
     (a failed plan's ``min_budget``), probed first like the ones probes state. Raises what :func:`make_plan` raises other
     than :class:`NoPlanError` (a strategy that refuses the graph). Cost: about
     log2(1 / 0.001) = 10 plans, plus at most three.
+
+    ``failing_seconds``: how long a plan of the strategy took to fail (the attempt before
+    the search). With a ``deadline``, a bisection probe starts only while at least the
+    shortest such time (that one, or a probe's that failed since) is left: a probe cut
+    short at the deadline is not counted, so one that would most likely be cut is not
+    started (the result says ``foreseen``). Probes of stated budgets are always started.
     """
     from remat_cli.planner import make_plan, store_all_peak
 
@@ -159,12 +169,14 @@ def smallest_budget(
     probes = 0
     tried: dict[int, Plan | None] = {}
     hints: list[int] = [] if hint is None else [hint]
+    failing = math.inf if failing_seconds is None else failing_seconds  # shortest failure seen
 
     def probe(budget: int | None) -> Plan | None:
-        nonlocal probes
+        nonlocal probes, failing
         if budget is not None and budget in tried:
             return tried[budget]
         probes += 1
+        started = time.perf_counter()
         ctx = context
         if deadline is not None:
             left = max(0.1, deadline - time.perf_counter())
@@ -175,6 +187,8 @@ def smallest_budget(
             if exc.min_budget is not None:
                 hints.append(exc.min_budget)
             plan = None
+            if deadline is None or time.perf_counter() <= deadline:  # failed, not cut short
+                failing = min(failing, time.perf_counter() - started)
         if budget is not None:
             tried[budget] = plan
         return plan
@@ -204,6 +218,7 @@ def smallest_budget(
         best = at_grid
     lo = -1  # grid(-1) = LB - 1: proven, nothing fits below LB
     complete = True
+    foreseen = False
     while True:
         if deadline is not None and time.perf_counter() > deadline:
             complete = False
@@ -215,6 +230,9 @@ def smallest_budget(
             mid = pending[0]
         elif hi - lo > 1:
             mid = (lo + hi) // 2
+            if deadline is not None and deadline - time.perf_counter() < failing:
+                complete, foreseen = False, True  # it would most likely be cut short
+                break
         else:
             break
         plan = probe(grid(mid))
@@ -233,7 +251,7 @@ def smallest_budget(
         if plan is not None:
             best, found = plan, peak
     result = _result(strat.name, best, failed=failed, tol=tol, probes=probes, exact=found == lb)
-    return result if complete else replace(result, complete=False)
+    return result if complete else replace(result, complete=False, foreseen=foreseen)
 
 
 def _result(name: str, plan: Plan, *, failed: int | None, tol: int, probes: int, exact: bool) -> SmallestBudget:

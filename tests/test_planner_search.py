@@ -5,6 +5,7 @@ it derived from the graph so that the probes after the attempt do not derive the
 
 from __future__ import annotations
 
+import re
 import time
 
 import numpy as np
@@ -115,9 +116,9 @@ def test_the_second_process_hands_back_min_memorys_variants(monkeypatch):
     made: list[int] = []
     real_variants = min_memory._variants
 
-    def counting(*args):
+    def counting(graph, *args):  # (graph, out, deadline) since min-memory's deadline
         made.append(1)
-        return real_variants(*args)
+        return real_variants(graph, *args)
 
     monkeypatch.setattr(min_memory, "_variants", counting)
     plan = make_plan(g, "auto", budget, {"parallel": True})
@@ -128,3 +129,70 @@ def test_the_second_process_hands_back_min_memorys_variants(monkeypatch):
     assert not made
     assert again.schedule.ops.tolist() == plan.schedule.ops.tolist() and again.schedule.nodes.tolist() == plan.schedule.nodes.tolist()
     assert simulate(g, again.schedule).metrics.peak_bytes <= budget
+
+
+def _slow_below(g, peak: int, calls: list[int], failing: float) -> Strategy:
+    """Fits at once at the store-all peak and above; below it fails after ``failing`` s."""
+    store = store_all_plan(g)
+
+    def solve(graph, budget, options, context):
+        if budget is None or budget >= peak:
+            return StrategyResult(store.schedule)
+        calls.append(budget)
+        time.sleep(failing)
+        raise NoPlanError("it fails below the peak")
+
+    return Strategy(name="slow-below", summary="test", solve=solve, uses_budget=True, fast=True)
+
+
+def test_a_probe_that_would_be_cut_short_is_not_started():
+    """A plan of the strategy took longer to fail than the search has left: the search
+    starts no bisection probe (it would be cut short at the deadline and tell nothing),
+    says so (``foreseen``), and names the budget it found."""
+    g = _graph()
+    peak = store_all_peak(g)
+    calls: list[int] = []
+    strat = _slow_below(g, peak, calls, 0.0)
+    found = smallest_budget(g, strat, reference_peak=peak, deadline=time.perf_counter() + 30.0, failing_seconds=60.0)
+    assert calls == [] and found.foreseen and not found.complete and found.budget_bytes == peak
+    done = smallest_budget(g, strat, reference_peak=peak, deadline=time.perf_counter() + 30.0, failing_seconds=0.0)
+    assert calls and done.complete and not done.foreseen and done.failed_bytes is not None
+
+
+def test_the_plan_error_says_the_search_stopped_before_its_limit(monkeypatch):
+    """The failed attempt took longer than the search may: the message gives the seconds
+    the search took, within its limit, and why it stopped."""
+    g = _graph()
+    peak = store_all_peak(g)
+    calls: list[int] = []
+    monkeypatch.setattr(planner, "MIN_SEARCH_SECONDS", 0.2)
+    strat = _slow_below(g, peak, calls, 0.5)
+    with pytest.raises(NoPlanError) as info:
+        make_plan(g, strat, g.lb, find_smallest=True)
+    message = info.value.message
+    assert calls == [g.lb] and info.value.min_budget == peak
+    took = re.search(r"the search stopped after ([0-9.]+) s of its ([0-9.]+) s", message)
+    assert "its next probe was not started" in message and took is not None
+    assert float(took[1]) <= float(took[2]) + 0.05  # (each rounded to a tenth)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_auto_fit_probe_fits_exactly_where_auto_fits(seed):
+    """The search's probe of auto (the first candidate plan that fits, unpolished) fits a
+    budget exactly when auto does, within it (simulated), at six budgets of the range."""
+    g = _graph(14, seed)
+    peak = store_all_peak(g)
+    for frac in np.linspace(0.0, 1.0, 6):
+        budget = g.lb + int(frac * (peak - g.lb))
+        try:
+            full = make_plan(g, "auto", budget)
+        except NoPlanError:
+            full = None
+        try:
+            probe = make_plan(g, auto.FIT_PROBE, budget)
+        except NoPlanError:
+            probe = None
+        assert (full is None) == (probe is None), budget
+        if probe is not None:
+            m = simulate(g, probe.schedule).metrics
+            assert m is not None and m.peak_bytes <= budget and m.cost >= full.metrics.cost

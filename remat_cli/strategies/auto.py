@@ -47,6 +47,14 @@ __all__ = ["STRATEGY"]
 #: process and a second one, in this order, each taking the next one when it is free.
 PARALLEL_NODES = 400
 _PARALLEL = ("chain-dp", "treewidth", "pathwidth", "min-memory")
+#: The same queue when only whether a plan fits is asked (:data:`FIT_PROBE`): the
+#: decompositions first: the budget the search probes first is the one the failed attempt
+#: named, often the peak of a decomposition's bare recursion (as on random10000 at 0.5x).
+_FIT_FIRST = ("treewidth", "pathwidth", "chain-dp", "min-memory")
+#: And this process runs the decompositions before the replays, which thrash where they
+#: fail (a failed dtr replay of random10000 at 0.5x: 3 s), and stops once either process
+#: has a plan that fits.
+_FIT_RUN_FIRST = ("store-all", "chen-sqrt", "chen-greedy", "treewidth", "pathwidth", "chain-dp", "greedy", "dtr")
 #: The order candidates run in: the cheap ones first, so that a deadline finds good plans
 #: already made. Ties between equal plans still go to the registry's order.
 _RUN_FIRST = ("store-all", "greedy", "chen-sqrt", "chen-greedy", "dtr", "chain-dp", "treewidth", "pathwidth")
@@ -78,7 +86,10 @@ SCALE_REPLAY_SECONDS = 15.0
 _LAST_RESORT = ("min-memory",)
 
 
-def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunContext) -> StrategyResult:
+def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunContext, first_fit: bool = False) -> StrategyResult:
+    """auto's plan (module doc). ``first_fit``: return the first candidate plan that fits,
+    unpolished (:data:`FIT_PROBE`): whether auto fits a budget is whether any candidate
+    does, and a search for the smallest budget needs no more than that."""
     from remat_cli.strategies import fast_strategies  # the registry imports this module
 
     best: tuple[float, int, int, str, StrategyResult] | None = None
@@ -162,9 +173,10 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
             return
         _improve(graph, budget, _polish(graph, budget, fitting, best, memo), deadline, memo)
 
+    first = _FIT_RUN_FIRST if first_fit else _RUN_FIRST
     order = sorted(
         range(len(candidates)),
-        key=lambda i: (_RUN_FIRST.index(candidates[i].name) if candidates[i].name in _RUN_FIRST else len(_RUN_FIRST), i),
+        key=lambda i: (first.index(candidates[i].name) if candidates[i].name in first else len(first), i),
     )
     try:
         for rank in order:  # cheap ones first (anytime); ``rank`` stays the registry's
@@ -179,7 +191,8 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
                     tried[strat.name] = "skipped (a cheaper plan fits)"
                     continue
             if child is None and strat.name != "store-all" and graph.n >= PARALLEL_NODES and context.parallel:
-                twins = [s for name in _PARALLEL for s in candidates if s.name == name and name not in tried]
+                queue = _FIT_FIRST if first_fit else _PARALLEL
+                twins = [s for name in queue for s in candidates if s.name == name and name not in tried]
                 if twins:
                     child = _Child.start(twins, graph, budget, context)
             if child is not None and child.queued(strat.name):
@@ -201,8 +214,14 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
                 consider(rank, strat, outcome)
             if strat.name in here and child is not None:
                 child.done(strat.name)
-        speculate()
-        collect()
+            if first_fit and best is None and child is not None:
+                child.busy_elsewhere(here, tried)  # reads the outcomes already in the pipe
+                collect(last_resort=False, ready=True)  # and considers them
+            if first_fit and best is not None:
+                break  # the second process's work is not needed: it is stopped below
+        if not (first_fit and best is not None):
+            speculate()
+            collect()
     finally:
         if child is not None:
             child.stop()
@@ -213,8 +232,9 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
             + (f"; the smallest budget one of them meets is {fmt_bytes_exact(floor)}" if floor else ""),
             min_budget=floor,
         )
-    best = _polish(graph, budget, fitting, best, memo)
-    best = _improve(graph, budget, best, deadline, memo)  # the plan-improvement pass (algorithms/improve.py)
+    if not first_fit:
+        best = _polish(graph, budget, fitting, best, memo)
+        best = _improve(graph, budget, best, deadline, memo)  # the plan-improvement pass (algorithms/improve.py)
     name, result = best[3], best[4]
     order = {s.name: i for i, s in enumerate(candidates)}
     ranked = sorted(tried.items(), key=lambda kv: order[kv[0]])
@@ -489,3 +509,14 @@ STRATEGY = Strategy(
     fast=False,
     reference="",
 )
+
+
+def _run_first_fit(graph: Graph, budget: int | None, options: NoOptions, context: RunContext) -> StrategyResult:
+    return _run(graph, budget, options, context, first_fit=True)
+
+
+#: auto as the search for the smallest budget after a failed plan probes it: each probe
+#: asks only whether auto fits (whether any candidate does), so it returns the first plan
+#: that fits, without running the others or polishing it (the plan's own figures are not
+#: auto's; the planner reports only the budget).
+FIT_PROBE = replace(STRATEGY, solve=_run_first_fit)

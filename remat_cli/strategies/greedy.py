@@ -96,7 +96,31 @@ def _dtr_floor(state: _State, v: int) -> tuple:
     return (state.cost[v] / (state.mem[v] * (state.clock - state.last_access[v] + 1)), v)
 
 
+def _dtr_within(state: _State, v: int, best: float, limit: int = 32) -> tuple | None:
+    """``dtr_score(state, v)``, or None once it is proven above ``best`` (its ratio): the
+    neighbourhood's costs only add up, so the walk stops as soon as the partial ratio passes
+    ``best`` (a value that cannot be the victim is not scored to the end). Same walk and the
+    same arithmetic as :func:`dtr_score`, so a key it returns is that key exactly."""
+    cost, evicted, nbrs = state.cost, state.evicted, state.nbrs
+    denom = state.mem[v] * (state.clock - state.last_access[v] + 1)
+    total = cost[v]
+    if total / denom > best:
+        return None
+    seen = {v}
+    stack = [v]
+    while stack and len(seen) < limit:
+        for w in nbrs[stack.pop()]:
+            if evicted[w] and w not in seen:
+                seen.add(w)
+                total += cost[w]
+                if total / denom > best:  # division is monotone: the final ratio is larger still
+                    return None
+                stack.append(w)
+    return (total / denom, v)
+
+
 dtr_score.floor = _dtr_floor  # type: ignore[attr-defined]
+dtr_score.within = _dtr_within  # type: ignore[attr-defined]
 
 
 def evict_schedule(
@@ -180,6 +204,7 @@ def evict_schedule(
                 heapq.heappush(heap, key)
 
     floor = getattr(score, "floor", None)
+    within = getattr(score, "within", None)
 
     def pick_scored() -> int | None:
         pool = live if len(live) <= sample else rng.sample(live, sample)
@@ -189,7 +214,12 @@ def evict_schedule(
                 for low in sorted(floor(st, v) for v in pool if pins[v] == 0):
                     if best_key is not None and low > best_key:
                         break  # every key left is at least its floor
-                    key = score(st, low[-1])
+                    if best_key is not None and within is not None:
+                        key = within(st, low[-1], best_key[0])  # None: proven above the best
+                        if key is None:
+                            continue
+                    else:
+                        key = score(st, low[-1])
                     if best_key is None or key < best_key:
                         best, best_key = low[-1], key
             else:
