@@ -30,7 +30,7 @@ from remat_cli.graph import Graph
 from remat_cli.plandoc import Plan
 from remat_cli.schedule import COMPUTE, Schedule
 from remat_cli.simulate import simulate
-from remat_cli.torch._capture import BWD, LOSS, capture_program
+from remat_cli.torch._capture import BWD, LOSS, PARAMS, capture_program
 from remat_cli.torch._runtime import STATS, Executor, Program, recipes, stats_nodes
 
 __all__ = ["apply", "Step", "checkpoint_policy", "provenance_mismatch"]
@@ -113,6 +113,8 @@ class Step:
                     backward(node)
                 elif what == _FREE_BACKWARD:
                     grads(node, None)
+                elif what == _NOOP:
+                    pass  # bwd:X.params: the first bwd:X accumulated the parameter gradients
                 else:
                     loss = ex.seed()
         finally:
@@ -126,7 +128,7 @@ class Step:
         return loss.detach()
 
 
-_COMPUTE, _FREE, _BACKWARD, _FREE_BACKWARD, _SEED, _FUSED, _BACKWARD_FUSED, _PLAIN = range(8)
+_COMPUTE, _FREE, _BACKWARD, _FREE_BACKWARD, _SEED, _FUSED, _BACKWARD_FUSED, _PLAIN, _NOOP = range(9)
 
 
 def fusable_ops(prog: Program, graph: Graph, steps: Sequence[tuple[bool, str]]) -> dict[str, tuple[frozenset[str] | None, int]]:
@@ -153,7 +155,7 @@ def fusable_ops(prog: Program, graph: Graph, steps: Sequence[tuple[bool, str]]) 
     frees: dict[str, list[int]] = {}
     for k, (is_compute, node) in enumerate(steps):
         if node.startswith(BWD):
-            if is_compute:
+            if is_compute and not node.endswith(PARAMS):
                 bwd_at.setdefault(node[len(BWD) :], []).append(k)
         elif is_compute:
             computes.setdefault(node, []).append(k)
@@ -216,6 +218,8 @@ def _decode(is_compute: bool, node: str) -> tuple[int, str]:
     """A schedule step as (executor action, op name) for :meth:`Step.__call__`."""
     if node == LOSS:
         return (_SEED, node) if is_compute else (_FREE_BACKWARD, LOSS)
+    if node.startswith(BWD) and node.endswith(PARAMS):
+        return (_NOOP, node)  # holds nothing; its FLOPs were done by the first bwd:X
     if node.startswith(BWD):
         return (_BACKWARD if is_compute else _FREE_BACKWARD, node[len(BWD) :])
     return (_COMPUTE if is_compute else _FREE, node)
@@ -240,6 +244,7 @@ def apply(
         diff = provenance_mismatch(prov, graph.meta.get("torch", {}))
         if diff:
             raise InputError(f"{where}: this plan was captured from something else: {diff}")
+    names = _with_param_steps(names, graph)
     index = graph.index
     for k, (_op, node) in enumerate(names):
         if node not in index:
@@ -249,6 +254,24 @@ def apply(
     if sim.error is not None:
         raise InputError(f"{where}: the plan's schedule is invalid for this model's graph: {sim.error}")
     return Step(prog, graph, schedule, strategy, example_inputs)
+
+
+def _with_param_steps(names: list[list[str]], graph: Graph) -> list[list[str]]:
+    """A plan made before captures split off ``bwd:X.params`` (see
+    :mod:`~remat_cli.torch._capture`) lacks those steps: compute each right after the
+    first ``compute bwd:X`` (zero bytes, nothing to run), so the old plan still applies."""
+    if any(str(node).endswith(PARAMS) for _op, node in names):
+        return names
+    index = graph.index
+    out: list[list[str]] = []
+    done: set[str] = set()
+    for op, node in names:
+        out.append([op, node])
+        extra = f"{node}{PARAMS}"
+        if op == "compute" and str(node).startswith(BWD) and extra in index and extra not in done:
+            done.add(extra)
+            out.append(["compute", extra])
+    return out
 
 
 def _plan_parts(plan: Any) -> tuple[str, list[list[str]], dict[str, Any] | None, str]:

@@ -10,6 +10,12 @@ step, run op by op by the executor, then measures what the graph needs:
   bytes it needs only while it runs (both counted by storage tracking, not estimated);
 * ``bwd:X`` is the gradient step of op X: it reads the gradient steps of X's consumers
   and exactly the activations autograd saved for X (seen through ``saved_tensors_hooks``);
+* ``bwd:X.params`` (only for an op with trainable parameters): the share of X's gradient
+  step that only its first computation does. Parameter gradients are accumulated once,
+  so a recomputed ``bwd:X`` only redoes X's input gradients: ``bwd:X`` costs the FLOPs
+  the executor's own recomputation of it counts, and ``bwd:X.params`` (zero bytes, reads
+  ``bwd:X``, computed once) the rest, so the total is the measured gradient step's and
+  a plan that recomputes gradient steps predicts the FLOPs it really costs;
 * ``cost`` is FLOPs (``torch.utils.flop_counter`` formulas for matmul/conv/attention,
   one per output element for other ops), ``seconds`` the op's measured time;
 * parameters, buffers, constants, inputs, parameter gradients and BatchNorm's new running
@@ -44,6 +50,8 @@ __all__ = ["capture", "provenance", "needed_ops"]
 
 LOSS = "loss"
 BWD = "bwd:"
+PARAMS = ".params"  # bwd:X.params: the parameter-gradient share of bwd:X (module doc)
+AGAIN = "again:"  # capture's own key: seconds of a recomputed bwd:X
 
 
 def capture(
@@ -166,7 +174,7 @@ def _profile(prog: Program, inputs: Sequence[Any], order: list[str], params: Seq
     """One instrumented store-all step: per node mem, workspace, FLOPs, saved owners."""
     ex = Executor(prog, inputs)
     tracker = Tracker(_fixed_tensors(prog, inputs, params))
-    out: dict[str, Any] = {"mem": {}, "ws": {}, "flops": {}, "requires": {}}
+    out: dict[str, Any] = {"mem": {}, "ws": {}, "flops": {}, "requires": {}, "again": {}}
     with tracker:
         for name in order:
             before = tracker.mark()
@@ -188,6 +196,10 @@ def _profile(prog: Program, inputs: Sequence[Any], order: list[str], params: Seq
             # storage then lives as long as either holds it, so it counts for both
             held = _distinct_bytes(ex.grads[name].values())
             _record(out, BWD + name, tracker, before, f0, mem=max(held, tracker.live - before))
+            if ex.edges[name][3]:  # it has parameters: count what a recomputation of it does
+                f0 = tracker.flops
+                ex.backward(name)  # input gradients only (the executor's recompute path)
+                out["again"][name] = min(tracker.flops - f0, out["flops"][BWD + name])
     out["saved"] = {name: sorted({s.owner for s in ex.saved_by.get(name, []) if s.owner}) for name in order}
     out["untracked_saved"] = ex.untracked_saved
     out["fallbacks"] = ex.fallbacks
@@ -233,6 +245,10 @@ def _time(prog: Program, inputs: Sequence[Any], order: list[str], params: Sequen
             t0 = clock()
             ex.backward(name)
             times[BWD + name] = clock() - t0
+            if ex.edges[name][3]:  # the recomputation's time, as _profile counts its FLOPs
+                t0 = clock()
+                ex.backward(name)
+                times[AGAIN + name] = clock() - t0
         ex.finish_without_updates()
         for k, v in times.items():
             best[k] = min(best.get(k, v), v)
@@ -319,18 +335,40 @@ def _build(
         if name == loss_owner[0]:
             reads.append(LOSS)
         reads += facts["saved"][name]
+        flops = facts["flops"][BWD + name]
+        again = facts["again"].get(name, flops)
+        split = again < flops
+        secs = seconds.get(BWD + name)
+        secs_again = seconds.get(AGAIN + name) if split else secs
+        if secs is None or secs_again is None:
+            secs_again = secs
+        else:
+            secs_again = min(secs, secs_again)
         specs.append(
             NodeSpec(
                 id=BWD + name,
                 inputs=list(dict.fromkeys(reads)),
                 mem=facts["mem"][BWD + name],
-                cost=facts["flops"][BWD + name],
+                cost=again,
                 op=_op_name(prog.by_name[name]) + ".backward",
                 workspace=facts["ws"][BWD + name],
                 kind="backward",
-                seconds=seconds.get(BWD + name),
+                seconds=secs_again,
             )
         )
+        if split:  # the parameter gradients: done by the first bwd:X only
+            specs.append(
+                NodeSpec(
+                    id=BWD + name + PARAMS,
+                    inputs=[BWD + name],
+                    mem=0,
+                    cost=flops - again,
+                    op=_op_name(prog.by_name[name]) + ".backward.params",
+                    workspace=0,
+                    kind="backward",
+                    seconds=None if secs is None or secs_again is None else secs - secs_again,
+                )
+            )
     fixed = _fixed_bytes(prog, inputs) + facts["updates"]
     meta = {
         "torch": meta,
