@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from remat_cli.errors import InputError
 from remat_cli.strategies import auto, chain_dp, chen, exact, greedy, min_memory, pathwidth, store_all, treewidth
-from remat_cli.strategies.base import NoOptions, RunContext, Strategy, StrategyResult
+from remat_cli.strategies.base import NoOptions, RunContext, Strategy, StrategyResult, folding_sinks
 
 __all__ = ["Strategy", "StrategyResult", "RunContext", "NoOptions", "STRATEGIES", "get_strategy", "fast_strategies"]
 
@@ -12,8 +14,10 @@ STRATEGIES: dict[str, Strategy] = {
     s.name: s
     for s in (
         store_all.STRATEGY,
-        treewidth.STRATEGY,
-        pathwidth.STRATEGY,
+        # the decompositions' plans depend on the graph's shape: zero-byte leaves are folded
+        # out before they see it (algorithms/fold.py; same peak, an optimal plan stays optimal)
+        replace(treewidth.STRATEGY, solve=folding_sinks(treewidth.STRATEGY.solve)),
+        replace(pathwidth.STRATEGY, solve=folding_sinks(pathwidth.STRATEGY.solve)),
         chen.SQRT,
         chen.GREEDY,
         chain_dp.STRATEGY,

@@ -16,7 +16,7 @@ from remat_cli.graph import Graph
 from remat_cli.schedule import Schedule
 from remat_cli.units import Phrase
 
-__all__ = ["Strategy", "StrategyResult", "StrategyFn", "RunContext", "NoOptions", "ProgressFn", "CONTEXT_KEYS"]
+__all__ = ["Strategy", "StrategyResult", "StrategyFn", "RunContext", "NoOptions", "ProgressFn", "CONTEXT_KEYS", "folding_sinks"]
 
 #: ``progress(done, total, label)``: hears how a run goes (``total`` 0 when unknown); the
 #: label is a name or a :class:`~remat_cli.units.Phrase` that the caller renders.
@@ -125,3 +125,19 @@ class Strategy:
         the door that validates); ``options`` and ``context`` as :meth:`split` takes them."""
         opts, ctx = self.split(options, context)
         return self.solve(graph, budget, opts, ctx)
+
+
+def folding_sinks(solve: StrategyFn) -> StrategyFn:
+    """``solve`` run on the graph with its zero-byte target sinks folded out
+    (:func:`remat_cli.algorithms.fold.fold_sinks`), its schedule and kept set mapped back:
+    the same peak, the sinks' cost once; graphs without such sinks are passed as they are."""
+    from remat_cli.algorithms.fold import fold_sinks
+
+    def run(graph: Graph, budget: int | None, options: Any, context: RunContext) -> StrategyResult:
+        folded = fold_sinks(graph)
+        if folded is None:
+            return solve(graph, budget, options, context)
+        result = solve(folded.graph, budget, options, context)
+        return replace(result, schedule=folded.unfold(result.schedule), keep=folded.keep_in_full(result.keep))
+
+    return run
