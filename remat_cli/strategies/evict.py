@@ -104,18 +104,19 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int) -> Schedule:
         out_ops.append(FREE)
         out_nodes.append(v)
 
+    # new candidates wait here, (pos, stamp, v), and go into their heap only when an
+    # eviction needs the heaps: most are taken back first (the value is computed again
+    # while resident), and those never reach a heap. The heaps then hold the same live
+    # entries as with an immediate push, and their keys are distinct, so the evictions
+    # are the same.
+    pending: list[tuple[int, int, int]] = []
+    push = heapq.heappush
     for pos, (op, v) in enumerate(zip(ops, nodes)):
         if op != COMPUTE:
             if resident[v] and not candidate[v]:
                 candidate[v] = True
                 stamp[v] += 1
-                # one heap per candidate: a value no later step touches is evicted from
-                # `dead` before `cheap` is ever read; any other is computed again (the input
-                # frees it before its next use) or evicted, either way before it would be dead
-                if last_touch[v] < pos:
-                    heapq.heappush(dead, (last_touch[v], stamp[v], v))
-                else:
-                    heapq.heappush(cheap, (per_byte[v], -mem[v], stamp[v], v))
+                pending.append((pos, stamp[v], v))
             continue
         if resident[v]:  # still resident: the recompute is not needed
             if candidate[v]:
@@ -123,6 +124,19 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int) -> Schedule:
                 stamp[v] += 1
             continue
         need = mem[v] + ws[v]
+        if cur + need > limit and pending:
+            for at, st, u in pending:
+                if not candidate[u] or stamp[u] != st:
+                    continue
+                # one heap per candidate: a value no later step touches is evicted from
+                # `dead` before `cheap` is ever read; any other is computed again (the
+                # input frees it before its next use) or evicted, either way before it
+                # would be dead
+                if last_touch[u] < at:
+                    push(dead, (last_touch[u], st, u))
+                else:
+                    push(cheap, (per_byte[u], -mem[u], st, u))
+            pending.clear()
         while cur + need > limit:
             if dead and dead[0][0] < pos:  # no later step reads or computes it
                 _, st, u = heapq.heappop(dead)
