@@ -261,3 +261,72 @@ def test_schedule_from_sequence_matches_the_loop(g: Graph, seed: int) -> None:
         got = schedule_from_sequence(g, s)
         assert (got.ops.tolist(), got.nodes.tolist()) == want
         assert simulate(g, got).metrics is not None  # replayed by the simulator: valid
+
+
+def _lazy_eviction_reference(g: Graph, schedule: Schedule, limit: int) -> Schedule:
+    """lazy_eviction as the module docstring states it, each new candidate pushed at once:
+    frees make candidates, recomputes of resident values are dropped, and evictions take
+    the values no later step touches first, then the cheapest per byte (larger first,
+    then the earliest stamp, then the lower id)."""
+    import heapq
+    import math
+
+    ops, nodes = schedule.ops.tolist(), schedule.nodes.tolist()
+    last_touch = [-1] * g.n
+    for pos, (op, v) in enumerate(zip(ops, nodes)):
+        if op == COMPUTE:
+            last_touch[v] = pos
+            for u in g.pred_lists[v]:
+                last_touch[u] = pos
+    mem, ws, cost = g.mem.tolist(), g.workspace.tolist(), g.cost.tolist()
+    resident, candidate, stamp = [False] * g.n, [False] * g.n, [0] * g.n
+    dead: list[tuple[int, int, int]] = []
+    cheap: list[tuple[float, int, int, int]] = []
+    cur, out = g.fixed_mem, []
+    for pos, (op, v) in enumerate(zip(ops, nodes)):
+        if op != COMPUTE:
+            if resident[v] and not candidate[v]:
+                candidate[v] = True
+                stamp[v] += 1
+                if last_touch[v] < pos:
+                    heapq.heappush(dead, (last_touch[v], stamp[v], v))
+                else:
+                    heapq.heappush(cheap, (cost[v] / mem[v] if mem[v] else math.inf, -mem[v], stamp[v], v))
+            continue
+        if resident[v]:
+            if candidate[v]:
+                candidate[v] = False
+                stamp[v] += 1
+            continue
+        while cur + mem[v] + ws[v] > limit:
+            live = [e for e in dead if candidate[e[2]] and stamp[e[2]] == e[1]]
+            if live:
+                u = min(live)[2]
+            else:
+                live = [e for e in cheap if candidate[e[3]] and stamp[e[3]] == e[2]]
+                if not live:
+                    break
+                u = min(live)[3]
+            resident[u] = candidate[u] = False
+            stamp[u] += 1
+            cur -= mem[u]
+            out.append((FREE, u))
+        out.append((COMPUTE, v))
+        resident[v] = True
+        cur += mem[v]
+    return Schedule(np.asarray([o for o, _ in out], dtype=np.int8), np.asarray([v for _, v in out], dtype=np.int32))
+
+
+@SETTINGS
+@given(graphs, st.floats(0.0, 1.0))
+def test_lazy_eviction_is_the_reference_pass(g: Graph, where: float) -> None:
+    """lazy_eviction defers each candidate's heap push to the first eviction after it (most
+    are taken back before): its steps equal a plain reference that pushes at once and scans
+    for the least live entry, step for step, on the cleaned bare recursion."""
+    from remat_cli.strategies.evict import lazy_eviction
+
+    bare = cleanup(g, _bare(g))
+    limit = int(g.lb + where * (store_all_peak(g) - g.lb))
+    got = lazy_eviction(g, bare, limit)
+    want = _lazy_eviction_reference(g, bare, limit)
+    assert got.ops.tolist() == want.ops.tolist() and got.nodes.tolist() == want.nodes.tolist()

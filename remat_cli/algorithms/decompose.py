@@ -277,8 +277,10 @@ def elimination_decomposition(adj: list[set[int]], method: str = "min-degree", *
     a clique, and record the bag {v} ∪ N(v). The bag of v hangs below the bag of the
     neighbour eliminated first after v. Priority queues with lazy deletion (for
     min-degree one small heap of node ids per degree) keep it O((n + fill) log n) for
-    min-degree, ties going to the lower id either way; min-fill pays O(d²) per rescored node and, above
-    ``MIN_FILL_EXACT_LIMIT`` nodes, only rescores the eliminated node's neighbours.
+    min-degree, ties going to the lower id either way; exact min-fill keeps each node's
+    triangle count current (O(common neighbours) per fill edge, O(1) per rescore); above
+    ``MIN_FILL_EXACT_LIMIT`` nodes it pays O(d²) per rescore and only rescores the
+    eliminated node's neighbours.
     ``adj`` is consumed. Bags use the local ids of ``adj``.
 
     With ``max_degree`` (−1: the default cap, see ``WIDTH_CAP``; None: no cap),
@@ -305,7 +307,18 @@ def elimination_decomposition(adj: list[set[int]], method: str = "min-degree", *
         # set intersections run in C, the same count as a loop over the pairs
         return d * (d - 1) // 2 - sum(map(len, map(nb.intersection, map(adj.__getitem__, nb)))) // 2
 
-    current = [score(v) for v in range(n)]
+    # exact min-fill keeps, per node, the edges among its neighbours (the triangles through
+    # it) up to date as edges come and go, so a rescore is O(1) instead of O(d²): the same
+    # scores as ``score``, hence the same order and bags
+    tri: list[int] = []
+    if two_hop:
+        tri = [sum(map(len, map(adj[v].intersection, map(adj.__getitem__, adj[v])))) // 2 for v in range(n)]
+
+    def fill_of(v: int) -> int:
+        d = len(adj[v])
+        return d * (d - 1) // 2 if d > FILL_DEGREE_CAP else d * (d - 1) // 2 - tri[v]
+
+    current = [fill_of(v) for v in range(n)] if two_hop else [score(v) for v in range(n)]
     # min-fill: one heap of (score, node); min-degree: one heap of nodes per degree (a
     # bucket queue; int heaps are cheaper than tuple heaps). Both pop the least
     # (score, node) still current, so they eliminate in the same order.
@@ -354,32 +367,41 @@ def elimination_decomposition(adj: list[set[int]], method: str = "min-degree", *
         bags.append((v, *nb))
         for a in nb:
             adj[a].discard(v)
-        # turn the neighbourhood into a clique: each new edge is added from both ends
         nbs = set(nb)
+        if two_hop:  # v's edges go: a loses the edges v-b of its neighbours b in N(v)
+            for a in nb:
+                tri[a] -= len(adj[a] & nbs)
+        # turn the neighbourhood into a clique: each new edge is added from both ends
         added = 0
-        fresh: list[tuple[int, set[int]]] = []  # (a, its new neighbours)
-        for a in nb:
-            aa = adj[a]
-            new_nb = nbs - aa
-            new_nb.discard(a)
-            if new_nb:
-                aa |= new_nb
-                added += len(new_nb)
-                if two_hop:
-                    fresh.append((a, new_nb))
+        touched = set(nbs)
+        if two_hop:  # one new edge a-b at a time: each common neighbour w gains a triangle
+            for a in nb:
+                aa = adj[a]
+                for b in nbs - aa:
+                    if b <= a:
+                        continue
+                    ab = adj[b]
+                    common = aa & ab
+                    for w in common:
+                        tri[w] += 1
+                    tri[a] += len(common)
+                    tri[b] += len(common)
+                    touched |= common
+                    aa.add(b)
+                    ab.add(a)
+                    added += 2
+        else:
+            for a in nb:
+                aa = adj[a]
+                new_nb = nbs - aa
+                new_nb.discard(a)
+                if new_nb:
+                    aa |= new_nb
+                    added += len(new_nb)
         edges += added // 2 - len(nb)
         adj[v] = set()
-        touched = nbs
-        if two_hop:
-            # exact min-fill: besides v's neighbours, only a node adjacent to both ends of
-            # a new edge has its fill-in changed (that edge is no longer missing)
-            for a, new_nb in fresh:
-                aa = adj[a]
-                for b in new_nb:
-                    if a < b:
-                        touched |= aa & adj[b]
         for a in touched:
-            new = score(a) if fill else len(adj[a])
+            new = fill_of(a) if two_hop else score(a) if fill else len(adj[a])
             if new != current[a]:
                 current[a] = new
                 if fill:

@@ -86,9 +86,8 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int) -> Schedule:
                 last_touch[u] = pos
     per_byte = [cost[v] / mem[v] if mem[v] else math.inf for v in range(n)]
 
-    resident = [False] * n
-    candidate = [False] * n
-    stamp = [0] * n  # invalidates stale heap entries
+    state = [0] * n  # 0 gone, 1 resident, 2 resident and an eviction candidate
+    stamp = [0] * n  # bumped at every change of candidacy: a heap entry is live iff its stamp is
     dead: list[tuple[int, int, int]] = []  # (last touch, stamp, v): values no later step needs
     cheap: list[tuple[float, int, int, int]] = []  # (cost per byte, -mem, stamp, v)
     cur = graph.fixed_mem
@@ -97,45 +96,60 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int) -> Schedule:
 
     def evict(v: int) -> None:
         nonlocal cur
-        resident[v] = False
-        candidate[v] = False
+        state[v] = 0
         stamp[v] += 1
         cur -= mem[v]
         out_ops.append(FREE)
         out_nodes.append(v)
 
+    # new candidates wait here, (pos, stamp, v), and go into their heap only when an
+    # eviction needs the heaps: most are taken back first (the value is computed again
+    # while resident), and those never reach a heap. The heaps then hold the same live
+    # entries as with an immediate push, and their keys are distinct, so the evictions
+    # are the same.
+    pending: list[tuple[int, int, int]] = []
+    push = heapq.heappush
     for pos, (op, v) in enumerate(zip(ops, nodes)):
+        s = state[v]
         if op != COMPUTE:
-            if resident[v] and not candidate[v]:
-                candidate[v] = True
-                stamp[v] += 1
-                # one heap per candidate: a value no later step touches is evicted from
-                # `dead` before `cheap` is ever read; any other is computed again (the input
-                # frees it before its next use) or evicted, either way before it would be dead
-                if last_touch[v] < pos:
-                    heapq.heappush(dead, (last_touch[v], stamp[v], v))
-                else:
-                    heapq.heappush(cheap, (per_byte[v], -mem[v], stamp[v], v))
+            if s == 1:
+                state[v] = 2
+                st = stamp[v] + 1
+                stamp[v] = st
+                pending.append((pos, st, v))
             continue
-        if resident[v]:  # still resident: the recompute is not needed
-            if candidate[v]:
-                candidate[v] = False
+        if s:  # still resident: the recompute is not needed
+            if s == 2:
+                state[v] = 1
                 stamp[v] += 1
             continue
         need = mem[v] + ws[v]
+        if cur + need > limit and pending:
+            for at, st, u in pending:
+                if stamp[u] != st:
+                    continue
+                # one heap per candidate: a value no later step touches is evicted from
+                # `dead` before `cheap` is ever read; any other is computed again (the
+                # input frees it before its next use) or evicted, either way before it
+                # would be dead
+                if last_touch[u] < at:
+                    push(dead, (last_touch[u], st, u))
+                else:
+                    push(cheap, (per_byte[u], -mem[u], st, u))
+            pending.clear()
         while cur + need > limit:
             if dead and dead[0][0] < pos:  # no later step reads or computes it
                 _, st, u = heapq.heappop(dead)
-                if candidate[u] and stamp[u] == st:
+                if stamp[u] == st:
                     evict(u)
                 continue
-            while cheap and (not candidate[cheap[0][3]] or stamp[cheap[0][3]] != cheap[0][2]):
+            while cheap and stamp[cheap[0][3]] != cheap[0][2]:
                 heapq.heappop(cheap)
             if not cheap:
                 break  # soft limit: nothing left to evict
             evict(heapq.heappop(cheap)[3])
         out_ops.append(COMPUTE)
         out_nodes.append(v)
-        resident[v] = True
+        state[v] = 1
         cur += mem[v]
     return Schedule(np.asarray(out_ops, dtype=np.int8), np.asarray(out_nodes, dtype=np.int32))

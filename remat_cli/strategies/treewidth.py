@@ -160,7 +160,7 @@ def recursive_schedule(
     ``time.perf_counter()`` value), or once its compute cost exceeds ``max_cost`` (it
     cannot beat a plan of that cost: costs only grow as steps are added). ``memo``, a
     dict the caller keeps across runs on the same graph and tree, shares sub-problem
-    orders between them (at most 20·n nodes stored). ``replay`` (bare recursion only)
+    orders and plain plans between them (at most max(20·n, 500,000) node ids stored). ``replay`` (bare recursion only)
     records the steps of each call that leaves its targets pinned and copies them when the
     same call recurs on the same state (:meth:`_Recursion.solve`): the same schedule, and
     the same work counted, without walking the sub-problem again.
@@ -241,7 +241,7 @@ class _Recursion:
         self.cost_left = math.inf  # RecursionStopped("cannot win") once spent below 0
         self.needed = [True] * n  # first computes of needed nodes are prepaid in cost_left
         self.memo: dict[Any, Any] | None = None  # plain orders shared by the runs of one call
-        self.memo_cap = 20 * n  # nodes stored in the memo at most
+        self.memo_cap = max(20 * n, 500_000)  # node ids stored in the memo at most
 
     def spend(self, units: int) -> None:
         """Count work; stop the run past its work limit or deadline."""
@@ -573,7 +573,30 @@ class _Recursion:
         released after each step (as (step, value) pairs sorted by step: per step, the
         order's own values in order, then the boundary's), and the peak of running it on
         top of the pinned values (a value counts as freed if the plan owns it or holds its
-        only pin). Large plans are laid out with numpy, small ones with a loop."""
+        only pin). Large plans are laid out with numpy, small ones with a loop. Memoised
+        across the runs of one strategy call (``memo``; the ladder's runs ask for the same
+        sub-problems again and again): the plan and its peak above the pinned values depend
+        only on the key below, the boundary in its iteration order (the release order)."""
+        memo = self.memo
+        key: tuple[Any, ...] | None = None
+        if memo is not None:
+            pin = self.pin
+            key = ("plain", greedy, frozenset(need), frozenset(wanted), tuple(boundary), tuple([pin[u] == 1 for u in boundary]))
+            hit = memo.get(key)
+            if hit is not None:
+                return hit[0], self.pinned + hit[1]
+        plan, peak = self._plain_plan_of(need, boundary, wanted, greedy)
+        if memo is not None:
+            stored = 3 * len(need) + 2 * len(boundary)  # the order and the releases
+            memo_size = memo.get("size", 0) + stored
+            if memo_size > self.memo_cap:  # bounded memory: start again
+                memo.clear()
+                memo_size = stored
+            memo[key] = (plan, peak - self.pinned)
+            memo["size"] = memo_size
+        return plan, peak
+
+    def _plain_plan_of(self, need: set[int], boundary: set[int], wanted: set[int], greedy: bool) -> tuple[_PlainPlan, int]:
         order = self._greedy_order(need, wanted) if greedy else sorted(need, key=self.rank.__getitem__)
         if len(order) >= PLAIN_VECTOR_MIN:
             return self._plain_plan_np(order, boundary, wanted)
