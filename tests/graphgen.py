@@ -1,0 +1,27 @@
+"""Small generated graphs the property tests draw from (one generator, several test files)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from remat_cli import generators as G
+from remat_cli.graph import Graph
+from remat_cli.training import checkmate_training_graph
+
+
+def forward_graph(kind: str, n: int, seed: int, *, grid_rows: int = 3, p: float = 0.3) -> Graph:
+    """A forward graph of about ``n`` nodes: a chain or skip chain with random sizes and
+    costs (1–8), a ``grid_rows``-row grid, or a random DAG with edge probability ``p``."""
+    rng = np.random.default_rng(seed)
+    mem, cost = rng.integers(1, 9, n), rng.integers(1, 9, n).astype(float)
+    return {
+        "chain": lambda: G.chain(n, mem=mem, cost=cost),
+        "skip": lambda: G.skip_chain(n, skip=3, mem=mem, cost=cost),
+        "grid": lambda: G.grid(grid_rows, max(2, n // grid_rows)),
+        "dag": lambda: G.random_dag(n, p, seed=seed),
+    }[kind]()
+
+
+def training_graph(kind: str, n: int, seed: int, *, grid_rows: int = 3, p: float = 0.3) -> Graph:
+    """The training graph of :func:`forward_graph`."""
+    return checkmate_training_graph(forward_graph(kind, n, seed, grid_rows=grid_rows, p=p))
