@@ -11,12 +11,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
+from graphgen import training_graph
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from remat_cli import generators as G
 from remat_cli.errors import NoPlanError
 from remat_cli.graph import Graph
 from remat_cli.loaders import load_graph
@@ -24,18 +23,10 @@ from remat_cli.planner import make_plan, store_all_peak
 from remat_cli.simulate import simulate
 from remat_cli.strategies import auto, greedy
 from remat_cli.strategies.store_all import store_all_plan
-from remat_cli.training import checkmate_training_graph
 
 
 def _graph(kind: str, n: int, seed: int) -> Graph:
-    rng = np.random.default_rng(seed)
-    mem, cost = rng.integers(1, 9, n), rng.integers(1, 9, n).astype(float)
-    fwd = {
-        "chain": lambda: G.chain(n, mem=mem, cost=cost),
-        "skip": lambda: G.skip_chain(n, skip=3, mem=mem, cost=cost),
-        "dag": lambda: G.random_dag(n, 0.25, seed=seed),
-    }[kind]()
-    return checkmate_training_graph(fwd)
+    return training_graph(kind, n, seed, p=0.25)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -10,29 +10,22 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graphgen import forward_graph, training_graph
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from remat_cli import generators as G
 from remat_cli.graph import Graph
 from remat_cli.schedule import COMPUTE
 from remat_cli.simulate import simulate
 from remat_cli.strategies import min_memory as M
-from remat_cli.training import checkmate_training_graph
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _graph(kind: str, n: int, seed: int) -> Graph:
-    rng = np.random.default_rng(seed)
-    mem, cost = rng.integers(1, 9, n), rng.integers(1, 9, n).astype(float)
-    fwd = {
-        "chain": lambda: G.chain(n, mem=mem, cost=cost),
-        "skip": lambda: G.skip_chain(n, skip=3, mem=mem, cost=cost),
-        "grid": lambda: G.grid(2, max(2, n // 2)),
-        "dag": lambda: G.random_dag(n, 0.3, seed=seed),
-    }[kind]()
-    return fwd if kind == "dag" and seed % 3 == 0 else checkmate_training_graph(fwd)  # plain DAGs too
+    if kind == "dag" and seed % 3 == 0:
+        return forward_graph(kind, n, seed, grid_rows=2)  # plain DAGs too
+    return training_graph(kind, n, seed, grid_rows=2)
 
 
 def _computes(graph: Graph, schedule) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graphgen import training_graph
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,15 +25,7 @@ STRATS = ("treewidth", "pathwidth")
 
 
 def _graph(kind: str, n: int, seed: int) -> Graph:
-    rng = np.random.default_rng(seed)
-    mem, cost = rng.integers(1, 9, n), rng.integers(1, 9, n).astype(float)
-    fwd = {
-        "chain": lambda: G.chain(n, mem=mem, cost=cost),
-        "skip": lambda: G.skip_chain(n, skip=3, mem=mem, cost=cost),
-        "grid": lambda: G.grid(3, max(2, n // 3)),
-        "dag": lambda: G.random_dag(n, 0.3, seed=seed),
-    }[kind]()
-    return checkmate_training_graph(fwd)
+    return training_graph(kind, n, seed)
 
 
 def _run(g: Graph, name: str, budget: int | None, nodes: int):

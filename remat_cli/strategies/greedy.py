@@ -76,18 +76,9 @@ def largest_first(state: _State, v: int) -> tuple:
 
 def dtr_score(state: _State, v: int, limit: int = 32) -> tuple:
     """DTR's h(t): evicted-neighbourhood recompute cost / (size · staleness); smallest first."""
-    cost, evicted, nbrs = state.cost, state.evicted, state.nbrs
-    total = cost[v]
-    seen = {v}
-    stack = [v]
-    while stack and len(seen) < limit:
-        for w in nbrs[stack.pop()]:
-            if evicted[w] and w not in seen:
-                seen.add(w)
-                total += cost[w]
-                stack.append(w)
-    staleness = state.clock - state.last_access[v] + 1
-    return (total / (state.mem[v] * staleness), v)
+    key = _dtr_within(state, v, math.inf, limit)  # never cut short below infinity
+    assert key is not None
+    return key
 
 
 def _dtr_floor(state: _State, v: int) -> tuple:
