@@ -657,15 +657,7 @@ class Executor:
         ins = [GradientEdge(f, 0) for f in stops] + [t for _, t in leaves.values()]
         got = _grad([GradientEdge(fn, 0)], [g], ins)
         for k, gk in zip(keys, got):
-            if gk is None:
-                continue
-            if k[0] == "param":
-                p = self.prog.fixed[k[1]]
-                if p.grad is None:
-                    p.grad = gk
-                else:
-                    p.grad.add_(gk)
-            else:
+            if gk is not None and not _add_param_grad(self.prog.fixed, k, gk):
                 produced[k] = gk if k not in produced else produced[k] + gk
 
     def _recompute(self, n: torch.fx.Node) -> None:
@@ -825,15 +817,7 @@ class Executor:
         elif use and inputs:
             got_grads = _grad([e for e, _ in use], [g for _, g in use], [t for _, t in inputs])
             for (key, _t), g in zip(inputs, got_grads):
-                if g is None:
-                    continue
-                if key[0] == "param":
-                    p = self.prog.fixed[key[1]]
-                    if p.grad is None:
-                        p.grad = g
-                    else:
-                        p.grad.add_(g)
-                else:
+                if g is not None and not _add_param_grad(self.prog.fixed, key, g):
                     produced[key] = g
             del got_grads
         del outs, use
@@ -993,12 +977,7 @@ def _walk_grad(
                     if got is None:
                         continue  # a leaf the op was not asked about
                     key = got[0]
-                    if key[0] == "param":
-                        p = fixed[key[1]]
-                        if p.grad is None:
-                            p.grad = go
-                        else:
-                            p.grad.add_(go)
+                    if _add_param_grad(fixed, key, go):
                         continue
                 if key is None:
                     stack.append((nxt, go))
@@ -1006,6 +985,19 @@ def _walk_grad(
                     produced[key] = go if key not in produced else produced[key] + go
     finally:
         torch._C._set_grad_enabled(enabled)
+
+
+def _add_param_grad(fixed: Mapping[str, Any], key: tuple[Any, ...], g: torch.Tensor) -> bool:
+    """Accumulate ``g`` into the parameter's ``.grad`` when ``key`` names a parameter
+    (``("param", name)``); False for any other key (the caller keeps that gradient)."""
+    if key[0] != "param":
+        return False
+    p = fixed[key[1]]
+    if p.grad is None:
+        p.grad = g
+    else:
+        p.grad.add_(g)
+    return True
 
 
 def is_owner(n: torch.fx.Node) -> bool:
