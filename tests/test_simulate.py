@@ -94,15 +94,13 @@ def test_random_valid_schedules_agree(raw, seed):
         assert result.error.step == bad
 
 
-@given(raw_dags(max_nodes=10), st.integers(0, 10**6), st.sampled_from(["drop", "dup", "flip", "swap"]))
-def test_corrupted_schedules_rejected_at_first_bad_step(raw, seed, how):
-    g = raw.build()
-    from remat_cli.strategies.store_all import store_all_schedule
+CORRUPTIONS = ("drop", "dup", "flip", "swap")
 
-    schedule, _ = store_all_schedule(g)
-    steps = named_steps(g, schedule)
-    assert reference_simulate(raw, steps)[2] is None
-    rng = random.Random(seed)
+
+def corrupt_steps(steps: list[tuple[str, str]], rng: random.Random, how: str) -> list[tuple[str, str]]:
+    """``steps`` with one random step dropped, doubled, flipped (compute <-> free) or swapped
+    with another (``how``); a copy."""
+    steps = list(steps)
     k = rng.randrange(len(steps))
     if how == "drop":
         del steps[k]
@@ -114,6 +112,18 @@ def test_corrupted_schedules_rejected_at_first_bad_step(raw, seed, how):
     else:
         j = rng.randrange(len(steps))
         steps[k], steps[j] = steps[j], steps[k]
+    return steps
+
+
+@given(raw_dags(max_nodes=10), st.integers(0, 10**6), st.sampled_from(CORRUPTIONS))
+def test_corrupted_schedules_rejected_at_first_bad_step(raw, seed, how):
+    g = raw.build()
+    from remat_cli.strategies.store_all import store_all_schedule
+
+    schedule, _ = store_all_schedule(g)
+    steps = named_steps(g, schedule)
+    assert reference_simulate(raw, steps)[2] is None
+    steps = corrupt_steps(steps, random.Random(seed), how)
     _, _, bad = reference_simulate(raw, steps)
     result = simulate(g, to_schedule(g, steps))
     if bad is None:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from remat_cli.graph import Graph
 from remat_cli.schedule import COMPUTE, FREE, Schedule
 from tests.conftest import raw_dags, to_schedule
-from tests.test_simulate import complete_store_all_steps, random_valid_steps
+from tests.test_simulate import CORRUPTIONS, complete_store_all_steps, corrupt_steps, random_valid_steps
 
 sim = importlib.import_module("remat_cli.simulate")  # the module (the package exports its function)
 
@@ -35,30 +35,14 @@ def _agree(g, schedule: Schedule) -> None:
         assert sim.simulate(g, schedule, per_step=per_step).metrics == slow.metrics
 
 
-def _corrupt(steps: list[tuple[str, str]], rng: random.Random) -> list[tuple[str, str]]:
-    steps = list(steps)
-    k = rng.randrange(len(steps))
-    how = rng.choice(["drop", "dup", "flip", "swap"])
-    if how == "drop":
-        del steps[k]
-    elif how == "dup":
-        steps.insert(k, steps[k])
-    elif how == "flip":
-        op, v = steps[k]
-        steps[k] = ("free" if op == "compute" else "compute", v)
-    else:
-        j = rng.randrange(len(steps))
-        steps[k], steps[j] = steps[j], steps[k]
-    return steps
-
-
 @settings(max_examples=150, deadline=None)
 @given(raw_dags(), st.integers(0, 10**6), st.booleans())
 def test_array_replay_equals_step_replay(raw, seed, corrupt):
     g = raw.build()
     steps = complete_store_all_steps(raw) + random_valid_steps(raw, seed)
     if corrupt and steps:
-        steps = _corrupt(steps, random.Random(seed))
+        rng = random.Random(seed)
+        steps = corrupt_steps(steps, rng, rng.choice(CORRUPTIONS))
     _agree(g, to_schedule(g, steps))
     _agree(g, to_schedule(g, random_valid_steps(raw, seed + 1)))
 
