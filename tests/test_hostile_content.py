@@ -392,6 +392,25 @@ def test_onnx_node_names_that_are_not_utf8_become_text(tmp_path):
     assert run("plan", path, "-s", "store-all", "-o", tmp_path / "p.json").exit_code == 0
 
 
+@pytest.mark.parametrize("flaw", ["undefined input", "two producers", "own output"])
+def test_onnx_structure_errors_name_non_utf8_nodes_as_text(tmp_path, flaw):
+    """A structural error about a node whose name or op type, or a value whose name, is not
+    valid UTF-8 is one clean line with U+FFFD (was a TypeError concatenating bytes and str)."""
+    from onnx import helper
+
+    from tests._onnx_models import model, tensor
+
+    reads = {"undefined input": ["QQv"], "two producers": ["x"], "own output": ["QQy"]}[flaw]
+    nodes = [helper.make_node("QQop", reads, ["QQy"])]  # nameless: the error names op and index
+    if flaw == "two producers":
+        nodes.append(helper.make_node("Relu", ["x"], ["QQy"], name="QQn"))
+    data = model(nodes, [tensor("x", [2])], [tensor("QQy", [2])]).SerializeToString()
+    path = tmp_path / "bad.onnx"
+    path.write_bytes(data.replace(b"QQ", b"\xff\xfe"))
+    line = one_line(run("info", path, "--no-decompose"), 2)
+    assert "\ufffd" in line and "internal error" not in line
+
+
 # ------------------------------------------------------------------ ONNX dims
 def _relu_model(in_shape, init_shape=None):
     from onnx import helper

@@ -492,7 +492,7 @@ def _targets(g: Any, top: _TopLevel, reader: _Reader, source: str) -> list[int]:
     defined = set(reader.producer) | reader.static | top.input_names
     for o in g.output:
         if o.name not in defined and not any(o.name in nd.output for nd in top.nodes_pb):
-            raise InputError(f"{source}: graph output {o.name!r} is produced by no node, input or initializer")
+            raise InputError(f"{source}: graph output {utf8(o.name)!r} is produced by no node, input or initializer")
     targets = sorted({reader.producer[o.name] for o in g.output if o.name in reader.producer})
     if not targets:
         raise InputError(f"{source}: the graph's outputs depend on no operation (they are inputs or constants); nothing to schedule")

@@ -137,7 +137,7 @@ def check_external_data(model, path: Path) -> None:
                 or Path(loc).is_absolute()
             ):
                 raise InputError(
-                    f"{path}: tensor {tensor.name!r}: external data location {loc!r} is outside the "
+                    f"{path}: tensor {utf8(tensor.name)!r}: external data location {loc!r} is outside the "
                     "model's folder (only relative paths below it are allowed)"
                 )
 
@@ -243,7 +243,7 @@ def topological_order(nodes_pb, initializers, input_names: set[str], source: str
             if o:
                 if o in prod:
                     raise InputError(
-                        f"{source}: value {o!r} is produced by two nodes ({(nodes_pb[prod[o]].name or prod[o])!r} and {(nd.name or i)!r})"
+                        f"{source}: value {utf8(o)!r} is produced by two nodes ({_label(nodes_pb[prod[o]], prod[o])!r} and {_label(nd, i)!r})"
                     )
                 prod[o] = i
     deps: list[list[int]] = []
@@ -257,12 +257,10 @@ def topological_order(nodes_pb, initializers, input_names: set[str], source: str
             j = prod.get(x)
             if j is None:
                 if x not in initializers and x not in input_names:
-                    raise InputError(
-                        f"{source}: node {(nd.name or nd.op_type + '#' + str(i))!r} reads {x!r}, which no node, input or initializer defines"
-                    )
+                    raise InputError(f"{source}: node {_label(nd, i)!r} reads {utf8(x)!r}, which no node, input or initializer defines")
                 continue
             if j == i:
-                raise InputError(f"{source}: node {(nd.name or i)!r} reads its own output (cycle)")
+                raise InputError(f"{source}: node {_label(nd, i)!r} reads its own output (cycle)")
             if j > i:
                 sorted_already = False
             d.append(j)
@@ -289,7 +287,7 @@ def topological_order(nodes_pb, initializers, input_names: set[str], source: str
                 heapq.heappush(heap, w)
     if len(order) < n:
         stuck = next(i for i in range(n) if indeg[i] > 0)
-        raise InputError(f"{source}: the ONNX graph has a cycle through node {nodes_pb[stuck].name or stuck!r}")
+        raise InputError(f"{source}: the ONNX graph has a cycle through node {_label(nodes_pb[stuck], stuck)!r}")
     return order
 
 
@@ -345,6 +343,11 @@ def attributes(nd) -> dict[str, Any]:
         elif a.type == onnx.AttributeProto.FLOATS:
             out[a.name] = [float(x) for x in a.floats]
     return out
+
+
+def _label(nd: Any, i: int) -> str:
+    """How an error names node ``i``: its name, else its op and index (as text)."""
+    return utf8(nd.name) or f"{utf8(nd.op_type)}#{i}"
 
 
 def utf8(text: str | bytes) -> str:

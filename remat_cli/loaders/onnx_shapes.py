@@ -103,9 +103,9 @@ def check_declared_dims(g, source: str) -> None:
     for t in g.initializer:
         for axis, d in enumerate(t.dims):
             if d < 0:
-                raise InputError(f"{source}: initializer {t.name!r}: dimension #{axis} is {d} (negative)")
+                raise InputError(f"{source}: initializer {utf8(t.name)!r}: dimension #{axis} is {d} (negative)")
         if tensor_bytes(t.data_type, tuple(t.dims)) > MAX_VALUE_BYTES:
-            raise InputError(f"{source}: initializer {t.name!r}: shape {list(t.dims)} is above {MAX_VALUE_BYTES} B (2**53)")
+            raise InputError(f"{source}: initializer {utf8(t.name)!r}: shape {list(t.dims)} is above {MAX_VALUE_BYTES} B (2**53)")
     initializers = {t.name for t in g.initializer}
     for vi in list(g.input) + list(g.output) + list(g.value_info):
         if not (vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape")):
@@ -116,7 +116,7 @@ def check_declared_dims(g, source: str) -> None:
                 continue
             if d.dim_value < 0 or (d.dim_value == 0 and what == "input"):
                 raise InputError(
-                    f"{source}: {what} {vi.name!r}: dimension #{axis} is {d.dim_value} "
+                    f"{source}: {what} {utf8(vi.name)!r}: dimension #{axis} is {d.dim_value} "
                     f"({'negative' if d.dim_value < 0 else 'zero: the input would be empty'})"
                 )
 
@@ -145,7 +145,7 @@ def check_unresolved(graph_inputs, used: set[str], source: str) -> None:
             continue
         if not inp.type.tensor_type.HasField("shape"):
             raise InputError(
-                f"{source}: input {inp.name!r} has no shape in the file (not even its rank); remat needs the shapes of the model's inputs"
+                f"{source}: input {utf8(inp.name)!r} has no shape in the file (not even its rank); remat needs the shapes of the model's inputs"
             )
         for d in inp.type.tensor_type.shape.dim:
             if not d.HasField("dim_value"):
