@@ -91,6 +91,7 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
     unpolished (:data:`FIT_PROBE`): whether auto fits a budget is whether any candidate
     does, and a search for the smallest budget needs no more than that."""
     from remat_cli.strategies import fast_strategies  # the registry imports this module
+    from remat_cli.strategies.min_memory import variants_made
 
     best: tuple[float, int, int, str, StrategyResult] | None = None
     tried: dict[str, str | Fact | Phrase] = {}  # how each candidate fared, as facts
@@ -174,6 +175,11 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
         _improve(graph, budget, _polish(graph, budget, fitting, best, memo), deadline, memo)
 
     first = _FIT_RUN_FIRST if first_fit else _RUN_FIRST
+    # a fit probe asks min-memory first where its variants are made already (a failed plan of
+    # the graph made them): it answers from them at no cost, whatever the budget
+    known = first_fit and any(s.name in _LAST_RESORT for s in candidates) and variants_made(graph)
+    if known:
+        first = ("store-all", *_LAST_RESORT, *first[1:])
     order = sorted(
         range(len(candidates)),
         key=lambda i: (first.index(candidates[i].name) if candidates[i].name in first else len(first), i),
@@ -190,7 +196,8 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
                 if best is not None:
                     tried[strat.name] = "skipped (a cheaper plan fits)"
                     continue
-            if child is None and strat.name != "store-all" and graph.n >= PARALLEL_NODES and context.parallel:
+            cheap = strat.name == "store-all" or (known and strat.name in _LAST_RESORT)
+            if child is None and not cheap and graph.n >= PARALLEL_NODES and context.parallel:
                 queue = _FIT_FIRST if first_fit else _PARALLEL
                 twins = [s for name in queue for s in candidates if s.name == name and name not in tried]
                 if twins:
@@ -216,7 +223,7 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
                 child.done(strat.name)
             if first_fit and best is None and child is not None:
                 child.busy_elsewhere(here, tried)  # reads the outcomes already in the pipe
-                collect(last_resort=False, ready=True)  # and considers them
+                collect(ready=True)  # and considers them (any plan that fits will do)
             if first_fit and best is not None:
                 break  # the second process's work is not needed: it is stopped below
         if not (first_fit and best is not None):
@@ -518,5 +525,7 @@ def _run_first_fit(graph: Graph, budget: int | None, options: NoOptions, context
 #: auto as the search for the smallest budget after a failed plan probes it: each probe
 #: asks only whether auto fits (whether any candidate does), so it returns the first plan
 #: that fits, without running the others or polishing it (the plan's own figures are not
-#: auto's; the planner reports only the budget).
+#: auto's; the planner reports only the budget). Where the failed plan made min-memory's
+#: variants (they do not depend on the budget), it asks min-memory first: no other candidate
+#: runs at a budget one of the variants meets.
 FIT_PROBE = replace(STRATEGY, solve=_run_first_fit)

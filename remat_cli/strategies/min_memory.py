@@ -81,7 +81,16 @@ from remat_cli.simulate import Metrics, simulate
 from remat_cli.strategies.base import NoOptions, RunContext, Strategy, StrategyResult
 from remat_cli.units import fmt_bytes_exact
 
-__all__ = ["STRATEGY", "least_computes", "lower_peak", "min_memory_schedule", "min_memory_variants", "scratch_schedule", "tree_numbers"]
+__all__ = [
+    "STRATEGY",
+    "least_computes",
+    "lower_peak",
+    "min_memory_schedule",
+    "min_memory_variants",
+    "scratch_schedule",
+    "tree_numbers",
+    "variants_made",
+]
 
 #: A variant that would compute more than this many times the graph's nodes is dropped.
 MAX_COMPUTES_PER_NODE = 400
@@ -372,6 +381,14 @@ def min_memory_variants(graph: Graph, deadline: float | None = None) -> list[tup
             return out
         kept["all"] = out
     return kept["all"]
+
+
+def variants_made(graph: Graph) -> bool:
+    """Whether :func:`min_memory_variants` has made the graph's variants and kept them (here,
+    or handed back by ``auto``'s second process): running the strategy then makes nothing
+    again and costs a scan of the variants. Asks without creating the cache entry."""
+    kept = graph.derived_items(lambda key: key == "_min_memory_variants").get("_min_memory_variants")
+    return isinstance(kept, dict) and "all" in kept
 
 
 class _Stopped(Exception):
