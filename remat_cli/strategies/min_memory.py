@@ -257,8 +257,14 @@ def min_memory_schedule(
                 if len(ins) > 1:
                     ins = [u for u in ins if resident[u]] + [u for u in ins if not resident[u]]
                 frame[1] = ins
+                k = 0  # the resident inputs (first) are taken at once: wanted, then pinned
                 for u in ins:
-                    wanted[u] += 1
+                    if resident[u]:
+                        pins[u] += 1
+                        k += 1
+                    else:
+                        wanted[u] += 1
+                frame[2] = k
             k = frame[2]
             if k < len(ins):
                 u = ins[k]
