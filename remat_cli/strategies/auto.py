@@ -44,9 +44,14 @@ __all__ = ["STRATEGY"]
 
 #: Graphs from this many nodes share these strategies (most of the work: chain-dp's
 #: O(L³·M) dynamic program and the two decompositions with their recursions) between this
-#: process and a second one, in this order, each taking the next one when it is free.
+#: process and a second one, in this order, each taking the next one when it is free. The
+#: second process starts on the first while this one runs the cheap strategies, so the
+#: longest usually goes first: treewidth (grid1000 0.5x, CPU s: treewidth 2.0, pathwidth
+#: 1.1, chain-dp 0.14; nn1000 0.39 / 0.37 / 0.30), then pathwidth, and chain-dp, the
+#: shortest since its table stops at the budget's level, last (it was first: the second
+#: process ran it, then treewidth, which ended auto's run 0.14 s later on grid1000).
 PARALLEL_NODES = 400
-_PARALLEL = ("chain-dp", "treewidth", "pathwidth", "min-memory")
+_PARALLEL = ("treewidth", "pathwidth", "chain-dp", "min-memory")
 #: The same queue when only whether a plan fits is asked (:data:`FIT_PROBE`): the
 #: decompositions first: the budget the search probes first is the one the failed attempt
 #: named, often the peak of a decomposition's bare recursion (as on random10000 at 0.5x).
@@ -56,8 +61,10 @@ _FIT_FIRST = ("treewidth", "pathwidth", "chain-dp", "min-memory")
 #: has a plan that fits.
 _FIT_RUN_FIRST = ("store-all", "chen-sqrt", "chen-greedy", "treewidth", "pathwidth", "chain-dp", "greedy", "dtr")
 #: The order candidates run in: the cheap ones first, so that a deadline finds good plans
-#: already made. Ties between equal plans still go to the registry's order.
-_RUN_FIRST = ("store-all", "greedy", "chen-sqrt", "chen-greedy", "dtr", "chain-dp", "treewidth", "pathwidth")
+#: already made. Ties between equal plans still go to the registry's order. The queued
+#: ones in the queue's order (:data:`_PARALLEL`): a process that takes one takes those
+#: before it too (:meth:`_Child.claim`).
+_RUN_FIRST = ("store-all", "greedy", "chen-sqrt", "chen-greedy", "dtr", "treewidth", "pathwidth", "chain-dp")
 #: Replays that auto runs without their search for the smallest budget (auto only needs to
 #: know they failed) and stops once they cost more than the third cheapest fitting plan so
 #: far (only the three cheapest can win or be polished, :func:`_polish`).
