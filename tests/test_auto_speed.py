@@ -190,22 +190,23 @@ def test_auto_plans_of_one_graph_decompose_it_once(monkeypatch):
 
 
 def test_the_second_process_takes_queued_strategies_only_while_this_one_is_busy(monkeypatch):
-    """chain-dp, treewidth and pathwidth are a queue both processes take from: while one
-    process is held up in chain-dp, the other runs treewidth and pathwidth both (before,
-    the second process always ran chain-dp and then pathwidth). The plan is the one made
-    in one process."""
+    """treewidth, pathwidth and chain-dp are a queue both processes take from, the longest
+    usually first: while the second process is held up in treewidth (the first in the
+    queue), this one runs pathwidth and chain-dp both (before, the second process started
+    on chain-dp, the shortest on the 1k graphs, and went on to treewidth). The plan is the
+    one made in one process."""
     from dataclasses import replace
 
     import remat_cli.strategies as registry
 
     real = registry.fast_strategies
 
-    def slow_chain_dp(graph, budget, options, context):
+    def slow_treewidth(graph, budget, options, context):
         time.sleep(3.0)  # in whichever process takes it
-        return chain.solve(graph, budget, options, context)
+        return tw.solve(graph, budget, options, context)
 
-    chain = next(s for s in real() if s.name == "chain-dp")
-    monkeypatch.setattr(registry, "fast_strategies", lambda: [replace(s, solve=slow_chain_dp) if s is chain else s for s in real()])
+    tw = next(s for s in real() if s.name == "treewidth")
+    monkeypatch.setattr(registry, "fast_strategies", lambda: [replace(s, solve=slow_treewidth) if s is tw else s for s in real()])
     monkeypatch.setattr(auto, "PARALLEL_NODES", 10)
     g = _graph("skip", 30, 2)
     budget = int(0.6 * store_all_peak(g))
@@ -226,8 +227,8 @@ def test_the_second_process_takes_queued_strategies_only_while_this_one_is_busy(
         runs = [s for s in seen if s in (f"auto: {name}", f"auto: {name} (second process)")]
         assert len(runs) == 1, (name, seen)
         where[name] = runs[0].endswith("(second process)")
-    # the two decomposition strategies ran together, in the process chain-dp did not hold up
-    assert where["treewidth"] == where["pathwidth"] != where["chain-dp"], seen
+    # treewidth went first, to the second process; the other two ran together, here
+    assert where["treewidth"] and not where["pathwidth"] and not where["chain-dp"], seen
 
 
 def test_the_second_process_starts_the_last_resort_while_nothing_fits(monkeypatch):
@@ -267,7 +268,7 @@ def test_the_second_process_starts_the_last_resort_while_nothing_fits(monkeypatc
 
 def test_this_process_polishes_while_the_second_one_still_runs(monkeypatch):
     """Once this process has nothing left to run and the second one is still busy (here in
-    chain-dp, which waits until this process has started auto's improvement pass), the
+    treewidth, which waits until this process has started auto's improvement pass), the
     polishing passes run on the plans known so far; the final passes reuse what they
     still apply to. Before, this process only waited: the second one would time out. The
     plan is the one made in one process."""
@@ -278,23 +279,23 @@ def test_this_process_polishes_while_the_second_one_still_runs(monkeypatch):
     import remat_cli.strategies as registry
 
     real = registry.fast_strategies
-    chain = next(s for s in real() if s.name == "chain-dp")
+    first = next(s for s in real() if s.name == "treewidth")  # the first in the queue
     slow = next(s for s in real() if s.name == "greedy")
     started = mp.get_context("fork").Event()  # set when this process starts improving
-    seen = mp.get_context("fork").Value("i", 0)  # chain-dp (second process) saw it set
+    seen = mp.get_context("fork").Value("i", 0)  # treewidth (second process) saw it set
     parent = os.getpid()
 
-    def gated_chain_dp(graph, budget, options, context):
+    def gated_first(graph, budget, options, context):
         if os.getpid() != parent:
             seen.value = int(started.wait(15.0))
-        return chain.solve(graph, budget, options, context)
+        return first.solve(graph, budget, options, context)
 
     def slow_greedy(graph, budget, options, context):
-        time.sleep(1.0)  # so that the second process takes chain-dp first
+        time.sleep(1.0)  # so that the second process takes treewidth first
         return slow.solve(graph, budget, options, context)
 
     def swap(s):
-        return replace(s, solve=gated_chain_dp) if s is chain else replace(s, solve=slow_greedy) if s is slow else s
+        return replace(s, solve=gated_first) if s is first else replace(s, solve=slow_greedy) if s is slow else s
 
     real_improve = auto._improve
 
@@ -316,9 +317,18 @@ def test_this_process_polishes_while_the_second_one_still_runs(monkeypatch):
         labels.append(say(label))
 
     two = make_plan(g, "auto", budget, {"parallel": True, "progress": heard})
-    assert "auto: chain-dp (second process)" in labels, labels
-    assert seen.value == 1  # this process improved while chain-dp was running there
+    assert "auto: treewidth (second process)" in labels, labels
+    assert seen.value == 1  # this process improved while treewidth was running there
     one = make_plan(g, "auto", budget, {"parallel": False})
     m = simulate(g, two.schedule).metrics
     assert m is not None and m.peak_bytes <= budget
     assert two.schedule.ops.tolist() == one.schedule.ops.tolist() and two.schedule.nodes.tolist() == one.schedule.nodes.tolist()
+
+
+def test_each_process_walks_the_queue_in_its_order():
+    """A process that takes a queued strategy takes the ones before it in the queue too
+    (``_Child.claim``), so this process meets the queued strategies in the queue's order,
+    in a plan and in a fit probe; otherwise a strategy skipped that way would run nowhere."""
+    for run_first, queue in ((auto._RUN_FIRST, auto._PARALLEL), (auto._FIT_RUN_FIRST, auto._FIT_FIRST)):
+        queued = [name for name in run_first if name in queue]
+        assert queued == [name for name in queue if name in run_first]

@@ -196,3 +196,47 @@ def test_auto_fit_probe_fits_exactly_where_auto_fits(seed):
         if probe is not None:
             m = simulate(g, probe.schedule).metrics
             assert m is not None and m.peak_bytes <= budget and m.cost >= full.metrics.cost
+
+
+def test_a_fit_probe_asks_min_memory_first_once_its_variants_are_made(monkeypatch):
+    """After a failed plan made min-memory's variants (budget-independent, kept on the graph),
+    a fit probe at a budget one of them meets runs no other candidate (before: the
+    decompositions and the greedy/dtr replays ran first, and failed); below every variant's
+    peak it goes on to the others and fits exactly where auto does."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    import remat_cli.strategies as registry
+    from remat_cli.loaders import load_graph
+
+    real = registry.fast_strategies
+    ran: list[str] = []
+
+    def spying(s):
+        def solve(graph, budget, options, context):
+            ran.append(s.name)
+            return s.solve(graph, budget, options, context)
+
+        return replace(s, solve=solve)
+
+    monkeypatch.setattr(registry, "fast_strategies", lambda: [spying(s) for s in real()])
+    g = load_graph(Path(__file__).resolve().parent.parent / "sample_graphs" / "random_dag.twremat.txt")
+    assert not min_memory.variants_made(g)
+    lowest = min(m.peak_bytes for _, _, m in min_memory.min_memory_variants(g))
+    assert min_memory.variants_made(g) and lowest < store_all_peak(g)
+    probe = make_plan(g, auto.FIT_PROBE, lowest, {"parallel": False})
+    assert set(ran) == {"store-all", "min-memory"}, ran
+    assert simulate(g, probe.schedule).metrics.peak_bytes <= lowest
+    ran.clear()
+    below = max(g.lb, lowest - 1)
+    try:
+        make_plan(g, auto.FIT_PROBE, below, {"parallel": False})
+        fits = True
+    except NoPlanError:
+        fits = False
+    assert ran[:2] == ["store-all", "min-memory"] and len(ran) > 2
+    try:
+        make_plan(g, "auto", below, {"parallel": False})
+        assert fits
+    except NoPlanError:
+        assert not fits

@@ -44,9 +44,14 @@ __all__ = ["STRATEGY"]
 
 #: Graphs from this many nodes share these strategies (most of the work: chain-dp's
 #: O(L³·M) dynamic program and the two decompositions with their recursions) between this
-#: process and a second one, in this order, each taking the next one when it is free.
+#: process and a second one, in this order, each taking the next one when it is free. The
+#: second process starts on the first while this one runs the cheap strategies, so the
+#: longest usually goes first: treewidth (grid1000 0.5x, CPU s: treewidth 2.0, pathwidth
+#: 1.1, chain-dp 0.14; nn1000 0.39 / 0.37 / 0.30), then pathwidth, and chain-dp, the
+#: shortest since its table stops at the budget's level, last (it was first: the second
+#: process ran it, then treewidth, which ended auto's run 0.14 s later on grid1000).
 PARALLEL_NODES = 400
-_PARALLEL = ("chain-dp", "treewidth", "pathwidth", "min-memory")
+_PARALLEL = ("treewidth", "pathwidth", "chain-dp", "min-memory")
 #: The same queue when only whether a plan fits is asked (:data:`FIT_PROBE`): the
 #: decompositions first: the budget the search probes first is the one the failed attempt
 #: named, often the peak of a decomposition's bare recursion (as on random10000 at 0.5x).
@@ -56,8 +61,10 @@ _FIT_FIRST = ("treewidth", "pathwidth", "chain-dp", "min-memory")
 #: has a plan that fits.
 _FIT_RUN_FIRST = ("store-all", "chen-sqrt", "chen-greedy", "treewidth", "pathwidth", "chain-dp", "greedy", "dtr")
 #: The order candidates run in: the cheap ones first, so that a deadline finds good plans
-#: already made. Ties between equal plans still go to the registry's order.
-_RUN_FIRST = ("store-all", "greedy", "chen-sqrt", "chen-greedy", "dtr", "chain-dp", "treewidth", "pathwidth")
+#: already made. Ties between equal plans still go to the registry's order. The queued
+#: ones in the queue's order (:data:`_PARALLEL`): a process that takes one takes those
+#: before it too (:meth:`_Child.claim`).
+_RUN_FIRST = ("store-all", "greedy", "chen-sqrt", "chen-greedy", "dtr", "treewidth", "pathwidth", "chain-dp")
 #: Replays that auto runs without their search for the smallest budget (auto only needs to
 #: know they failed) and stops once they cost more than the third cheapest fitting plan so
 #: far (only the three cheapest can win or be polished, :func:`_polish`).
@@ -91,6 +98,7 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
     unpolished (:data:`FIT_PROBE`): whether auto fits a budget is whether any candidate
     does, and a search for the smallest budget needs no more than that."""
     from remat_cli.strategies import fast_strategies  # the registry imports this module
+    from remat_cli.strategies.min_memory import variants_made
 
     best: tuple[float, int, int, str, StrategyResult] | None = None
     tried: dict[str, str | Fact | Phrase] = {}  # how each candidate fared, as facts
@@ -174,6 +182,11 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
         _improve(graph, budget, _polish(graph, budget, fitting, best, memo), deadline, memo)
 
     first = _FIT_RUN_FIRST if first_fit else _RUN_FIRST
+    # a fit probe asks min-memory first where its variants are made already (a failed plan of
+    # the graph made them): it answers from them at no cost, whatever the budget
+    known = first_fit and any(s.name in _LAST_RESORT for s in candidates) and variants_made(graph)
+    if known:
+        first = ("store-all", *_LAST_RESORT, *first[1:])
     order = sorted(
         range(len(candidates)),
         key=lambda i: (first.index(candidates[i].name) if candidates[i].name in first else len(first), i),
@@ -190,7 +203,8 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
                 if best is not None:
                     tried[strat.name] = "skipped (a cheaper plan fits)"
                     continue
-            if child is None and strat.name != "store-all" and graph.n >= PARALLEL_NODES and context.parallel:
+            cheap = strat.name == "store-all" or (known and strat.name in _LAST_RESORT)
+            if child is None and not cheap and graph.n >= PARALLEL_NODES and context.parallel:
                 queue = _FIT_FIRST if first_fit else _PARALLEL
                 twins = [s for name in queue for s in candidates if s.name == name and name not in tried]
                 if twins:
@@ -216,7 +230,7 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
                 child.done(strat.name)
             if first_fit and best is None and child is not None:
                 child.busy_elsewhere(here, tried)  # reads the outcomes already in the pipe
-                collect(last_resort=False, ready=True)  # and considers them
+                collect(ready=True)  # and considers them (any plan that fits will do)
             if first_fit and best is not None:
                 break  # the second process's work is not needed: it is stopped below
         if not (first_fit and best is not None):
@@ -518,5 +532,7 @@ def _run_first_fit(graph: Graph, budget: int | None, options: NoOptions, context
 #: auto as the search for the smallest budget after a failed plan probes it: each probe
 #: asks only whether auto fits (whether any candidate does), so it returns the first plan
 #: that fits, without running the others or polishing it (the plan's own figures are not
-#: auto's; the planner reports only the budget).
+#: auto's; the planner reports only the budget). Where the failed plan made min-memory's
+#: variants (they do not depend on the budget), it asks min-memory first: no other candidate
+#: runs at a budget one of the variants meets.
 FIT_PROBE = replace(STRATEGY, solve=_run_first_fit)

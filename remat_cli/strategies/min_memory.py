@@ -76,12 +76,21 @@ import numpy as np
 
 from remat_cli.errors import NoPlanError
 from remat_cli.graph import Graph
-from remat_cli.schedule import COMPUTE, FREE, Schedule, ScheduleBuilder
+from remat_cli.schedule import COMPUTE, FREE, Schedule
 from remat_cli.simulate import Metrics, simulate
 from remat_cli.strategies.base import NoOptions, RunContext, Strategy, StrategyResult
 from remat_cli.units import fmt_bytes_exact
 
-__all__ = ["STRATEGY", "least_computes", "lower_peak", "min_memory_schedule", "min_memory_variants", "scratch_schedule", "tree_numbers"]
+__all__ = [
+    "STRATEGY",
+    "least_computes",
+    "lower_peak",
+    "min_memory_schedule",
+    "min_memory_variants",
+    "scratch_schedule",
+    "tree_numbers",
+    "variants_made",
+]
 
 #: A variant that would compute more than this many times the graph's nodes is dropped.
 MAX_COMPUTES_PER_NODE = 400
@@ -194,6 +203,9 @@ def min_memory_schedule(
     mem = graph.mem.tolist()
     preds = [sorted(set(p)) for p in graph.pred_lists]
     su = tree_numbers(graph)
+    # each node's inputs by (size - tree number), ties by id: a frame's input order is these
+    # with the resident ones first (a stable sort on (not resident, size - tree number))
+    by_su = [sorted(p, key=lambda u: mem[u] - su[u]) for p in preds]
     n = graph.n
     is_target = bytearray(n)
     uses = [0] * n  # reads of each value by targets not yet computed
@@ -206,7 +218,9 @@ def min_memory_schedule(
     pins = [0] * n  # frames whose compute waits for this value
     wanted = [0] * n  # frames on the stack that will still ask for this value
     made: list[int] = []
-    b = ScheduleBuilder()
+    ops: list[int] = []  # the steps (a ScheduleBuilder's lists, appended to directly: hot loop)
+    nodes: list[int] = []
+    step, node = ops.append, nodes.append
     computes = 0
 
     def release(u: int) -> None:
@@ -214,7 +228,8 @@ def min_memory_schedule(
         if resident[u] and not pins[u] and not wanted[u] and not (is_target[u] and uses[u] > 0 and u not in drop):
             resident[u] = 0
             fresh[u] = 0
-            b.free(u)
+            step(FREE)
+            node(u)
 
     cnt = [0] * n  # dag: consumers of a recomputed value still to be computed for this target
     for t in targets:
@@ -236,22 +251,33 @@ def min_memory_schedule(
         while stack:
             frame = stack[-1]
             v = frame[0]
-            if frame[1] is None:
-                frame[1] = sorted(preds[v], key=lambda u: (not resident[u], mem[u] - su[u]))
-                for u in frame[1]:
-                    wanted[u] += 1
             ins = frame[1]
-            if frame[2] < len(ins):
-                u = ins[frame[2]]
+            if ins is None:
+                ins = by_su[v]
+                if len(ins) > 1:
+                    ins = [u for u in ins if resident[u]] + [u for u in ins if not resident[u]]
+                frame[1] = ins
+                k = 0  # the resident inputs (first) are taken at once: wanted, then pinned
+                for u in ins:
+                    if resident[u]:
+                        pins[u] += 1
+                        k += 1
+                    else:
+                        wanted[u] += 1
+                frame[2] = k
+            k = frame[2]
+            if k < len(ins):
+                u = ins[k]
                 if not resident[u]:
                     stack.append([u, None, 0])
                     continue
                 pins[u] += 1
                 wanted[u] -= 1
-                frame[2] += 1
+                frame[2] = k + 1
                 continue
             stack.pop()
-            b.compute(v)
+            step(COMPUTE)
+            node(v)
             computes += 1
             if computes > max_computes:
                 return None
@@ -268,7 +294,12 @@ def min_memory_schedule(
                         cnt[u] -= 1
                         if cnt[u] > 0:
                             continue
-                    release(u)
+                    # release(u), inlined (a fresh value is resident)
+                    if not pins[u] and not wanted[u] and not (is_target[u] and uses[u] > 0 and u not in drop):
+                        resident[u] = 0
+                        fresh[u] = 0
+                        step(FREE)
+                        node(u)
         for u in preds[t]:
             uses[u] -= 1
         for u in made:
@@ -277,7 +308,7 @@ def min_memory_schedule(
         for u in preds[t]:
             release(u)
         release(t)
-    return b.build()
+    return Schedule(np.asarray(ops, dtype=np.int8), np.asarray(nodes, dtype=np.int32))
 
 
 def scratch_schedule(graph: Graph, targets: list[int], max_computes: int, deadline: float | None = None) -> Schedule | None:
@@ -298,7 +329,9 @@ def scratch_schedule(graph: Graph, targets: list[int], max_computes: int, deadli
     order = [sorted(sorted(set(p)), key=lambda u: su[u] - mem[u], reverse=True) for p in graph.pred_lists]
     holds = [0] * graph.n  # frames whose compute waits for this resident value
     resident = bytearray(graph.n)
-    b = ScheduleBuilder()
+    ops: list[int] = []  # the steps, appended to directly (hot loop)
+    nodes: list[int] = []
+    step, node = ops.append, nodes.append
     computes = 0
     for t in targets:
         stack: list[list[int]] = [[t, 0]]  # [node, inputs held so far]
@@ -315,7 +348,8 @@ def scratch_schedule(graph: Graph, targets: list[int], max_computes: int, deadli
                     stack.append([u, 0])
                 continue
             stack.pop()
-            b.compute(v)
+            step(COMPUTE)
+            node(v)
             computes += 1
             if computes > max_computes:
                 return None
@@ -326,14 +360,16 @@ def scratch_schedule(graph: Graph, targets: list[int], max_computes: int, deadli
                 holds[u] -= 1
                 if not holds[u]:
                     resident[u] = 0
-                    b.free(u)
+                    step(FREE)
+                    node(u)
             if stack:
                 holds[v] += 1
                 stack[-1][1] += 1
             else:
                 resident[v] = 0
-                b.free(v)
-    return b.build()
+                step(FREE)
+                node(v)
+    return Schedule(np.asarray(ops, dtype=np.int8), np.asarray(nodes, dtype=np.int32))
 
 
 def min_memory_variants(graph: Graph, deadline: float | None = None) -> list[tuple[str, Schedule, Metrics]]:
@@ -351,6 +387,14 @@ def min_memory_variants(graph: Graph, deadline: float | None = None) -> list[tup
             return out
         kept["all"] = out
     return kept["all"]
+
+
+def variants_made(graph: Graph) -> bool:
+    """Whether :func:`min_memory_variants` has made the graph's variants and kept them (here,
+    or handed back by ``auto``'s second process): running the strategy then makes nothing
+    again and costs a scan of the variants. Asks without creating the cache entry."""
+    kept = graph.derived_items(lambda key: key == "_min_memory_variants").get("_min_memory_variants")
+    return isinstance(kept, dict) and "all" in kept
 
 
 class _Stopped(Exception):
