@@ -126,6 +126,9 @@ def _working(message: str) -> contextlib.AbstractContextManager[Any]:
 def _progress_after(label: str, delay: float = 1.0) -> Iterator[Callable[[int, int, str], None] | None]:
     """A progress callback for the core; on a terminal a bar appears on stderr once the
     work has run ``delay`` seconds (a timer starts it, so slow steps are shown too)."""
+    if not _stderr_may_be_terminal():  # piped: no bar, and no rich console to import
+        yield None
+        return
     err = _stderr()
     if not err.is_terminal:
         yield None
@@ -158,6 +161,17 @@ def _progress_after(label: str, delay: float = 1.0) -> Iterator[Callable[[int, i
         with lock:
             if shown[0]:
                 bar.stop()
+
+
+def _stderr_may_be_terminal() -> bool:
+    """False where rich's stderr console surely is not a terminal (stderr is no tty and
+    neither TTY_COMPATIBLE nor FORCE_COLOR says otherwise), known without importing rich."""
+    if "TTY_COMPATIBLE" in os.environ or "FORCE_COLOR" in os.environ:
+        return True
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):  # no stream, or a closed one: rich says False too
+        return False
 
 
 def _stderr() -> Console:
@@ -659,9 +673,8 @@ def plan(
         if attention is not None:
             report["attention"] = asdict(attention)
         click.echo(json.dumps(report, indent=1, allow_nan=False))
-        err = _stderr()
         for line in written:
-            err.print(line, markup=False)
+            _stderr().print(line, markup=False)
     else:
         console = _stdout()
         render_plan(result, console, facts, verbose=verbose)
