@@ -665,9 +665,11 @@ def plan(
 
         write_dot(result, dot, facts)
         written.append(f"graph written to {dot} (render: dot -Tsvg {dot})")
-    from remat_cli.attention import AttentionFacts
+    attention = None
+    if isinstance(graph.meta.get("attention"), dict):  # else from_meta says None: no import
+        from remat_cli.attention import AttentionFacts
 
-    attention = AttentionFacts.from_meta(graph.meta.get("attention"))
+        attention = AttentionFacts.from_meta(graph.meta["attention"])
     if fmt == "json":
         report = plan_report_json(result, facts)
         if attention is not None:

@@ -82,6 +82,7 @@ def test_a_plan_imports_only_its_strategy_and_no_rich_for_json() -> None:
     assert "treewidth" in loaded
     assert not loaded & (STRATEGY_MODULES - {"treewidth", "store_all"}), loaded  # store-all: the x budget's reference
     assert not any(m == "rich" or m.startswith("rich.") for m in mods)
+    assert "remat_cli.attention" not in mods  # a graph without attention facts
 
 
 def test_listing_strategies_names_every_one() -> None:
