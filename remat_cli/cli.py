@@ -118,6 +118,8 @@ class RematGroup(click.Group):
 
 def _working(message: str) -> contextlib.AbstractContextManager[Any]:
     """A spinner on stderr while a step that may take seconds runs (terminals only)."""
+    if not _stderr_may_be_terminal():  # piped: no spinner, and no rich console to import
+        return contextlib.nullcontext()
     err = _stderr()
     return err.status(message) if err.is_terminal else contextlib.nullcontext()
 
@@ -767,19 +769,20 @@ def tradeoff(
         render_tradeoff(result, _stdout())
     from remat_cli.units import fmt_bytes
 
-    err = _stderr()
     for p in result.points:
         if p.status == "error":
-            err.print(f"remat: warning: {p.strategy} at {fmt_bytes(p.budget_bytes)} failed: {p.message}", markup=False)
+            _stderr().print(f"remat: warning: {p.strategy} at {fmt_bytes(p.budget_bytes)} failed: {p.message}", markup=False)
     if plot:
         from remat_cli.report.plots import plot_tradeoff
 
         plot_tradeoff(result, plot)
-        (err if fmt != "table" else _stdout()).print(f"plot written to {plot}", markup=False)
+        (_stderr() if fmt != "table" else _stdout()).print(f"plot written to {plot}", markup=False)
 
 
 def _with_progress(work: Callable[[Callable[[int, int, str], None] | None], Any]) -> Any:
     """Run ``work(progress)`` with a rich progress bar on stderr when it is a terminal."""
+    if not _stderr_may_be_terminal():  # piped: no bar, and no rich console to import
+        return work(None)
     err = _stderr()
     if not err.is_terminal:
         return work(None)

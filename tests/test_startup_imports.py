@@ -85,6 +85,11 @@ def test_a_plan_imports_only_its_strategy_and_no_rich_for_json() -> None:
     assert "remat_cli.attention" not in mods  # a graph without attention facts
 
 
+def test_a_json_tradeoff_imports_no_rich() -> None:
+    mods = _modules_after(["tradeoff", "sample_graphs/unet_train.json", "-n", "2", "--format", "json"])
+    assert not any(m == "rich" or m.startswith("rich.") for m in mods)
+
+
 def test_listing_strategies_names_every_one() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "remat_cli", "strategies", "--format", "json"], capture_output=True, text=True, cwd=ROOT, timeout=120
