@@ -93,20 +93,43 @@ def structural_lower_bound(graph: Graph, *, depth: int = 4, max_work: int = 2_00
     Never below ``graph.lb`` (depth 0 is exactly it). Work: at most ``max_work`` set
     expansions, each O(in-degree · |S|); start-up cost is one pass over the needed nodes.
     """
-    game = _game_tree_bound(graph, depth, max_work)
+    inputs = _Inputs(graph)
+    game = _game_tree_bound(graph, depth, max_work, inputs)
     if reach_work <= 0:
         return game
-    reach = reach_lower_bound(graph, max_work=reach_work)
+    reach = _reach_lower_bound(graph, 300, reach_work, inputs)
     if reach.bytes > game.bytes or (reach.exact and reach.bytes == game.bytes):
         return replace(game, bytes=reach.bytes, node=reach.node, argument="reach search", exact=reach.exact)
     return game
 
 
-def _game_tree_bound(graph: Graph, depth: int, max_work: int) -> StructuralBound:
-    """The depth-limited game-tree bound (module docstring, first argument)."""
-    preds = graph.pred_lists
-    mem = graph.mem.tolist()
-    ws = graph.workspace.tolist()
+class _Inputs:
+    """Each node's inputs as a list (in-edge order) and a set, the bytes of the distinct
+    inputs, and the nodes that read an input twice: so the bytes of v's inputs outside a set
+    S are ``set_bytes[v]`` less the bytes of ``sets[v] & S`` (one C-level intersection,
+    usually empty) instead of a Python loop over v's inputs."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.lists = graph.pred_lists
+        self.mem = graph.mem.tolist()
+        self.ws = graph.workspace.tolist()
+        self.sets = [frozenset(p) for p in self.lists]
+        mem = self.mem
+        self.set_bytes = [sum(map(mem.__getitem__, p)) for p in self.sets]
+        self.repeats = [len(p) != len(q) for p, q in zip(self.lists, self.sets)]
+
+
+def _game_tree_bound(graph: Graph, depth: int, max_work: int, inputs: _Inputs | None = None) -> StructuralBound:
+    """The depth-limited game-tree bound (module docstring, first argument).
+
+    Each set's bytes are handed down from its parent (S − {s} ∪ inputs(s) holds
+    mem(S) − mem(s) + the bytes of s's inputs outside S), and the last level's values are
+    their terms, read off without building their sets: the same search, value for value."""
+    inputs = inputs or _Inputs(graph)
+    preds, psets, pbytes, repeats = inputs.lists, inputs.sets, inputs.set_bytes, inputs.repeats
+    any_repeats = any(repeats)
+    mem = inputs.mem
+    ws = inputs.ws
     fixed = graph.fixed_mem
     needed_nodes = graph.needed_nodes.tolist()
     best = graph.lb - fixed  # activation bytes; the op bound is the floor
@@ -118,10 +141,10 @@ def _game_tree_bound(graph: Graph, depth: int, max_work: int) -> StructuralBound
     class _Exhausted(Exception):
         pass
 
-    def value(s_set: frozenset[int], c: int, d: int, alpha: int) -> int:
-        """F_d(S, c) exactly when it exceeds ``alpha``; otherwise some value ≤ alpha."""
+    def value(s_set: frozenset[int], held: int, c: int, d: int, alpha: int) -> int:
+        """F_d(S, c) exactly when it exceeds ``alpha``; otherwise some value ≤ alpha.
+        ``held`` is mem(S)."""
         nonlocal work
-        held = sum(mem[u] for u in s_set)
         term = held + mem[c] + ws[c]
         if d == 0 or not s_set:
             return term
@@ -134,13 +157,37 @@ def _game_tree_bound(graph: Graph, depth: int, max_work: int) -> StructuralBound
             raise _Exhausted
         thr = max(alpha, term)
         # child s: S − {s} ∪ inputs(s) resident while s is computed; its own term first
-        children = sorted((held + sum(mem[u] for u in preds[s] if u not in s_set) + ws[s], s) for s in s_set)
-        low = None
-        for _, s in children:
-            got = value((s_set - {s}).union(preds[s]), s, d - 1, thr)
-            if got <= thr:
-                return max(term, got)  # the schedule can do no worse than thr here
-            low = got if low is None else min(low, got)
+        # (an input read twice counts twice in the order, as it always has)
+        children = []
+        for s in s_set:
+            if repeats[s]:
+                order = sum(mem[u] for u in preds[s] if u not in s_set)
+            else:
+                shared = psets[s] & s_set
+                order = pbytes[s] - sum(map(mem.__getitem__, shared)) if shared else pbytes[s]
+            children.append((held + order + ws[s], s))
+        if d == 1 and not any_repeats:
+            # each child's value is its term, which is its key: the first in key order
+            # decides, or all beat the threshold and the least is the value
+            low = min(children)[0]
+            if low <= thr:
+                return max(term, low)
+        else:
+            children.sort()
+            low = None
+            for key_s, s in children:
+                if repeats[s]:
+                    shared = psets[s] & s_set
+                    held_s = held - mem[s] + pbytes[s] - (sum(map(mem.__getitem__, shared)) if shared else 0)
+                else:
+                    held_s = key_s - ws[s] - mem[s]  # mem(S) − mem(s) + s's inputs outside S
+                if d == 1:
+                    got = held_s + mem[s] + ws[s]  # value(child, s, 0, ·) is the child's term
+                else:
+                    got = value((s_set - {s}).union(preds[s]), held_s, s, d - 1, thr)
+                if got <= thr:
+                    return max(term, got)  # the schedule can do no worse than thr here
+                low = got if low is None else min(low, got)
         assert low is not None
         result = max(term, low)
         memo[key] = result  # exact: every child beat the threshold
@@ -150,7 +197,7 @@ def _game_tree_bound(graph: Graph, depth: int, max_work: int) -> StructuralBound
     order = sorted(needed_nodes, key=lambda v: (-int(demand[v]), v))
     for v in order:
         try:
-            got = value(frozenset(preds[v]), v, depth, best)
+            got = value(frozenset(preds[v]), pbytes[v], v, depth, best)
         except _Exhausted:
             complete = False
             break
@@ -181,9 +228,15 @@ def reach_lower_bound(graph: Graph, *, per_node: int = 300, max_work: int = 1_00
     of the module docstring. Never below ``graph.lb`` (each bound starts at the node's term).
     Cost: one pass over the needed nodes and edges, plus at most ``max_work`` expansions,
     each O(|S| · in-degree)."""
-    preds = [frozenset(p) for p in graph.pred_lists]
-    mem = graph.mem.tolist()
-    ws = graph.workspace.tolist()
+    return _reach_lower_bound(graph, per_node, max_work, _Inputs(graph))
+
+
+def _reach_lower_bound(graph: Graph, per_node: int, max_work: int, inputs: _Inputs) -> ReachBound:
+    """:func:`reach_lower_bound` with the inputs' sets and bytes made once."""
+    preds = inputs.sets
+    pbytes = inputs.set_bytes
+    mem = inputs.mem
+    ws = inputs.ws
     needed = graph.needed
     is_target = bytearray(graph.n)
     for t in graph.targets.tolist():
@@ -192,22 +245,24 @@ def reach_lower_bound(graph: Graph, *, per_node: int = 300, max_work: int = 1_00
     work = 0
     exact = True
 
+    need = [b + w for b, w in zip(pbytes, ws)]  # s's distinct inputs and workspace
+
     def h(s_set: frozenset[int], held: int) -> int:
-        """A lower bound on G(S) (module docstring)."""
+        """A lower bound on G(S) (module docstring); s's inputs in S are not extra."""
         if not s_set:
             return 0
-        first = min(sum(mem[u] for u in preds[s] if u not in s_set) + ws[s] for s in s_set)
-        return max(held + first, max(plb[u] for u in s_set))
+        first = min((need[s] - sum(map(mem.__getitem__, shared))) if (shared := preds[s] & s_set) else need[s] for s in s_set)
+        return max(held + first, max(map(plb.__getitem__, s_set)))
 
     for v in graph.topo.tolist():
         if not needed[v]:
             continue
         start = preds[v]
-        held0 = sum(mem[u] for u in start)
-        bound = max([held0 + mem[v] + ws[v]] + [plb[u] for u in start])
+        held0 = pbytes[v]
+        bound = max(held0 + mem[v] + ws[v], max(map(plb.__getitem__, start), default=0))  # all >= 0
         cap = min(per_node, max_work - work)
         if cap > 0 and start:
-            got, spent, done = _bottleneck(start, held0, preds, mem, ws, h, cap)
+            got, spent, done = _bottleneck(start, held0, preds, pbytes, mem, ws, h, cap)
             work += spent
             bound = max(bound, got)
         else:
@@ -219,7 +274,7 @@ def reach_lower_bound(graph: Graph, *, per_node: int = 300, max_work: int = 1_00
     return ReachBound(int(plb[best] + graph.fixed_mem), graph.ids[best], exact, work)
 
 
-def _bottleneck(start, held0, preds, mem, ws, h, cap) -> tuple[int, int, bool]:
+def _bottleneck(start, held0, preds, pbytes, mem, ws, h, cap) -> tuple[int, int, bool]:
     """G(start) (done) or a lower bound on it (the least f on the open list when ``cap``
     expansions are spent), the expansions spent, and whether ∅ was reached."""
     heap = [(h(start, held0), 0, 0, held0, start)]
@@ -238,7 +293,8 @@ def _bottleneck(start, held0, preds, mem, ws, h, cap) -> tuple[int, int, bool]:
         heapq.heappop(heap)
         spent += 1
         for s in s_set:
-            extra = sum(mem[u] for u in preds[s] if u not in s_set)
+            shared = preds[s] & s_set  # s's inputs already held: not extra
+            extra = pbytes[s] - sum(map(mem.__getitem__, shared)) if shared else pbytes[s]
             g2 = max(g, held + extra + ws[s])
             nxt = (s_set - {s}) | preds[s]
             if g2 < best_g.get(nxt, g2 + 1):

@@ -118,6 +118,8 @@ class RematGroup(click.Group):
 
 def _working(message: str) -> contextlib.AbstractContextManager[Any]:
     """A spinner on stderr while a step that may take seconds runs (terminals only)."""
+    if not _stderr_may_be_terminal():  # piped: no spinner, and no rich console to import
+        return contextlib.nullcontext()
     err = _stderr()
     return err.status(message) if err.is_terminal else contextlib.nullcontext()
 
@@ -126,6 +128,9 @@ def _working(message: str) -> contextlib.AbstractContextManager[Any]:
 def _progress_after(label: str, delay: float = 1.0) -> Iterator[Callable[[int, int, str], None] | None]:
     """A progress callback for the core; on a terminal a bar appears on stderr once the
     work has run ``delay`` seconds (a timer starts it, so slow steps are shown too)."""
+    if not _stderr_may_be_terminal():  # piped: no bar, and no rich console to import
+        yield None
+        return
     err = _stderr()
     if not err.is_terminal:
         yield None
@@ -158,6 +163,17 @@ def _progress_after(label: str, delay: float = 1.0) -> Iterator[Callable[[int, i
         with lock:
             if shown[0]:
                 bar.stop()
+
+
+def _stderr_may_be_terminal() -> bool:
+    """False where rich's stderr console surely is not a terminal (stderr is no tty and
+    neither TTY_COMPATIBLE nor FORCE_COLOR says otherwise), known without importing rich."""
+    if "TTY_COMPATIBLE" in os.environ or "FORCE_COLOR" in os.environ:
+        return True
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):  # no stream, or a closed one: rich says False too
+        return False
 
 
 def _stderr() -> Console:
@@ -651,17 +667,18 @@ def plan(
 
         write_dot(result, dot, facts)
         written.append(f"graph written to {dot} (render: dot -Tsvg {dot})")
-    from remat_cli.attention import AttentionFacts
+    attention = None
+    if isinstance(graph.meta.get("attention"), dict):  # else from_meta says None: no import
+        from remat_cli.attention import AttentionFacts
 
-    attention = AttentionFacts.from_meta(graph.meta.get("attention"))
+        attention = AttentionFacts.from_meta(graph.meta["attention"])
     if fmt == "json":
         report = plan_report_json(result, facts)
         if attention is not None:
             report["attention"] = asdict(attention)
         click.echo(json.dumps(report, indent=1, allow_nan=False))
-        err = _stderr()
         for line in written:
-            err.print(line, markup=False)
+            _stderr().print(line, markup=False)
     else:
         console = _stdout()
         render_plan(result, console, facts, verbose=verbose)
@@ -752,19 +769,20 @@ def tradeoff(
         render_tradeoff(result, _stdout())
     from remat_cli.units import fmt_bytes
 
-    err = _stderr()
     for p in result.points:
         if p.status == "error":
-            err.print(f"remat: warning: {p.strategy} at {fmt_bytes(p.budget_bytes)} failed: {p.message}", markup=False)
+            _stderr().print(f"remat: warning: {p.strategy} at {fmt_bytes(p.budget_bytes)} failed: {p.message}", markup=False)
     if plot:
         from remat_cli.report.plots import plot_tradeoff
 
         plot_tradeoff(result, plot)
-        (err if fmt != "table" else _stdout()).print(f"plot written to {plot}", markup=False)
+        (_stderr() if fmt != "table" else _stdout()).print(f"plot written to {plot}", markup=False)
 
 
 def _with_progress(work: Callable[[Callable[[int, int, str], None] | None], Any]) -> Any:
     """Run ``work(progress)`` with a rich progress bar on stderr when it is a terminal."""
+    if not _stderr_may_be_terminal():  # piped: no bar, and no rich console to import
+        return work(None)
     err = _stderr()
     if not err.is_terminal:
         return work(None)

@@ -473,7 +473,7 @@ def autograd_training_graph(fwd: Graph, *, optimizer: str = "sgd", facts: Forwar
             dst.append(new[v])
     loss_in = sum(mem[t] for t in targets)
     loss_name = "loss" if "loss" not in fwd.index else f"loss:{fwd.name}"
-    loss = add(loss_name, "Loss", "loss", loss_in, float(loss_in), 2.0 * loss_in, 1.0, float(np.median(f_peak)) if f_peak else 1.0)
+    loss = add(loss_name, "Loss", "loss", loss_in, float(loss_in), 2.0 * loss_in, 1.0, _median(f_peak) if f_peak else 1.0)
     for t in targets:
         src.append(new[t])
         dst.append(loss)
@@ -579,3 +579,15 @@ def _saved_nodes(entry: Saves, slots: tuple[int, ...], v: int, has_stats: bool, 
     if entry.stats and has_stats:
         out.append(-2)
     return list(dict.fromkeys(out))
+
+
+def _median(values: list[float]) -> float:
+    """``float(np.median(values))`` of a non-empty list, bit for bit, without numpy's first-call
+    cost (np.median imports numpy.ma and more: about 40 ms of every ONNX load, issue 14)."""
+    if any(v != v for v in values):
+        return float("nan")  # np.median: NaN when any value is NaN
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    if len(ordered) % 2:
+        return float(ordered[mid])
+    return (float(ordered[mid - 1]) + float(ordered[mid])) / 2.0

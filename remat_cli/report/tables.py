@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich import box
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
-
-from remat_cli.bounds import StructuralBound
 from remat_cli.plandoc import Plan, metrics_to_json, plan_to_json
 from remat_cli.report.facts import PlanFacts, plan_facts
-from remat_cli.sweep import SweepPoint, Tradeoff
 from remat_cli.units import fmt_bytes, fmt_cost, fmt_count, fmt_pct, fmt_ratio, fmt_seconds, say, shorten_all
-from remat_cli.simulate import Metrics
-from remat_cli.summary import GraphSummary
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from remat_cli.bounds import StructuralBound
+    from remat_cli.simulate import Metrics
+    from remat_cli.summary import GraphSummary
+    from remat_cli.sweep import SweepPoint, Tradeoff
+
+# rich is imported where a table is drawn, not at import: `remat plan --format json`
+# never draws one, and rich.console + rich.table cost 60-100 ms of start-up (issue 14).
 
 __all__ = [
     "render_info",
@@ -31,17 +35,33 @@ __all__ = [
 ]
 
 
-class _PlainTable(Table):
-    """A table whose string cells are shown as they are, never read as rich markup:
-    cells hold names from files (``[/x]`` must not crash, ``[bold red]`` must not style)."""
+@functools.cache
+def _plain_table_class() -> type[Table]:
+    """The table class of :func:`_plain_table` (made once rich is first needed)."""
+    from rich.table import Table
+    from rich.text import Text
 
-    def add_row(self, *renderables: Any, **kwargs: Any) -> None:
-        super().add_row(*(Text(r) if isinstance(r, str) else r for r in renderables), **kwargs)
+    class _PlainTable(Table):
+        """A table whose string cells are shown as they are, never read as rich markup:
+        cells hold names from files (``[/x]`` must not crash, ``[bold red]`` must not style)."""
+
+        def add_row(self, *renderables: Any, **kwargs: Any) -> None:
+            super().add_row(*(Text(r) if isinstance(r, str) else r for r in renderables), **kwargs)
+
+    return _PlainTable
+
+
+def _plain_table(**kwargs: Any) -> Table:
+    """A rich table whose string cells are plain text, never markup."""
+    return _plain_table_class()(**kwargs)
 
 
 def kv_table(console: Console, title: str | None = None) -> Table:
     """A two-column key/value table that reads well on a terminal and when piped."""
-    table = _PlainTable(
+    from rich import box
+    from rich.markup import escape
+
+    table = _plain_table(
         title=None if title is None else escape(title),  # titles name files and graphs
         show_header=False,
         box=box.SIMPLE if console.is_terminal else None,
@@ -54,7 +74,9 @@ def kv_table(console: Console, title: str | None = None) -> Table:
 
 
 def _list_table(console: Console, title: str, columns: list[tuple[str, str]]) -> Table:
-    table = _PlainTable(
+    from rich import box
+
+    table = _plain_table(
         title=title,
         box=box.SIMPLE_HEAD if console.is_terminal else None,
         pad_edge=False,
@@ -207,18 +229,18 @@ def render_plan(plan: Plan, console: Console, facts: PlanFacts | None = None, *,
 def _info_rows(info: Mapping[str, Any], verbose: bool) -> tuple[list[tuple[str, str]], int]:
     """A strategy's facts as rows, and how many details were left out (shown with
     ``verbose``); exact's proof scope and bounds are always said, in words."""
-    from remat_cli.strategies import exact
-
-    scope = {
-        exact.OVER_ALL: "all schedules (proven)",
-        exact.OVER_EVERY_ORDER: "Checkmate's model for every order of first computations "
-        "(each value computed at most once between two first computations)",
-        exact.OVER_NOTHING: f"nothing proven ({info.get('status')})",
-    }
     rows: list[tuple[str, str]] = []
     hidden = 0
     for key, value in info.items():
         if key == "optimal_over":
+            from remat_cli.strategies import exact  # only exact's plans say it
+
+            scope = {
+                exact.OVER_ALL: "all schedules (proven)",
+                exact.OVER_EVERY_ORDER: "Checkmate's model for every order of first computations "
+                "(each value computed at most once between two first computations)",
+                exact.OVER_NOTHING: f"nothing proven ({info.get('status')})",
+            }
             if value == exact.OVER_ORDER:
                 order = list(info.get("order", []))
                 shown = ", ".join(order[:4]) + (f", … {order[-1]}" if len(order) > 4 else "")
@@ -366,6 +388,8 @@ def _smallest_note(t: Tradeoff) -> str:
 
 def _cell(p: SweepPoint, seconds: bool) -> Text:
     """One grid cell: overhead (and est. seconds), a frontier mark, or why there is no plan."""
+    from rich.text import Text
+
     if p.status == "below-lb":
         return Text("< LB", style="dim")
     if p.status == "no-fit":
