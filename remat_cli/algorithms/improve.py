@@ -41,9 +41,25 @@ replays within the budget at a lower cost is taken, and the keep, hoist and swap
 repeat until none applies. This is the exchange a keep move cannot make (keep one value,
 recompute cheaper ones in its place), and what the exact solver's plans do on the
 CNN-shaped graphs: on ResNet-18's shape at 0.7× conv3 stays and the cheap additions
-are recomputed instead (1.0213 → 1.00135, the exact solver's best in Checkmate's
-model), on the U-Net shape at 0.5× 1.1571 → 1.1490 (exact: 1.1506 at 120 s). The swap
-polish gets its own 1/8 of the work limit (:data:`POLISH_SHARE`), on top of it.
+are recomputed instead (1.0213 → 1.0013525), on the U-Net shape at 0.5× 1.1571 → 1.1490
+(exact: 1.1506 at 120 s). The swap polish gets its own 1/8 of the work limit
+(:data:`POLISH_SHARE`), on top of it.
+
+**Releases and stretches** (the polish, where the moves above stall). A keep move's
+check counts the memory of keeping v but not what dropping its recomputation frees: an
+input copy whose last reader was that recomputation is then freed after its previous
+reader. A *keep move with release* checks again with that credit (an under-count: copies
+that an earlier move of the round extended or released are left out) and takes it from
+the profile when accepted. A *stretch* is a split that computes w again from the latest
+copies of its inputs, which then stay until it, instead of recomputing the inputs whose
+copies are gone; its relief at a step is w's size less the stretched inputs' sizes, and
+the next replay checks the rest. Swaps with stretches try twice as many candidates (16).
+Both are tried only after the swap moves find nothing: they extend a descent only where
+it would have ended (they share the polish's work, so a later ranking's descent may get
+less of it; ``scripts/bench_quality.py``: no cell got costlier). On ResNet-18's shape at 0.7× this is the exact
+solver's plan: add26 stays by releasing conv25 (1.0013502), then bwd:add29 stays and
+add29 is recomputed from add26 and a stretched conv28 instead (1.0013479, the exact
+solver's best in Checkmate's model; found at 88 s).
 
 **Order.** Within a round, moves are tried greedily, best first, against a memory
 profile updated after each accepted move, by one of two rankings: cost saved per byte
@@ -85,8 +101,9 @@ the U-Net shape (the swap moves then reach 1.149, below the exact solver's 1.151
 (``scripts/bench_quality.py --section improve``).
 
 **Guarantee.** Each accepted keep move keeps every step's memory within the budget
-(checked against the profile, which only over-estimates after deletions) and every step
-valid, and removes a compute: the cost never rises. A hoist or swap move is taken only
+(checked against the profile, which only over-estimates after deletions; a release's
+credit only under-counts) and every step valid, and removes a compute: the cost never
+rises. A hoist or swap move is taken only
 when the simulator replays its plan within the budget at a lower cost. The returned schedule is
 replayed by the simulator; one that failed (a bug) would never be returned.
 
@@ -94,9 +111,10 @@ replayed by the simulator; one that failed (a bug) would never be returned.
 replay; a re-eviction is O(evictions · resident values · (1 + out-degree) when
 lingering); a hoist round simulates at most 8 candidates, O(steps) each (counted as 4
 units per step); a swap round prunes at most 16 candidates and covers at most 8 of
-them three times (each pass a replay and the splits: counted as 6 units per step). Everything stops at the work limit or at
-``deadline`` (a ``time.perf_counter()`` value): anytime, the best plan so far is
-returned.
+them three times (each pass a replay and the splits: counted as 6 units per step; with
+stretches, 16 candidates); a keep round with releases reuses the last keep round's
+replay of the same plan. Everything stops at the work limit or at ``deadline`` (a
+``time.perf_counter()`` value): anytime, the best plan so far is returned.
 """
 
 from __future__ import annotations
