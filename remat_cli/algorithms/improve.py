@@ -113,7 +113,7 @@ lingering); a hoist round simulates at most 8 candidates, O(steps) each (counted
 units per step); a swap round prunes at most 16 candidates and covers at most 8 of
 them three times (each pass a replay and the splits: counted as 6 units per step; with
 stretches, 16 candidates); a keep round with releases reuses the last keep round's
-replay of the same plan. Everything stops at the work limit or at ``deadline`` (a
+replay of the same plan, a swap round with stretches the plain round's candidates. Everything stops at the work limit or at ``deadline`` (a
 ``time.perf_counter()`` value): anytime, the best plan so far is returned.
 """
 
@@ -248,9 +248,9 @@ def improve_plan(
                 if nxt is None and (replay and not restart if hoist is None else hoist):
                     nxt = _hoist_round(graph, cur, limit, limits)
                 if nxt is None and swap:
-                    nxt = _swap_round(graph, cur, limit, limits)
+                    nxt = _swap_round(graph, cur, limit, limits, replayed=replayed)
                 if nxt is None and swap:  # the polish: swaps whose splits may stretch inputs
-                    nxt = _swap_round(graph, cur, limit, limits, extend=True)
+                    nxt = _swap_round(graph, cur, limit, limits, True, replayed)
                 if nxt is None and swap:  # the polish: keep moves that fit by what they release
                     nxt = _keep_round(graph, cur, limit, ranking, limits, True, replayed)
                 if nxt is None:
@@ -720,21 +720,51 @@ def _copies(graph: Graph, seq: list[int]) -> tuple[list[list[int]], dict[int, li
     return src, reads
 
 
-def _swap_round(graph: Graph, seq: list[int], limit: int, limits: _Limits, extend: bool = False) -> list[int] | None:
+def _swap_round(
+    graph: Graph, seq: list[int], limit: int, limits: _Limits, extend: bool = False, replayed: dict | None = None
+) -> list[int] | None:
     """One round of swap moves over the compute sequence ``seq`` (frees at last read): a
     recomputation that a keep move cannot drop (memory would exceed ``limit`` in its gap)
     is dropped anyway, with the recomputations only it read, and the excess is then
     covered by splits (:func:`_cover`) that cost less than what was saved. The first swap
     that the simulator replays within ``limit`` at a lower cost is taken: the new
     sequence, or None when none is. ``extend``: splits may also keep a value's inputs
-    until its second computation instead of recomputing them (:func:`_cover`)."""
+    until its second computation instead of recomputing them (:func:`_cover`).
+    ``replayed`` keeps the candidates of the last sequence, for the next round on the same
+    sequence object."""
     L = len(seq)
     if limits.spend(L):
         return None
     cost = graph.cost.tolist()
+    base = sum(cost[v] for v in seq)
+    hit = None if replayed is None else replayed.get("swap")
+    moves = hit[1] if hit is not None and hit[0] is seq else _swap_candidates(graph, seq, base, limits)
+    if moves is None:
+        return None
+    if replayed is not None:
+        replayed["swap"] = (seq, moves)
+    for _, cand in moves[: _SWAP_TRIES * (2 if extend else 1)]:
+        for _ in range(_COVER_PASSES):
+            if limits.spend(6 * L):  # rebuild and simulate, splits, prune
+                return None
+            allowance = base - sum(cost[x] for x in cand)
+            nxt = _cover(graph, cand, limit, allowance, extend) if allowance > 0 else None
+            if nxt is None:
+                break
+            if nxt is cand:  # it fits: the replay is the proof
+                return cand
+            cand = nxt
+    return None
+
+
+def _swap_candidates(graph: Graph, seq: list[int], base: float, limits: _Limits) -> list[tuple[float, list[int]]] | None:
+    """The swap candidates of ``seq`` (whose computes cost ``base``), most saving first:
+    (-saving, the sequence without the recomputation and those only it read); None when
+    ``limits`` run out."""
+    L = len(seq)
+    cost = graph.cost.tolist()
     mem = graph.mem.tolist()
     src, reads = _copies(graph, seq)
-    base = sum(cost[v] for v in seq)
     # the recomputations, by an estimate of what dropping one saves: it and the
     # recomputed copies read only on its behalf
     first = [-1] * graph.n
@@ -764,18 +794,7 @@ def _swap_round(graph: Graph, seq: list[int], limit: int, limits: _Limits, exten
         if save > 0:
             moves.append((-save, cand))
     moves.sort(key=lambda m: m[0])
-    for _, cand in moves[: _SWAP_TRIES * (2 if extend else 1)]:
-        for _ in range(_COVER_PASSES):
-            if limits.spend(6 * L):  # rebuild and simulate, splits, prune
-                return None
-            allowance = base - sum(cost[x] for x in cand)
-            nxt = _cover(graph, cand, limit, allowance, extend) if allowance > 0 else None
-            if nxt is None:
-                break
-            if nxt is cand:  # it fits: the replay is the proof
-                return cand
-            cand = nxt
-    return None
+    return moves
 
 
 def _cover(graph: Graph, seq: list[int], limit: int, allowance: float, extend: bool = False) -> list[int] | None:
