@@ -41,9 +41,25 @@ replays within the budget at a lower cost is taken, and the keep, hoist and swap
 repeat until none applies. This is the exchange a keep move cannot make (keep one value,
 recompute cheaper ones in its place), and what the exact solver's plans do on the
 CNN-shaped graphs: on ResNet-18's shape at 0.7× conv3 stays and the cheap additions
-are recomputed instead (1.0213 → 1.00135, the exact solver's best in Checkmate's
-model), on the U-Net shape at 0.5× 1.1571 → 1.1490 (exact: 1.1506 at 120 s). The swap
-polish gets its own 1/8 of the work limit (:data:`POLISH_SHARE`), on top of it.
+are recomputed instead (1.0213 → 1.0013525), on the U-Net shape at 0.5× 1.1571 → 1.1490
+(exact: 1.1506 at 120 s). The swap polish gets its own 1/8 of the work limit
+(:data:`POLISH_SHARE`), on top of it.
+
+**Releases and stretches** (the polish, where the moves above stall). A keep move's
+check counts the memory of keeping v but not what dropping its recomputation frees: an
+input copy whose last reader was that recomputation is then freed after its previous
+reader. A *keep move with release* checks again with that credit (an under-count: copies
+that an earlier move of the round extended or released are left out) and takes it from
+the profile when accepted. A *stretch* is a split that computes w again from the latest
+copies of its inputs, which then stay until it, instead of recomputing the inputs whose
+copies are gone; its relief at a step is w's size less the stretched inputs' sizes, and
+the next replay checks the rest. Swaps with stretches try twice as many candidates (16).
+Both are tried only after the swap moves find nothing: they extend a descent only where
+it would have ended (they share the polish's work, so a later ranking's descent may get
+less of it; ``scripts/bench_quality.py``: no cell got costlier). On ResNet-18's shape at 0.7× this is the exact
+solver's plan: add26 stays by releasing conv25 (1.0013502), then bwd:add29 stays and
+add29 is recomputed from add26 and a stretched conv28 instead (1.0013479, the exact
+solver's best in Checkmate's model; found at 88 s).
 
 **Order.** Within a round, moves are tried greedily, best first, against a memory
 profile updated after each accepted move, by one of two rankings: cost saved per byte
@@ -85,8 +101,9 @@ the U-Net shape (the swap moves then reach 1.149, below the exact solver's 1.151
 (``scripts/bench_quality.py --section improve``).
 
 **Guarantee.** Each accepted keep move keeps every step's memory within the budget
-(checked against the profile, which only over-estimates after deletions) and every step
-valid, and removes a compute: the cost never rises. A hoist or swap move is taken only
+(checked against the profile, which only over-estimates after deletions; a release's
+credit only under-counts) and every step valid, and removes a compute: the cost never
+rises. A hoist or swap move is taken only
 when the simulator replays its plan within the budget at a lower cost. The returned schedule is
 replayed by the simulator; one that failed (a bug) would never be returned.
 
@@ -94,9 +111,10 @@ replayed by the simulator; one that failed (a bug) would never be returned.
 replay; a re-eviction is O(evictions · resident values · (1 + out-degree) when
 lingering); a hoist round simulates at most 8 candidates, O(steps) each (counted as 4
 units per step); a swap round prunes at most 16 candidates and covers at most 8 of
-them three times (each pass a replay and the splits: counted as 6 units per step). Everything stops at the work limit or at
-``deadline`` (a ``time.perf_counter()`` value): anytime, the best plan so far is
-returned.
+them three times (each pass a replay and the splits: counted as 6 units per step; with
+stretches, 16 candidates); a keep round with releases reuses the last keep round's
+replay of the same plan, a swap round with stretches the plain round's candidates. Everything stops at the work limit or at ``deadline`` (a
+``time.perf_counter()`` value): anytime, the best plan so far is returned.
 """
 
 from __future__ import annotations
@@ -214,21 +232,27 @@ def improve_plan(
 
     def descend(seq: list[int], score: str | None, restart: int = 0, hoist: bool | None = None, swap: bool = False) -> tuple[float, bool]:
         """Keep moves from ``seq`` under each ranking, and hoist moves where no keep move
-        fits (restarts: the first ranking only and no hoists, for time), then (``swap``)
-        swap moves; keeps the cheapest. Returns the cost reached (inf: none fits) and
+        fits (restarts: the first ranking only and no hoists, for time), then (``swap``,
+        the polish) swap moves, swaps with stretches and keep moves with releases, in that
+        order, so each comes in only where the ones before it stall; keeps the cheapest. Returns the cost reached (inf: none fits) and
         False when late."""
         nonlocal best
         reached = math.inf
+        replayed: dict = {}  # the keep round's last replay, for the release round
         for ranking in RANKINGS[:1] if restart else RANKINGS:
             cur = seq
             for _ in range(max_rounds):
                 if late():
                     break
-                nxt = _keep_round(graph, cur, limit, ranking, limits)
+                nxt = _keep_round(graph, cur, limit, ranking, limits, replayed=replayed if swap else None)
                 if nxt is None and (replay and not restart if hoist is None else hoist):
                     nxt = _hoist_round(graph, cur, limit, limits)
                 if nxt is None and swap:
-                    nxt = _swap_round(graph, cur, limit, limits)
+                    nxt = _swap_round(graph, cur, limit, limits, replayed=replayed)
+                if nxt is None and swap:  # the polish: swaps whose splits may stretch inputs
+                    nxt = _swap_round(graph, cur, limit, limits, True, replayed)
+                if nxt is None and swap:  # the polish: keep moves that fit by what they release
+                    nxt = _keep_round(graph, cur, limit, ranking, limits, True, replayed)
                 if nxt is None:
                     break
                 cur = nxt
@@ -491,21 +515,41 @@ def _reevict(
     return out
 
 
-def _keep_round(graph: Graph, seq: list[int], limit: int, ranking: str, limits: _Limits) -> list[int] | None:
+def _keep_round(
+    graph: Graph,
+    seq: list[int],
+    limit: int,
+    ranking: str,
+    limits: _Limits,
+    release: bool = False,
+    replayed: dict | None = None,
+) -> list[int] | None:
     """One round of keep moves over the compute sequence ``seq`` (frees at last read);
-    the new sequence, unread computes deleted, or None when no move fits."""
-    schedule = schedule_from_sequence(graph, seq)
-    sim = simulate(graph, schedule, per_step=True)
-    assert sim.memory is not None, "the sequence of a valid plan stays valid"
-    memory = sim.memory.copy()
+    the new sequence, unread computes deleted, or None when no move fits. With
+    ``release``, a move that does not fit as it stands is checked again with what it
+    releases (:func:`_release_credit`). ``replayed`` keeps the last sequence's schedule
+    and memory profile, for the next round on the same sequence object."""
+    hit = None if replayed is None else replayed.get("keep")
+    if hit is not None and hit[0] is seq:
+        schedule, profile = hit[1], hit[2]
+    else:
+        schedule = schedule_from_sequence(graph, seq)
+        profile = simulate(graph, schedule, per_step=True).memory
+        assert profile is not None, "the sequence of a valid plan stays valid"
+        if replayed is not None:
+            replayed["keep"] = (seq, schedule, profile)
+    memory = profile.copy()
     ops = schedule.ops.tolist()
     nodes = schedule.nodes.tolist()
     mem = graph.mem.tolist()
     cost = graph.cost.tolist()
+    preds = graph.pred_lists
     n = graph.n
     last_free = [-1] * n
-    seen = [False] * n
-    moves: list[tuple[float, int, int, int]] = []  # (-score, compute step, free step, v)
+    latest = [-1] * n  # compute step of each node's latest copy
+    readers: dict[int, list[int]] = {}  # compute step of a copy -> steps of its readers
+    src: dict[int, list[int]] = {}  # compute step -> the copies (compute steps) it reads
+    moves: list[tuple[float, int, int, int, int]] = []  # (-score, step, free step, v, copy)
     compute_index: dict[int, int] = {}  # compute step -> its position in seq
     c = 0
     for k, (op, v) in enumerate(zip(ops, nodes)):
@@ -514,7 +558,11 @@ def _keep_round(graph: Graph, seq: list[int], limit: int, ranking: str, limits: 
             continue
         compute_index[k] = c
         c += 1
-        if seen[v] and cost[v] > 0:
+        if release:  # who reads which copy: only a release needs it
+            src[k] = [latest[u] for u in preds[v]]
+            for u in preds[v]:
+                readers.setdefault(latest[u], []).append(k)
+        if latest[v] >= 0 and cost[v] > 0:
             f = last_free[v]
             if mem[v] == 0:
                 score = math.inf
@@ -522,25 +570,72 @@ def _keep_round(graph: Graph, seq: list[int], limit: int, ranking: str, limits: 
                 score = cost[v] / mem[v]
             else:
                 score = cost[v] / (mem[v] * (k - f))
-            moves.append((-score, k, f, v))
-        seen[v] = True
+            moves.append((-score, k, f, v, latest[v]))
+        latest[v] = k
     if not moves:
         return None
     moves.sort()
     dropped: set[int] = set()
+    changed: set[int] = set()  # copies (compute steps) a move of this round extended or released
     limits.spend(len(ops))
-    for _, k, f, v in moves:
+    for _, k, f, v, copy in moves:
         if limits.spend(k - f):
             break
         m = mem[v]
+        if copy in changed:
+            continue  # released: its residency was credited away, extending it undoes that
+        credit: list[tuple[int, int, int]] = []
         if k - f > 1 and int(memory[f + 1 : k].max()) + m > limit:
-            continue
+            if not release:
+                continue
+            # it does not fit as it stands: count what dropping the compute releases
+            credit = _release_credit(mem, ops, nodes, k, src[k], readers, changed)
+            if not credit or limits.spend(k - f):
+                continue
+            window = memory[f + 1 : k].copy()
+            for q, size, _ in credit:
+                window[max(q - f - 1, 0) :] -= size
+            if int(window.max()) + m > limit:
+                continue
         memory[f + 1 : k] += m
+        for q, size, released in credit:
+            memory[q:k] -= size
+            changed.add(released)
         memory[f] = memory[k] = _GONE
+        changed.add(copy)
         dropped.add(compute_index[k])
     if not dropped:
         return None
     return prune_unread(graph, [v for i, v in enumerate(seq) if i not in dropped])
+
+
+def _release_credit(
+    mem: list[int],
+    ops: list[int],
+    nodes: list[int],
+    k: int,
+    inputs: list[int],
+    readers: dict[int, list[int]],
+    changed: set[int],
+) -> list[tuple[int, int, int]]:
+    """What dropping the compute at step ``k`` frees besides itself (a keep move's
+    *release*): each copy among its ``inputs`` whose last reader is step ``k`` is then freed
+    after its previous reader (read by nobody else, it is not needed at all), so memory
+    falls by its size from the first compute after that reader up to ``k``. Copies in
+    ``changed`` (extended or released by an earlier move of the round) are left out.
+    Returns (first step, bytes, copy) per released input; it under-counts where a reader
+    was dropped earlier in the round, and never over-counts."""
+    out: list[tuple[int, int, int]] = []
+    for copy in inputs:
+        rs = readers[copy]
+        size = mem[nodes[copy]]
+        if rs[-1] != k or size == 0 or copy in changed:
+            continue
+        q = (rs[-2] if len(rs) > 1 else copy) + 1
+        while ops[q] != COMPUTE:
+            q += 1  # the frees right after the previous reader: not counted
+        out.append((q, size, copy))
+    return out
 
 
 def _hoist_round(graph: Graph, seq: list[int], limit: int, limits: _Limits) -> list[int] | None:
@@ -625,20 +720,51 @@ def _copies(graph: Graph, seq: list[int]) -> tuple[list[list[int]], dict[int, li
     return src, reads
 
 
-def _swap_round(graph: Graph, seq: list[int], limit: int, limits: _Limits) -> list[int] | None:
+def _swap_round(
+    graph: Graph, seq: list[int], limit: int, limits: _Limits, extend: bool = False, replayed: dict | None = None
+) -> list[int] | None:
     """One round of swap moves over the compute sequence ``seq`` (frees at last read): a
     recomputation that a keep move cannot drop (memory would exceed ``limit`` in its gap)
     is dropped anyway, with the recomputations only it read, and the excess is then
     covered by splits (:func:`_cover`) that cost less than what was saved. The first swap
     that the simulator replays within ``limit`` at a lower cost is taken: the new
-    sequence, or None when none is."""
+    sequence, or None when none is. ``extend``: splits may also keep a value's inputs
+    until its second computation instead of recomputing them (:func:`_cover`).
+    ``replayed`` keeps the candidates of the last sequence, for the next round on the same
+    sequence object."""
     L = len(seq)
     if limits.spend(L):
         return None
     cost = graph.cost.tolist()
+    base = sum(cost[v] for v in seq)
+    hit = None if replayed is None else replayed.get("swap")
+    moves = hit[1] if hit is not None and hit[0] is seq else _swap_candidates(graph, seq, base, limits)
+    if moves is None:
+        return None
+    if replayed is not None:
+        replayed["swap"] = (seq, moves)
+    for _, cand in moves[: _SWAP_TRIES * (2 if extend else 1)]:
+        for _ in range(_COVER_PASSES):
+            if limits.spend(6 * L):  # rebuild and simulate, splits, prune
+                return None
+            allowance = base - sum(cost[x] for x in cand)
+            nxt = _cover(graph, cand, limit, allowance, extend) if allowance > 0 else None
+            if nxt is None:
+                break
+            if nxt is cand:  # it fits: the replay is the proof
+                return cand
+            cand = nxt
+    return None
+
+
+def _swap_candidates(graph: Graph, seq: list[int], base: float, limits: _Limits) -> list[tuple[float, list[int]]] | None:
+    """The swap candidates of ``seq`` (whose computes cost ``base``), most saving first:
+    (-saving, the sequence without the recomputation and those only it read); None when
+    ``limits`` run out."""
+    L = len(seq)
+    cost = graph.cost.tolist()
     mem = graph.mem.tolist()
     src, reads = _copies(graph, seq)
-    base = sum(cost[v] for v in seq)
     # the recomputations, by an estimate of what dropping one saves: it and the
     # recomputed copies read only on its behalf
     first = [-1] * graph.n
@@ -668,28 +794,19 @@ def _swap_round(graph: Graph, seq: list[int], limit: int, limits: _Limits) -> li
         if save > 0:
             moves.append((-save, cand))
     moves.sort(key=lambda m: m[0])
-    for _, cand in moves[:_SWAP_TRIES]:
-        for _ in range(_COVER_PASSES):
-            if limits.spend(6 * L):  # rebuild and simulate, splits, prune
-                return None
-            allowance = base - sum(cost[x] for x in cand)
-            nxt = _cover(graph, cand, limit, allowance) if allowance > 0 else None
-            if nxt is None:
-                break
-            if nxt is cand:  # it fits: the replay is the proof
-                return cand
-            cand = nxt
-    return None
+    return moves
 
 
-def _cover(graph: Graph, seq: list[int], limit: int, allowance: float) -> list[int] | None:
+def _cover(graph: Graph, seq: list[int], limit: int, allowance: float, extend: bool = False) -> list[int] | None:
     """``seq`` itself when its replay fits ``limit``; otherwise ``seq`` with *splits* that
     cover each step's excess (by the replay's memory profile): a copy of w not read
     between two of its reads is freed after the first and computed again (with those of
     its inputs whose copies are gone by then) just before the second. Splits are chosen
     greedily by cost per byte of excess covered, costing less than ``allowance`` in all:
     the new sequence (unread computes deleted; not yet replayed), or None when no such
-    cover exists."""
+    cover exists. With ``extend``, each split also comes as a *stretch*: w alone is
+    computed again, reading the latest copies of its inputs, which then stay until it
+    (their extra memory is what the next replay checks)."""
     schedule = schedule_from_sequence(graph, seq)
     sim = simulate(graph, schedule, per_step=True)
     if sim.memory is None:
@@ -724,9 +841,11 @@ def _cover(graph: Graph, seq: list[int], limit: int, allowance: float) -> list[i
         return out
 
     lo, hi = min(need), max(need)
-    splits = []  # (copy, insert before, excess steps covered, computes)
+    splits = []  # (insert before, {excess step: bytes it relieves}, computes)
+    stretches = 0
     for c, rs in reads.items():
-        if mem[seq[c]] == 0:
+        w = mem[seq[c]]
+        if w == 0:
             continue
         points = [c, *rs]
         for a, b in zip(points, points[1:]):
@@ -735,23 +854,33 @@ def _cover(graph: Graph, seq: list[int], limit: int, allowance: float) -> list[i
             covered = [j for j in range(max(a + 1, lo), min(b, hi + 1)) if j in need]
             chain = regrow(c, b) if covered else None
             if chain is not None:
-                splits.append((c, b, covered, chain))
+                splits.append((b, dict.fromkeys(covered, w), chain))
+            if extend and covered and (chain is None or len(chain) > 1):
+                # the stretch: inputs whose copies would be gone stay until b instead
+                ends = [last.get(u, u) for u in src[c] if u >= 0 and last.get(u, u) < b]
+                relief = {j: w - sum(mem[seq[u]] for u, e in zip(src[c], ends) if e < j) for j in covered}
+                relief = {j: x for j, x in relief.items() if x > 0}
+                if relief:
+                    splits.append((b, relief, [seq[c]]))
+                    stretches += 1
+    if extend and not stretches:
+        return None  # nothing the plain cover has not tried
     spent = 0.0
     chosen: dict[int, list[int]] = {}  # insert before index -> computes
     while any(x > 0 for x in need.values()):
         pick, ratio = -1, math.inf
-        for k, (c, _, covered, chain) in enumerate(splits):
-            gain = sum(min(need[j], mem[seq[c]]) for j in covered if need[j] > 0)
+        for k, (_, relief, chain) in enumerate(splits):
+            gain = sum(min(need[j], x) for j, x in relief.items() if need[j] > 0)
             price = sum(cost[x] for x in chain)
             if gain > 0 and spent + price < allowance and price / gain < ratio:
                 pick, ratio = k, price / gain
         if pick < 0:
             return None
-        c, b, covered, chain = splits.pop(pick)
+        b, relief, chain = splits.pop(pick)
         spent += sum(cost[x] for x in chain)
         chosen.setdefault(b, []).extend(chain)
-        for j in covered:
-            need[j] -= mem[seq[c]]
+        for j, x in relief.items():
+            need[j] -= x
     out: list[int] = []
     for j, x in enumerate(seq):
         out.extend(chosen.get(j, ()))
