@@ -456,3 +456,97 @@ def test_runs_kept_on_the_graph_change_no_plan(kind: str, n: int, seed: int) -> 
                 except NoPlanError as exc:
                     got.append(exc.min_budget)
             assert got[0] == got[1], (name, ratio)
+
+
+# ---------------------------------------------------------------------- ladder cost caps
+def _spy_runs(log: list[dict]):
+    """A stand-in for ``recursive_schedule`` that records each run's options, its cap and
+    its outcome (the simulator's metrics, or why it stopped)."""
+    import remat_cli.strategies.treewidth as T
+
+    real = T.recursive_schedule
+
+    def spy(graph, sep, limit=None, **kw):
+        entry = {"limit": limit, "cache": kw.get("cache", False), "eager": kw.get("eager", False)}
+        entry["cap"] = kw.get("max_cost", float("inf"))
+        log.append(entry)
+        try:
+            schedule, within = real(graph, sep, limit, **kw)
+        except RecursionStopped as exc:
+            entry["stopped"] = str(exc)
+            raise
+        entry["metrics"] = simulate(graph, schedule).metrics
+        return schedule, within
+
+    return spy
+
+
+def _uncapped(graph, sep, limit=None, **kw):
+    """``recursive_schedule`` with every cost cap lifted: each run goes to its end."""
+    import remat_cli.strategies.treewidth as T
+
+    kw.pop("max_cost", None)
+    return T._real_recursive_schedule(graph, sep, limit, **kw)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graphs, st.integers(0, 1000), st.sampled_from([0.3, 0.5, 0.7]))
+def test_ladder_cost_caps_change_no_plan(g: Graph, seed: int, ratio: float) -> None:
+    """Every ladder run is capped at the best fitting cost so far, the prefetch runs too
+    (whose fit decides whether the cache-only run is a candidate): the plan, with and
+    without the memory-limit pass, is step for step the plan of runs that all go to their
+    end (a fresh copy of the graph each time: no runs kept from the other)."""
+    import remat_cli.strategies.treewidth as T
+
+    def build() -> Graph:
+        return _weighted(g, seed) if seed % 2 else g.with_arrays(name=g.name + "-copy")
+
+    budget = max(g.lb, int(ratio * store_all_peak(g)))
+    for name in STRATS:
+        for memlimit in (False, True):
+            got = []
+            for capped in (True, False):
+                if not capped:
+                    T._real_recursive_schedule = T.recursive_schedule
+                    T.recursive_schedule = _uncapped
+                try:
+                    graph = build()
+                    res = get_strategy(name).run(graph, max(graph.lb, int(ratio * store_all_peak(graph))), {"memlimit": memlimit})
+                    got.append((res.schedule.ops.tolist(), res.schedule.nodes.tolist()))
+                except NoPlanError as exc:
+                    got.append(exc.min_budget)
+                finally:
+                    if not capped:
+                        T.recursive_schedule = T._real_recursive_schedule
+                        del T._real_recursive_schedule
+            assert got[0] == got[1], (name, memlimit, budget)
+
+
+def test_ladder_prefetch_runs_are_capped(monkeypatch) -> None:
+    """Once a fitting plan exists, no ladder run goes past its cost: a prefetch run is
+    redone uncapped (to learn whether it fits its point) only right after a cache-only
+    run at the same point finished under its cap (old code ran the first prefetch run of
+    every point uncapped)."""
+    import remat_cli.strategies.treewidth as T
+
+    rng = np.random.default_rng(3)
+    fwd = G.skip_chain(60, skip=3, mem=rng.integers(1, 9, 60), cost=rng.integers(1, 9, 60).astype(float))
+    g = checkmate_training_graph(fwd)
+    budget = int(0.5 * store_all_peak(g))
+    log: list[dict] = []
+    monkeypatch.setattr(T, "recursive_schedule", _spy_runs(log))
+    for name in STRATS:
+        log.clear()
+        plan = make_plan(g.with_arrays(name=f"copy-{name}"), name, budget)
+        assert plan.metrics.peak_bytes <= budget
+        first = log[0]  # the budgeted recursion at the budget, uncached
+        assert not first["cache"] and first["metrics"].peak_bytes <= budget - g.fixed_mem
+        ladder = [e for e in log if e["cache"]]
+        assert len(ladder) >= 4 and any(e.get("stopped") == "cannot win" for e in ladder)
+        for i, e in enumerate(ladder):
+            if e["cap"] == float("inf"):
+                j = i - 1  # past the other prefetch runs redone at this point
+                while j >= 0 and ladder[j]["eager"] and ladder[j]["cap"] == float("inf") and ladder[j]["limit"] == e["limit"]:
+                    j -= 1
+                prev = ladder[j] if j >= 0 else None
+                assert prev is not None and not prev["eager"] and prev["limit"] == e["limit"] and "metrics" in prev, (name, i)

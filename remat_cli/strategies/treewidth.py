@@ -870,6 +870,21 @@ def plan_over_separator_tree(
         info["bare peak (bytes)"] = bare_run.metrics.peak_bytes
         candidates.append(bare_run)
     discarded = 0
+
+    def _fits_point(label: Phrase, point: int, eager: bool, evict: str) -> bool:
+        """Whether a ladder run stopped under a cost cap fits its point: redone uncapped
+        (a candidate then, as it would have been uncapped; costlier than the best)."""
+        nonlocal discarded
+        try:
+            run = ladder_attempt(label, point, eager, evict, math.inf)
+        except RecursionBug:
+            discarded += 1
+            return False
+        if run is None:
+            return False
+        candidates.append(run)
+        return run.metrics.peak_bytes <= point
+
     if options.cache and not too_wide:
         floor = graph.lb if bare is None else max(graph.lb, int(0.8 * bare.peak_bytes))
         points = _ladder(budget, floor, sa.peak_bytes)
@@ -888,6 +903,12 @@ def plan_over_separator_tree(
                 stopped.append(Phrase("{} ({})", ("the rest of the budget ladder", "time limit")))
                 break
             fitted = False
+            # every run is capped at the best fitting cost so far (a costlier run cannot
+            # win); a capped prefetch run that stops leaves unknown whether it fits its
+            # point, which decides only whether the cache-only run is a candidate: that is
+            # settled (the stopped runs redone uncapped) only if the cache-only run finishes
+            # under its cap, so the candidates that can win are those of uncapped runs
+            unknown: list[tuple[Phrase, bool, str]] = []
             for eager, evict in variants:
                 if not eager and (fitted or (bare is not None and point < bare.peak_bytes)):
                     break  # the cache-only run only where no prefetch run fits the point
@@ -895,18 +916,21 @@ def plan_over_separator_tree(
                     "budgeted recursion with cache ({} evicted first){} at {}",
                     (evict, " and prefetch" if eager else "", Fact(point, "bytes")),
                 )
-                # a run costlier than the best fitting plan so far cannot win: stop it there,
-                # unless whether it fits the point decides if the cache-only run follows
-                to_beat = math.inf
-                if fitted or not eager:
-                    to_beat = min((c.metrics.cost for c in candidates if c.metrics.peak_bytes <= budget), default=math.inf)
+                to_beat = min((c.metrics.cost for c in candidates if c.metrics.peak_bytes <= budget), default=math.inf)
+                was_pruned = pruned[0]
                 try:
                     run = ladder_attempt(label, point, eager, evict, to_beat * (1 + 1e-9))
                 except RecursionBug:  # an internal error in a refinement: never let it
                     discarded += 1  # cost a plan; the tests require this to stay 0
                     continue
                 if run is None:
+                    if eager and pruned[0] > was_pruned:
+                        unknown.append((label, eager, evict))
                     continue
+                if not eager and unknown:
+                    fitted = any(_fits_point(lab, point, e, ev) for lab, e, ev in unknown)
+                    if fitted:
+                        break  # a prefetch run fits the point: no cache-only run here
                 candidates.append(run)
                 fitted = fitted or run.metrics.peak_bytes <= point
     if pruned[0]:
