@@ -550,3 +550,62 @@ def test_ladder_prefetch_runs_are_capped(monkeypatch) -> None:
                     j -= 1
                 prev = ladder[j] if j >= 0 else None
                 assert prev is not None and not prev["eager"] and prev["limit"] == e["limit"] and "metrics" in prev, (name, i)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graphs, st.integers(0, 1000), st.floats(0.2, 0.9), st.floats(0.0, 1.0), st.booleans())
+def test_cost_cap_stops_exactly_the_runs_that_cost_more(g: Graph, seed: int, ratio: float, where: float, eager: bool) -> None:
+    """A capped budgeted run (recomputations charged when a value still to be read is
+    freed) finishes exactly when its uncapped run costs at most the cap, with the same
+    schedule step for step."""
+    g = _weighted(g, seed)
+    sep = _sep_trees(g)["treewidth"]
+    limit = max(0, int(ratio * store_all_peak(g)) - g.fixed_mem)
+    kw = {"cache": True, "eager": eager, "evict": "cheap" if seed % 3 else "recent"}
+    try:
+        full, _ = recursive_schedule(g, sep, limit, **kw)
+    except RecursionStopped:
+        return
+    cost = require_valid(g, full).cost
+    base = float(g.cost[g.needed].sum())
+    cap = base + where * (cost - base) * 1.2
+    try:
+        capped, _ = recursive_schedule(g, sep, limit, max_cost=cap, **kw)
+    except RecursionStopped as exc:
+        assert str(exc) == "cannot win" and cost > cap, (cost, cap)
+        return
+    assert cost <= cap * (1 + 1e-12)
+    assert capped.ops.tolist() == full.ops.tolist() and capped.nodes.tolist() == full.nodes.tolist()
+
+
+def test_cost_cap_charges_a_recomputation_at_the_free(monkeypatch) -> None:
+    """A run capped at the base cost stops as soon as it frees a value that a needed node
+    still to be computed reads (that value must be computed again), before the first
+    recomputation (old code stopped only at the recomputation itself)."""
+    import remat_cli.strategies.treewidth as T
+
+    g = checkmate_training_graph(G.chain(40))
+    sep = _sep_trees(g)["treewidth"]
+    limit = int(0.3 * store_all_peak(g)) - g.fixed_mem
+    full, _ = recursive_schedule(g, sep, limit, cache=True, eager=True)
+    seen = np.zeros(g.n, dtype=bool)
+    first_again = None
+    for k, (op, v) in enumerate(zip(full.ops.tolist(), full.nodes.tolist())):
+        if op == 0:  # COMPUTE
+            if seen[v]:
+                first_again = k
+                break
+            seen[v] = True
+    assert first_again is not None  # the run recomputes
+    runs: list = []
+    real_init = T._Recursion.__init__
+
+    def spy_init(self, *a, **kw):
+        real_init(self, *a, **kw)
+        runs.append(self)
+
+    monkeypatch.setattr(T._Recursion, "__init__", spy_init)
+    with pytest.raises(RecursionStopped, match="cannot win"):
+        recursive_schedule(g, sep, limit, cache=True, eager=True, max_cost=float(g.cost[g.needed].sum()))
+    stopped_at = len(runs[0].ops)
+    assert stopped_at < first_again and runs[0].ops[-1] == 1  # it stopped at a free

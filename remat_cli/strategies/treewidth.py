@@ -172,6 +172,12 @@ def recursive_schedule(
     # recomputations alone exceed max_cost − base cost cannot win: stop it as soon as they do
     planner.cost_left = max_cost - float(graph.cost[graph.needed].sum()) if max_cost < math.inf else math.inf
     planner.needed = graph.needed.tolist()
+    if planner.cost_left < math.inf:
+        # a value freed while a needed node that reads it is still to be computed for the
+        # first time must be computed again: its recomputation is charged at the free
+        readers = np.repeat(np.arange(graph.n, dtype=np.int64), np.diff(graph.pred_ptr))
+        planner.pending = np.bincount(graph.pred_idx[graph.needed[readers]], minlength=graph.n).tolist()
+        planner.owed = [False] * graph.n
     planner.memo = memo
     if replay and limit is None and planner.cost_left == math.inf:
         planner.replay = {}
@@ -240,6 +246,10 @@ class _Recursion:
         self.costs = cost
         self.cost_left = math.inf  # RecursionStopped("cannot win") once spent below 0
         self.needed = [True] * n  # first computes of needed nodes are prepaid in cost_left
+        # with a cost cap: per value, its needed readers not yet computed once (None: not
+        # tracked), and whether its next computation is prepaid in cost_left (owed)
+        self.pending: list[int] | None = None
+        self.owed: list[bool] = []
         self.memo: dict[Any, Any] | None = None  # plain orders shared by the runs of one call
         self.memo_cap = max(20 * n, 500_000)  # node ids stored in the memo at most
 
@@ -255,10 +265,16 @@ class _Recursion:
     # -------------------------------------------------------------- memory primitives
     def compute(self, v: int) -> None:
         self.spend(1)
-        if self.done[v] or not self.needed[v]:
+        pending = self.pending
+        if pending is not None and self.owed[v]:
+            self.owed[v] = False  # charged when it was freed
+        elif self.done[v] or not self.needed[v]:
             self.cost_left -= self.costs[v]
         if self.cost_left < 0:
             raise RecursionStopped("cannot win")
+        if pending is not None and not self.done[v] and self.needed[v]:
+            for u in self.preds[v]:
+                pending[u] -= 1
         need = self.mem[v] + self.ws[v]
         if self.cur + need > self.limit:
             self._evict(need)
@@ -302,6 +318,14 @@ class _Recursion:
         self.nodes.append(u)
         self.resident[u] = False
         self.cur -= self.mem[u]
+        pending = self.pending
+        if pending is not None and pending[u] > 0:
+            # a needed reader of u is still to come: u is computed again before it, a
+            # recomputation every schedule from here pays (charged once, now)
+            self.owed[u] = True
+            self.cost_left -= self.costs[u]
+            if self.cost_left < 0:
+                raise RecursionStopped("cannot win")
 
     def _evict(self, need: int) -> None:
         cache = self.cache
