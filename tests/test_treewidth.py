@@ -609,3 +609,68 @@ def test_cost_cap_charges_a_recomputation_at_the_free(monkeypatch) -> None:
         recursive_schedule(g, sep, limit, cache=True, eager=True, max_cost=float(g.cost[g.needed].sum()))
     stopped_at = len(runs[0].ops)
     assert stopped_at < first_again and runs[0].ops[-1] == 1  # it stopped at a free
+
+
+# ---------------------------------------------------------------------- second process
+def _plans(g: Graph, budget: int) -> list:
+    out = []
+    for name in STRATS:
+        try:
+            plan = make_plan(g.with_arrays(name=g.name + "-fresh"), name, budget)
+            out.append((plan.schedule.ops.tolist(), plan.schedule.nodes.tolist(), plan.metrics.peak_bytes, plan.info["mode"]))
+        except NoPlanError as exc:
+            out.append(exc.min_budget)
+    return out
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graphs, st.integers(0, 1000), st.sampled_from([0.3, 0.5, 0.8]))
+def test_bare_pass_in_a_second_process_changes_no_plan(g: Graph, seed: int, ratio: float) -> None:
+    """The memory-limit pass over the bare run made in a forked second process (every
+    graph here: the size threshold lowered to 0) gives the plan made in one process."""
+    import remat_cli.strategies.treewidth as T
+
+    g = _weighted(g, seed)
+    budget = max(g.lb, int(ratio * store_all_peak(g)))
+    saved = T.PARALLEL_NEEDED
+    try:
+        T.PARALLEL_NEEDED = 0
+        forked = _plans(g, budget)
+        T.PARALLEL_NEEDED = 10**12
+        alone = _plans(g, budget)
+    finally:
+        T.PARALLEL_NEEDED = saved
+    assert forked == alone
+
+
+def test_bare_pass_runs_in_a_second_process(monkeypatch, tmp_path) -> None:
+    """Standalone, the bare run's clean-up and memory-limit pass run in a forked process
+    (the pid that ran it is not this one) and the plan is the one-process plan; if that
+    process fails, this one makes the pass itself (same plan)."""
+    import os
+
+    import remat_cli.strategies.treewidth as T
+
+    g = checkmate_training_graph(G.skip_chain(40, skip=3))
+    budget = int(0.4 * store_all_peak(g))
+    monkeypatch.setattr(T, "PARALLEL_NEEDED", 10**12)
+    alone = _plans(g, budget)
+    monkeypatch.setattr(T, "PARALLEL_NEEDED", 0)
+    pids = tmp_path / "pids"
+    real = T._bare_pass_arrays
+
+    def spy(*a, **kw):
+        with open(pids, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        return real(*a, **kw)
+
+    monkeypatch.setattr(T, "_bare_pass_arrays", spy)
+    assert _plans(g, budget) == alone
+    ran = pids.read_text().split()
+    assert len(ran) == len(STRATS) and str(os.getpid()) not in ran
+
+    def broken(*a, **kw):
+        raise RuntimeError("the second process fails")
+
+    monkeypatch.setattr(T, "_bare_pass_arrays", broken)
+    assert _plans(g, budget) == alone

@@ -110,6 +110,11 @@ PLAIN_VECTOR_MIN = 256
 #: memory-limit pass over it. The plan's info says which.
 LARGE_GRAPH_NODES = 5000
 LARGE_LADDER_POINTS = 1
+#: From this many needed nodes, a standalone run (not inside ``auto``, which already
+#: shares its strategies with a second process, nor in a daemon worker) cleans up the bare
+#: recursion and runs the memory-limit pass over it in a forked second process while this
+#: one runs the budget ladder: the same candidates, both cores at work.
+PARALLEL_NEEDED = 500
 
 #: A plain schedule: its order, and the (step, value) releases sorted by step.
 _PlainPlan = tuple[list[int], list[int], list[int]]
@@ -893,79 +898,93 @@ def plan_over_separator_tree(
     if bare_run is not None:
         info["bare peak (bytes)"] = bare_run.metrics.peak_bytes
         candidates.append(bare_run)
-    discarded = 0
+    forked: _Forked | None = None
+    if options.memlimit and bare_run is not None and context.parallel and needed >= PARALLEL_NEEDED:
+        bare_schedule = bare_run.schedule
+        forked = _Forked.start(lambda: _bare_pass_arrays(graph, cleaned_bare(bare_schedule), budget))
+    try:
+        discarded = 0
 
-    def _fits_point(label: Phrase, point: int, eager: bool, evict: str) -> bool:
-        """Whether a ladder run stopped under a cost cap fits its point: redone uncapped
-        (a candidate then, as it would have been uncapped; costlier than the best)."""
-        nonlocal discarded
-        try:
-            run = ladder_attempt(label, point, eager, evict, math.inf)
-        except RecursionBug:
-            discarded += 1
-            return False
-        if run is None:
-            return False
-        candidates.append(run)
-        return run.metrics.peak_bytes <= point
+        def _fits_point(label: Phrase, point: int, eager: bool, evict: str) -> bool:
+            """Whether a ladder run stopped under a cost cap fits its point: redone uncapped
+            (a candidate then, as it would have been uncapped; costlier than the best)."""
+            nonlocal discarded
+            try:
+                run = ladder_attempt(label, point, eager, evict, math.inf)
+            except RecursionBug:
+                discarded += 1
+                return False
+            if run is None:
+                return False
+            candidates.append(run)
+            return run.metrics.peak_bytes <= point
 
-    if options.cache and not too_wide:
-        floor = graph.lb if bare is None else max(graph.lb, int(0.8 * bare.peak_bytes))
-        points = _ladder(budget, floor, sa.peak_bytes)
-        variants = ((True, "recent"), (True, "cheap"), (False, "recent"))
-        if len(points) > LARGE_LADDER_POINTS and int(np.count_nonzero(graph.needed)) >= LARGE_GRAPH_NODES:
-            info["budget ladder"] = Phrase(
-                "{} of {} points, prefetch with recent-first eviction only: a graph of {} needed nodes or more",
-                (LARGE_LADDER_POINTS, len(points), LARGE_GRAPH_NODES),
-            )
-            points = points[:LARGE_LADDER_POINTS]
-            variants = ((True, "recent"), (False, "recent"))  # cheap-first eviction left out too
-        for point in points:
-            if min((c.metrics.cost for c in candidates if c.metrics.peak_bytes <= budget), default=math.inf) <= sa.base_cost:
-                break  # nothing can be cheaper than computing each node once
-            if deadline is not None and time.perf_counter() > deadline:
-                stopped.append(Phrase("{} ({})", ("the rest of the budget ladder", "time limit")))
-                break
-            fitted = False
-            # every run is capped at the best fitting cost so far (a costlier run cannot
-            # win); a capped prefetch run that stops leaves unknown whether it fits its
-            # point, which decides only whether the cache-only run is a candidate: that is
-            # settled (the stopped runs redone uncapped) only if the cache-only run finishes
-            # under its cap, so the candidates that can win are those of uncapped runs
-            unknown: list[tuple[Phrase, bool, str]] = []
-            for eager, evict in variants:
-                if not eager and (fitted or (bare is not None and point < bare.peak_bytes)):
-                    break  # the cache-only run only where no prefetch run fits the point
-                label = Phrase(
-                    "budgeted recursion with cache ({} evicted first){} at {}",
-                    (evict, " and prefetch" if eager else "", Fact(point, "bytes")),
+        if options.cache and not too_wide:
+            floor = graph.lb if bare is None else max(graph.lb, int(0.8 * bare.peak_bytes))
+            points = _ladder(budget, floor, sa.peak_bytes)
+            variants = ((True, "recent"), (True, "cheap"), (False, "recent"))
+            if len(points) > LARGE_LADDER_POINTS and int(np.count_nonzero(graph.needed)) >= LARGE_GRAPH_NODES:
+                info["budget ladder"] = Phrase(
+                    "{} of {} points, prefetch with recent-first eviction only: a graph of {} needed nodes or more",
+                    (LARGE_LADDER_POINTS, len(points), LARGE_GRAPH_NODES),
                 )
-                to_beat = min((c.metrics.cost for c in candidates if c.metrics.peak_bytes <= budget), default=math.inf)
-                was_pruned = pruned[0]
-                try:
-                    run = ladder_attempt(label, point, eager, evict, to_beat * (1 + 1e-9))
-                except RecursionBug:  # an internal error in a refinement: never let it
-                    discarded += 1  # cost a plan; the tests require this to stay 0
-                    continue
-                if run is None:
-                    if eager and pruned[0] > was_pruned:
-                        unknown.append((label, eager, evict))
-                    continue
-                if not eager and unknown:
-                    fitted = any(_fits_point(lab, point, e, ev) for lab, e, ev in unknown)
-                    if fitted:
-                        break  # a prefetch run fits the point: no cache-only run here
-                candidates.append(run)
-                fitted = fitted or run.metrics.peak_bytes <= point
-    if pruned[0]:
-        info["runs stopped once costlier than the best"] = pruned[0]
-    if stopped:
-        shown = stopped[:3]
-        more = "; …" if len(stopped) > 3 else ""
-        info["stopped runs"] = Phrase("{}: " + "; ".join("{}" for _ in shown) + more, (len(stopped), *shown))
-    if options.memlimit:  # off only to test the monotone part on its own
-        clean = None if bare_run is None else cleaned_bare(bare_run.schedule)
-        candidates.extend(_memlimit_candidates(graph, candidates, clean, budget))
+                points = points[:LARGE_LADDER_POINTS]
+                variants = ((True, "recent"), (False, "recent"))  # cheap-first eviction left out too
+            for point in points:
+                if min((c.metrics.cost for c in candidates if c.metrics.peak_bytes <= budget), default=math.inf) <= sa.base_cost:
+                    break  # nothing can be cheaper than computing each node once
+                if deadline is not None and time.perf_counter() > deadline:
+                    stopped.append(Phrase("{} ({})", ("the rest of the budget ladder", "time limit")))
+                    break
+                fitted = False
+                # every run is capped at the best fitting cost so far (a costlier run cannot
+                # win); a capped prefetch run that stops leaves unknown whether it fits its
+                # point, which decides only whether the cache-only run is a candidate: that is
+                # settled (the stopped runs redone uncapped) only if the cache-only run finishes
+                # under its cap, so the candidates that can win are those of uncapped runs
+                unknown: list[tuple[Phrase, bool, str]] = []
+                for eager, evict in variants:
+                    if not eager and (fitted or (bare is not None and point < bare.peak_bytes)):
+                        break  # the cache-only run only where no prefetch run fits the point
+                    label = Phrase(
+                        "budgeted recursion with cache ({} evicted first){} at {}",
+                        (evict, " and prefetch" if eager else "", Fact(point, "bytes")),
+                    )
+                    to_beat = min((c.metrics.cost for c in candidates if c.metrics.peak_bytes <= budget), default=math.inf)
+                    was_pruned = pruned[0]
+                    try:
+                        run = ladder_attempt(label, point, eager, evict, to_beat * (1 + 1e-9))
+                    except RecursionBug:  # an internal error in a refinement: never let it
+                        discarded += 1  # cost a plan; the tests require this to stay 0
+                        continue
+                    if run is None:
+                        if eager and pruned[0] > was_pruned:
+                            unknown.append((label, eager, evict))
+                        continue
+                    if not eager and unknown:
+                        fitted = any(_fits_point(lab, point, e, ev) for lab, e, ev in unknown)
+                        if fitted:
+                            break  # a prefetch run fits the point: no cache-only run here
+                    candidates.append(run)
+                    fitted = fitted or run.metrics.peak_bytes <= point
+        if pruned[0]:
+            info["runs stopped once costlier than the best"] = pruned[0]
+        if stopped:
+            shown = stopped[:3]
+            more = "; …" if len(stopped) > 3 else ""
+            info["stopped runs"] = Phrase("{}: " + "; ".join("{}" for _ in shown) + more, (len(stopped), *shown))
+        if options.memlimit:  # off only to test the monotone part on its own
+            sent = None if forked is None else forked.result()
+            bare_pass: _Attempt | None = None
+            if sent is not None:  # the second process's clean-up and pass over the bare run
+                clean_ops, clean_nodes, ops, nodes, metrics = sent
+                hit[3] = Schedule(clean_ops, clean_nodes)
+                bare_pass = _Attempt(Schedule(ops, nodes), metrics, _BARE_PASS)
+            clean = None if bare_run is None else cleaned_bare(bare_run.schedule)
+            candidates.extend(_memlimit_candidates(graph, candidates, clean, budget, bare_pass))
+    finally:
+        if forked is not None:
+            forked.stop()
     fitting = [c for c in candidates if c.metrics.peak_bytes <= budget]
     if not fitting:
         if bare_run is None:
@@ -993,17 +1012,21 @@ def plan_over_separator_tree(
     return _result(graph, best.schedule, best.metrics, info, started)
 
 
-def _memlimit_candidates(graph: Graph, candidates: list[_Attempt], bare: Schedule | None, budget: int) -> list[_Attempt]:
+def _memlimit_candidates(
+    graph: Graph, candidates: list[_Attempt], bare: Schedule | None, budget: int, bare_pass: _Attempt | None = None
+) -> list[_Attempt]:
     """twremat's memory-limit pass (:mod:`remat_cli.strategies.evict`) at ``budget`` over the
     bare recursion (what the paper's reference code returns, already cleaned up; None when
-    it stopped at a limit) and over the cheapest candidate that fits (the pass never raises
-    a fitting schedule's cost or peak)."""
+    it stopped at a limit; ``bare_pass``: that pass made already, by :func:`_bare_pass`)
+    and over the cheapest candidate that fits (the pass never raises a fitting schedule's
+    cost or peak)."""
     from remat_cli.strategies.evict import memlimit_pass
 
     out = []
-    if bare is not None:
-        s = memlimit_pass(graph, bare, budget, cleaned=True)
-        out.append(_Attempt(s, _measure(graph, s), "bare recursion + memory-limit pass (twremat)"))
+    if bare_pass is not None:
+        out.append(bare_pass)
+    elif bare is not None:
+        out.append(_bare_pass(graph, bare, budget)[1])
     fitting = [c for c in candidates if c.metrics.peak_bytes <= budget]
     if fitting:
         best = min(fitting, key=lambda c: (c.metrics.cost, c.metrics.peak_bytes))
@@ -1011,6 +1034,99 @@ def _memlimit_candidates(graph: Graph, candidates: list[_Attempt], bare: Schedul
             polished = memlimit_pass(graph, best.schedule, budget)
             out.append(_Attempt(polished, _measure(graph, polished), Phrase("{} + memory-limit pass", (best.label,))))
     return out
+
+
+def _bare_pass(graph: Graph, clean: Schedule, budget: int) -> tuple[Schedule, _Attempt]:
+    """The bare recursion cleaned up (``clean``) and twremat's memory-limit pass over it at
+    ``budget``, measured: what :func:`_memlimit_candidates` adds for the bare run."""
+    from remat_cli.strategies.evict import memlimit_pass
+
+    s = memlimit_pass(graph, clean, budget, cleaned=True)
+    return clean, _Attempt(s, _measure(graph, s), _BARE_PASS)
+
+
+_BARE_PASS = "bare recursion + memory-limit pass (twremat)"
+
+
+def _bare_pass_arrays(graph: Graph, clean: Schedule, budget: int) -> tuple[Any, ...]:
+    """:func:`_bare_pass` as plain arrays and metrics, as the second process sends it back."""
+    _, run = _bare_pass(graph, clean, budget)
+    return clean.ops, clean.nodes, run.schedule.ops, run.schedule.nodes, run.metrics
+
+
+class _Forked:
+    """One function's result computed in a forked second process (``os.fork``; its result
+    comes back pickled through a pipe). :meth:`start` returns None where that does not pay
+    or is not allowed: one core, no fork, a daemon worker (``remat batch``), or a process
+    that already runs another one (``auto``'s)."""
+
+    def __init__(self, pid: int, fd: int) -> None:
+        self.pid, self.fd = pid, fd
+
+    @classmethod
+    def start(cls, fn: Any) -> _Forked | None:
+        import os
+        import sys
+
+        mp = sys.modules.get("multiprocessing")  # imported wherever a worker or auto forked
+        if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2:
+            return None
+        if mp is not None and (mp.current_process().daemon or mp.active_children()):
+            return None
+        read, write = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(read)
+            os.close(write)
+            return None
+        if pid == 0:  # the second process: compute, send, end without any clean-up
+            code = 1
+            try:
+                import pickle
+
+                os.close(read)
+                data = pickle.dumps(fn(), protocol=pickle.HIGHEST_PROTOCOL)
+                with os.fdopen(write, "wb") as out:
+                    out.write(data)
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write)
+        return cls(pid, read)
+
+    def result(self) -> Any:
+        """The function's value; None if the second process failed (the caller then
+        computes it itself)."""
+        import os
+        import pickle
+
+        chunks = []
+        try:
+            while chunk := os.read(self.fd, 1 << 20):
+                chunks.append(chunk)
+        except OSError:
+            return None
+        finally:
+            self.stop()
+        try:
+            return pickle.loads(b"".join(chunks)) if chunks else None
+        except Exception:  # a truncated answer: the process died while sending
+            return None
+
+    def stop(self) -> None:
+        """End the second process (if still running) and reap it; idempotent."""
+        import os
+        import signal
+
+        if self.pid:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            os.waitpid(self.pid, 0)
+            self.pid = 0
+            os.close(self.fd)
 
 
 def _ladder(budget: int, floor: int, store_all: int) -> list[int]:
