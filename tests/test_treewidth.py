@@ -674,3 +674,42 @@ def test_bare_pass_runs_in_a_second_process(monkeypatch, tmp_path) -> None:
 
     monkeypatch.setattr(T, "_bare_pass_arrays", broken)
     assert _plans(g, budget) == alone
+
+
+def test_second_process_runs_lower_ladder_points(monkeypatch, tmp_path) -> None:
+    """The second process, once it has sent the bare run's pass, runs the ladder's lower
+    points (lowest first) and this process takes their outcomes as kept runs: here it
+    waits for one of them before its own ladder runs; the plan is the one-process plan."""
+    import os
+    import time
+
+    import remat_cli.strategies.treewidth as T
+
+    rng = np.random.default_rng(5)
+    fwd = G.skip_chain(50, skip=3, mem=rng.integers(1, 9, 50), cost=rng.integers(1, 9, 50).astype(float))
+    g = checkmate_training_graph(fwd)
+    budget = int(0.6 * store_all_peak(g))
+    monkeypatch.setattr(T, "PARALLEL_NEEDED", 10**12)
+    alone = _plans(g, budget)
+    monkeypatch.setattr(T, "PARALLEL_NEEDED", 0)
+    log = tmp_path / "runs"
+    log.write_text("")
+    me = os.getpid()
+    real = T.recursive_schedule
+    waits: list[int] = []
+
+    def spy(graph, sep, limit=None, **kw):
+        if kw.get("cache") and os.getpid() != me:
+            with open(log, "a") as f:
+                f.write(f"{os.getpid()}\n")
+        elif kw.get("cache") and not waits:  # once, for at most 20 s
+            waits.append(1)
+            for _ in range(2000):
+                if log.read_text():
+                    break
+                time.sleep(0.01)
+        return real(graph, sep, limit, **kw)
+
+    monkeypatch.setattr(T, "recursive_schedule", spy)
+    assert _plans(g, budget) == alone
+    assert log.read_text().split() and str(me) not in log.read_text().split()

@@ -898,10 +898,75 @@ def plan_over_separator_tree(
     if bare_run is not None:
         info["bare peak (bytes)"] = bare_run.metrics.peak_bytes
         candidates.append(bare_run)
+    points: list[int] = []
+    variants: tuple[tuple[bool, str], ...] = ((True, "recent"), (True, "cheap"), (False, "recent"))
+    if options.cache and not too_wide:
+        floor = graph.lb if bare is None else max(graph.lb, int(0.8 * bare.peak_bytes))
+        points = _ladder(budget, floor, sa.peak_bytes)
+        if len(points) > LARGE_LADDER_POINTS and needed >= LARGE_GRAPH_NODES:
+            info["budget ladder"] = Phrase(
+                "{} of {} points, prefetch with recent-first eviction only: a graph of {} needed nodes or more",
+                (LARGE_LADDER_POINTS, len(points), LARGE_GRAPH_NODES),
+            )
+            points = points[:LARGE_LADDER_POINTS]
+            variants = ((True, "recent"), (False, "recent"))  # cheap-first eviction left out too
+
+    def to_beat() -> float:
+        return min((c.metrics.cost for c in candidates if c.metrics.peak_bytes <= budget), default=math.inf)
+
     forked: _Forked | None = None
     if options.memlimit and bare_run is not None and context.parallel and needed >= PARALLEL_NEEDED:
         bare_schedule = bare_run.schedule
-        forked = _Forked.start(lambda: _bare_pass_arrays(graph, cleaned_bare(bare_schedule), budget))
+        # the ladder runs of the lower points, lowest first, while this process works down
+        # from the top: each one's outcome lands in ladder_runs, as if it had run here
+        # (the cache-only run too, where the point is not below the bare peak: it runs here
+        # where no prefetch run fits the point)
+        jobs = [(p, e, ev) for p in reversed(points[1:]) for e, ev in variants if e or p >= bare_run.metrics.peak_bytes]
+
+        def second(send: Any, cap: Any) -> None:
+            send(("pass", _bare_pass_arrays(graph, cleaned_bare(bare_schedule), budget)[2:]))
+            for point, eager, evict in jobs:
+                if (id(sep), point, eager, evict) in ladder_runs:
+                    continue
+                max_cost = cap()
+                try:
+                    run, _ = recursive_schedule(
+                        graph, sep, point - graph.fixed_mem, cache=True, eager=eager, evict=evict,
+                        max_cost=max_cost, deadline=deadline, memo=memo,
+                    )  # fmt: skip
+                    send(("run", point, eager, evict, run.ops, run.nodes, _measure(graph, run), None, None))
+                except RecursionStopped as exc:
+                    why = str(exc)
+                    if why != "time limit":
+                        send(("run", point, eager, evict, None, None, None, max_cost if why == "cannot win" else None, why))
+                except RecursionBug:
+                    continue  # this process meets it again and counts it
+
+        forked = _Forked.start(second)
+        if forked is not None:
+            forked.set_cap(to_beat() * (1 + 1e-9))
+    sent: list[Any] = []  # the second process's clean-up and pass over the bare run
+
+    def absorb(wait: bool = False) -> None:
+        """Keep what the second process has sent: ladder runs in ladder_runs (where this
+        process has none for the key), the bare run's pass in ``sent``."""
+        if forked is None:
+            return
+        for msg in forked.messages(wait):
+            if msg[0] == "pass":
+                sent.append(msg[1])
+                continue
+            _, point, eager, evict, ops, nodes, metrics, cap, why = msg
+            key = (id(sep), point, eager, evict)
+            if key in ladder_runs:
+                continue
+            if len(ladder_runs) >= 64:  # bounded, as ladder_attempt keeps it
+                ladder_runs.clear()
+            if ops is not None:
+                ladder_runs[key] = (sep, _Attempt(Schedule(ops, nodes), metrics, "second process"), None, None)
+            else:
+                ladder_runs[key] = (sep, None, cap, why)
+
     try:
         discarded = 0
 
@@ -909,6 +974,7 @@ def plan_over_separator_tree(
             """Whether a ladder run stopped under a cost cap fits its point: redone uncapped
             (a candidate then, as it would have been uncapped; costlier than the best)."""
             nonlocal discarded
+            absorb()
             try:
                 run = ladder_attempt(label, point, eager, evict, math.inf)
             except RecursionBug:
@@ -919,19 +985,9 @@ def plan_over_separator_tree(
             candidates.append(run)
             return run.metrics.peak_bytes <= point
 
-        if options.cache and not too_wide:
-            floor = graph.lb if bare is None else max(graph.lb, int(0.8 * bare.peak_bytes))
-            points = _ladder(budget, floor, sa.peak_bytes)
-            variants = ((True, "recent"), (True, "cheap"), (False, "recent"))
-            if len(points) > LARGE_LADDER_POINTS and int(np.count_nonzero(graph.needed)) >= LARGE_GRAPH_NODES:
-                info["budget ladder"] = Phrase(
-                    "{} of {} points, prefetch with recent-first eviction only: a graph of {} needed nodes or more",
-                    (LARGE_LADDER_POINTS, len(points), LARGE_GRAPH_NODES),
-                )
-                points = points[:LARGE_LADDER_POINTS]
-                variants = ((True, "recent"), (False, "recent"))  # cheap-first eviction left out too
+        if points:
             for point in points:
-                if min((c.metrics.cost for c in candidates if c.metrics.peak_bytes <= budget), default=math.inf) <= sa.base_cost:
+                if to_beat() <= sa.base_cost:
                     break  # nothing can be cheaper than computing each node once
                 if deadline is not None and time.perf_counter() > deadline:
                     stopped.append(Phrase("{} ({})", ("the rest of the budget ladder", "time limit")))
@@ -950,10 +1006,13 @@ def plan_over_separator_tree(
                         "budgeted recursion with cache ({} evicted first){} at {}",
                         (evict, " and prefetch" if eager else "", Fact(point, "bytes")),
                     )
-                    to_beat = min((c.metrics.cost for c in candidates if c.metrics.peak_bytes <= budget), default=math.inf)
+                    cap = to_beat() * (1 + 1e-9)
                     was_pruned = pruned[0]
+                    if forked is not None:
+                        forked.set_cap(cap)
+                        absorb()
                     try:
-                        run = ladder_attempt(label, point, eager, evict, to_beat * (1 + 1e-9))
+                        run = ladder_attempt(label, point, eager, evict, cap)
                     except RecursionBug:  # an internal error in a refinement: never let it
                         discarded += 1  # cost a plan; the tests require this to stay 0
                         continue
@@ -974,13 +1033,13 @@ def plan_over_separator_tree(
             more = "; …" if len(stopped) > 3 else ""
             info["stopped runs"] = Phrase("{}: " + "; ".join("{}" for _ in shown) + more, (len(stopped), *shown))
         if options.memlimit:  # off only to test the monotone part on its own
-            sent = None if forked is None else forked.result()
+            while forked is not None and not sent and not forked.ended:
+                absorb(wait=True)
             bare_pass: _Attempt | None = None
-            if sent is not None:  # the second process's clean-up and pass over the bare run
-                clean_ops, clean_nodes, ops, nodes, metrics = sent
-                hit[3] = Schedule(clean_ops, clean_nodes)
+            if sent:  # the second process's pass over the bare run (its clean-up stays there)
+                ops, nodes, metrics = sent[0]
                 bare_pass = _Attempt(Schedule(ops, nodes), metrics, _BARE_PASS)
-            clean = None if bare_run is None else cleaned_bare(bare_run.schedule)
+            clean = None if bare_run is None or bare_pass is not None else cleaned_bare(bare_run.schedule)
             candidates.extend(_memlimit_candidates(graph, candidates, clean, budget, bare_pass))
     finally:
         if forked is not None:
@@ -1055,17 +1114,24 @@ def _bare_pass_arrays(graph: Graph, clean: Schedule, budget: int) -> tuple[Any, 
 
 
 class _Forked:
-    """One function's result computed in a forked second process (``os.fork``; its result
-    comes back pickled through a pipe). :meth:`start` returns None where that does not pay
-    or is not allowed: one core, no fork, a daemon worker (``remat batch``), or a process
-    that already runs another one (``auto``'s)."""
+    """A forked second process (``os.fork``) that sends messages back, each pickled and
+    length-prefixed through a pipe, and reads a shared number (the cost cap this process
+    runs its ladder under) from an anonymous shared page. :meth:`start` returns None where
+    that does not pay or is not allowed: one core, no fork, a daemon worker (``remat
+    batch``), or a process that already runs another one (``auto``'s)."""
 
-    def __init__(self, pid: int, fd: int) -> None:
-        self.pid, self.fd = pid, fd
+    def __init__(self, pid: int, fd: int, shared: Any) -> None:
+        self.pid, self.fd, self.shared = pid, fd, shared
+        self.buf = b""
+        self.ended = False  # the pipe reached its end
 
     @classmethod
     def start(cls, fn: Any) -> _Forked | None:
+        """Run ``fn(send, cap)`` in a second process: ``send(obj)`` sends a message back,
+        ``cap()`` reads the number :meth:`set_cap` last wrote."""
+        import mmap
         import os
+        import struct
         import sys
 
         mp = sys.modules.get("multiprocessing")  # imported wherever a worker or auto forked
@@ -1073,7 +1139,15 @@ class _Forked:
             return None
         if mp is not None and (mp.current_process().daemon or mp.active_children()):
             return None
+        shared = mmap.mmap(-1, 8)
+        shared[:8] = struct.pack("d", math.inf)
         read, write = os.pipe()
+        try:  # room for a ladder run's schedule in the pipe (Linux; best effort)
+            import fcntl
+
+            fcntl.fcntl(write, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
+        except (ImportError, OSError):
+            pass
         try:
             pid = os.fork()
         except OSError:
@@ -1086,33 +1160,56 @@ class _Forked:
                 import pickle
 
                 os.close(read)
-                data = pickle.dumps(fn(), protocol=pickle.HIGHEST_PROTOCOL)
-                with os.fdopen(write, "wb") as out:
-                    out.write(data)
+
+                def send(obj: Any) -> None:
+                    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+                    view = memoryview(struct.pack("Q", len(data)) + data)
+                    while view:
+                        view = view[os.write(write, view) :]
+
+                fn(send, lambda: struct.unpack("d", shared[:8])[0])
                 code = 0
             finally:
                 os._exit(code)
         os.close(write)
-        return cls(pid, read)
+        return cls(pid, read, shared)
 
-    def result(self) -> Any:
-        """The function's value; None if the second process failed (the caller then
-        computes it itself)."""
+    def set_cap(self, value: float) -> None:
+        import struct
+
+        self.shared[:8] = struct.pack("d", value)
+
+    def messages(self, wait: bool = False) -> list[Any]:
+        """The messages that have arrived (with ``wait``, at least one unless the second
+        process has ended); a message cut short by its end is dropped."""
         import os
         import pickle
+        import select
+        import struct
 
-        chunks = []
-        try:
-            while chunk := os.read(self.fd, 1 << 20):
-                chunks.append(chunk)
-        except OSError:
-            return None
-        finally:
-            self.stop()
-        try:
-            return pickle.loads(b"".join(chunks)) if chunks else None
-        except Exception:  # a truncated answer: the process died while sending
-            return None
+        out: list[Any] = []
+        while not self.ended:
+            ready, _, _ = select.select([self.fd], [], [], None if wait and not out else 0)
+            if not ready:
+                break
+            try:
+                chunk = os.read(self.fd, 1 << 20)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self.ended = True
+            self.buf += chunk
+            while len(self.buf) >= 8:
+                size = struct.unpack("Q", self.buf[:8])[0]
+                if len(self.buf) < 8 + size:
+                    break
+                out.append(pickle.loads(self.buf[8 : 8 + size]))
+                self.buf = self.buf[8 + size :]
+            if out and not wait:
+                continue
+            if out:
+                break
+        return out
 
     def stop(self) -> None:
         """End the second process (if still running) and reap it; idempotent."""
@@ -1127,6 +1224,7 @@ class _Forked:
             os.waitpid(self.pid, 0)
             self.pid = 0
             os.close(self.fd)
+            self.shared.close()
 
 
 def _ladder(budget: int, floor: int, store_all: int) -> list[int]:
