@@ -1035,6 +1035,8 @@ def plan_over_separator_tree(
         if options.memlimit:  # off only to test the monotone part on its own
             while forked is not None and not sent and not forked.ended:
                 absorb(wait=True)
+            if forked is not None:
+                forked.stop()  # its other ladder runs are not needed any more
             bare_pass: _Attempt | None = None
             if sent:  # the second process's pass over the bare run (its clean-up stays there)
                 ops, nodes, metrics = sent[0]
