@@ -57,6 +57,10 @@ and replays its steps when the same call recurs on the same state (the (w+2)^dep
 repeats), counting the same work; the decompositions, separator trees, the bare run and
 its clean-up are kept on the graph, so repeated plans of one graph (a search for the
 smallest budget) make them once; plain schedules of many nodes are laid out with numpy.
+A capped run is charged a recomputation as soon as it frees a value that a needed node
+still to come reads. Standalone on ``PARALLEL_NEEDED`` nodes or more, a forked second
+process makes the memory-limit pass over the bare run and then the ladder's lower points
+(docs/algorithms.md §6).
 """
 
 from __future__ import annotations
@@ -112,8 +116,9 @@ LARGE_GRAPH_NODES = 5000
 LARGE_LADDER_POINTS = 1
 #: From this many needed nodes, a standalone run (not inside ``auto``, which already
 #: shares its strategies with a second process, nor in a daemon worker) cleans up the bare
-#: recursion and runs the memory-limit pass over it in a forked second process while this
-#: one runs the budget ladder: the same candidates, both cores at work.
+#: recursion and runs the memory-limit pass over it, then the budget ladder's lower
+#: points, in a forked second process while this one runs the ladder from the top: the
+#: same plan, both cores at work.
 PARALLEL_NEEDED = 500
 
 #: A plain schedule: its order, and the (step, value) releases sorted by step.
@@ -945,7 +950,7 @@ def plan_over_separator_tree(
         forked = _Forked.start(second)
         if forked is not None:
             forked.set_cap(to_beat() * (1 + 1e-9))
-    sent: list[Any] = []  # the second process's clean-up and pass over the bare run
+    sent: list[Any] = []  # the second process's memory-limit pass over the bare run
 
     def absorb(wait: bool = False) -> None:
         """Keep what the second process has sent: ladder runs in ladder_runs (where this
