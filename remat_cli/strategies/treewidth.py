@@ -929,7 +929,8 @@ def plan_over_separator_tree(
         jobs = [(p, e, ev) for p in reversed(points[1:]) for e, ev in variants if e or p >= bare_run.metrics.peak_bytes]
 
         def second(send: Any, cap: Any) -> None:
-            send(("pass", _bare_pass_arrays(graph, cleaned_bare(bare_schedule), budget)[2:]))
+            _, _, ops, nodes, metrics = _bare_pass_arrays(graph, cleaned_bare(bare_schedule), budget)
+            send({"kind": "pass", "metrics": metrics}, ops, nodes)
             for point, eager, evict in jobs:
                 if (id(sep), point, eager, evict) in ladder_runs:
                     continue
@@ -939,11 +940,13 @@ def plan_over_separator_tree(
                         graph, sep, point - graph.fixed_mem, cache=True, eager=eager, evict=evict,
                         max_cost=max_cost, deadline=deadline, memo=memo,
                     )  # fmt: skip
-                    send(("run", point, eager, evict, run.ops, run.nodes, _measure(graph, run), None, None))
+                    job = {"kind": "run", "point": point, "eager": eager, "evict": evict}
+                    send({**job, "metrics": _measure(graph, run)}, run.ops, run.nodes)
                 except RecursionStopped as exc:
                     why = str(exc)
                     if why != "time limit":
-                        send(("run", point, eager, evict, None, None, None, max_cost if why == "cannot win" else None, why))
+                        job = {"kind": "run", "point": point, "eager": eager, "evict": evict, "why": why}
+                        send({**job, "cap": max_cost if why == "cannot win" else None})
                 except RecursionBug:
                     continue  # this process meets it again and counts it
 
@@ -957,20 +960,20 @@ def plan_over_separator_tree(
         process has none for the key), the bare run's pass in ``sent``."""
         if forked is None:
             return
-        for msg in forked.messages(wait):
-            if msg[0] == "pass":
-                sent.append(msg[1])
+        for msg, schedule in forked.messages(wait):
+            metrics = None if msg.get("metrics") is None else Metrics(**msg["metrics"])
+            if msg["kind"] == "pass":
+                sent.append(_Attempt(schedule, metrics, _BARE_PASS))
                 continue
-            _, point, eager, evict, ops, nodes, metrics, cap, why = msg
-            key = (id(sep), point, eager, evict)
+            key = (id(sep), msg["point"], msg["eager"], msg["evict"])
             if key in ladder_runs:
                 continue
             if len(ladder_runs) >= 64:  # bounded, as ladder_attempt keeps it
                 ladder_runs.clear()
-            if ops is not None:
-                ladder_runs[key] = (sep, _Attempt(Schedule(ops, nodes), metrics, "second process"), None, None)
+            if schedule is not None:
+                ladder_runs[key] = (sep, _Attempt(schedule, metrics, "second process"), None, None)
             else:
-                ladder_runs[key] = (sep, None, cap, why)
+                ladder_runs[key] = (sep, None, msg["cap"], msg["why"])
 
     try:
         discarded = 0
@@ -1042,10 +1045,7 @@ def plan_over_separator_tree(
                 absorb(wait=True)
             if forked is not None:
                 forked.stop()  # its other ladder runs are not needed any more
-            bare_pass: _Attempt | None = None
-            if sent:  # the second process's pass over the bare run (its clean-up stays there)
-                ops, nodes, metrics = sent[0]
-                bare_pass = _Attempt(Schedule(ops, nodes), metrics, _BARE_PASS)
+            bare_pass: _Attempt | None = sent[0] if sent else None  # (its clean-up stays there)
             clean = None if bare_run is None or bare_pass is not None else cleaned_bare(bare_run.schedule)
             candidates.extend(_memlimit_candidates(graph, candidates, clean, budget, bare_pass))
     finally:
@@ -1121,8 +1121,8 @@ def _bare_pass_arrays(graph: Graph, clean: Schedule, budget: int) -> tuple[Any, 
 
 
 class _Forked:
-    """A forked second process (``os.fork``) that sends messages back, each pickled and
-    length-prefixed through a pipe, and reads a shared number (the cost cap this process
+    """A forked second process (``os.fork``) that sends messages back through a pipe (each
+    a JSON header, then a schedule's two arrays as raw bytes), and reads a shared number (the cost cap this process
     runs its ladder under) from an anonymous shared page. :meth:`start` returns None where
     that does not pay or is not allowed: one core, no fork, a daemon worker (``remat
     batch``), or a process that already runs another one (``auto``'s)."""
@@ -1134,8 +1134,10 @@ class _Forked:
 
     @classmethod
     def start(cls, fn: Any) -> _Forked | None:
-        """Run ``fn(send, cap)`` in a second process: ``send(obj)`` sends a message back,
-        ``cap()`` reads the number :meth:`set_cap` last wrote."""
+        """Run ``fn(send, cap)`` in a second process: ``send(header, ops, nodes)`` sends a
+        message back (``header`` a dict of plain values and dataclasses; ``ops`` and
+        ``nodes`` a schedule's arrays, or none), ``cap()`` reads the number
+        :meth:`set_cap` last wrote."""
         import mmap
         import os
         import struct
@@ -1164,13 +1166,23 @@ class _Forked:
         if pid == 0:  # the second process: compute, send, end without any clean-up
             code = 1
             try:
-                import pickle
+                import dataclasses
+                import json
 
                 os.close(read)
 
-                def send(obj: Any) -> None:
-                    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-                    view = memoryview(struct.pack("Q", len(data)) + data)
+                def plain(value: Any) -> Any:
+                    return dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value.item()
+
+                def send(header: dict[str, Any], ops: Any = None, nodes: Any = None) -> None:
+                    steps = -1 if ops is None else len(ops)
+                    head = json.dumps({**header, "steps": steps}, default=plain).encode()
+                    body = (
+                        b""
+                        if ops is None
+                        else np.ascontiguousarray(ops, np.int8).tobytes() + np.ascontiguousarray(nodes, np.int32).tobytes()
+                    )
+                    view = memoryview(struct.pack("QQ", len(head), len(body)) + head + body)
                     while view:
                         view = view[os.write(write, view) :]
 
@@ -1186,15 +1198,15 @@ class _Forked:
 
         self.shared[:8] = struct.pack("d", value)
 
-    def messages(self, wait: bool = False) -> list[Any]:
-        """The messages that have arrived (with ``wait``, at least one unless the second
-        process has ended); a message cut short by its end is dropped."""
+    def messages(self, wait: bool = False) -> list[tuple[dict[str, Any], Schedule | None]]:
+        """The messages that have arrived, as (header, schedule or None) (with ``wait``, at
+        least one unless the second process has ended); a message cut short is dropped."""
+        import json
         import os
-        import pickle
         import select
         import struct
 
-        out: list[Any] = []
+        out: list[tuple[dict[str, Any], Schedule | None]] = []
         while not self.ended:
             ready, _, _ = select.select([self.fd], [], [], None if wait and not out else 0)
             if not ready:
@@ -1206,12 +1218,20 @@ class _Forked:
             if not chunk:
                 self.ended = True
             self.buf += chunk
-            while len(self.buf) >= 8:
-                size = struct.unpack("Q", self.buf[:8])[0]
-                if len(self.buf) < 8 + size:
+            while len(self.buf) >= 16:
+                head, body = struct.unpack("QQ", self.buf[:16])
+                if len(self.buf) < 16 + head + body:
                     break
-                out.append(pickle.loads(self.buf[8 : 8 + size]))
-                self.buf = self.buf[8 + size :]
+                header = json.loads(self.buf[16 : 16 + head])
+                steps = header.pop("steps")
+                schedule = None
+                if steps >= 0:
+                    raw = self.buf[16 + head : 16 + head + body]
+                    ops = np.frombuffer(raw, np.int8, steps).copy()
+                    nodes = np.frombuffer(raw, np.int32, steps, offset=steps).copy()
+                    schedule = Schedule(ops, nodes)
+                out.append((header, schedule))
+                self.buf = self.buf[16 + head + body :]
             if out and not wait:
                 continue
             if out:
