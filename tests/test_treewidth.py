@@ -456,3 +456,260 @@ def test_runs_kept_on_the_graph_change_no_plan(kind: str, n: int, seed: int) -> 
                 except NoPlanError as exc:
                     got.append(exc.min_budget)
             assert got[0] == got[1], (name, ratio)
+
+
+# ---------------------------------------------------------------------- ladder cost caps
+def _spy_runs(log: list[dict]):
+    """A stand-in for ``recursive_schedule`` that records each run's options, its cap and
+    its outcome (the simulator's metrics, or why it stopped)."""
+    import remat_cli.strategies.treewidth as T
+
+    real = T.recursive_schedule
+
+    def spy(graph, sep, limit=None, **kw):
+        entry = {"limit": limit, "cache": kw.get("cache", False), "eager": kw.get("eager", False)}
+        entry["cap"] = kw.get("max_cost", float("inf"))
+        log.append(entry)
+        try:
+            schedule, within = real(graph, sep, limit, **kw)
+        except RecursionStopped as exc:
+            entry["stopped"] = str(exc)
+            raise
+        entry["metrics"] = simulate(graph, schedule).metrics
+        return schedule, within
+
+    return spy
+
+
+def _uncapped(graph, sep, limit=None, **kw):
+    """``recursive_schedule`` with every cost cap lifted: each run goes to its end."""
+    import remat_cli.strategies.treewidth as T
+
+    kw.pop("max_cost", None)
+    return T._real_recursive_schedule(graph, sep, limit, **kw)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graphs, st.integers(0, 1000), st.sampled_from([0.3, 0.5, 0.7]))
+def test_ladder_cost_caps_change_no_plan(g: Graph, seed: int, ratio: float) -> None:
+    """Every ladder run is capped at the best fitting cost so far, the prefetch runs too
+    (whose fit decides whether the cache-only run is a candidate): the plan, with and
+    without the memory-limit pass, is step for step the plan of runs that all go to their
+    end (a fresh copy of the graph each time: no runs kept from the other)."""
+    import remat_cli.strategies.treewidth as T
+
+    def build() -> Graph:
+        return _weighted(g, seed) if seed % 2 else g.with_arrays(name=g.name + "-copy")
+
+    budget = max(g.lb, int(ratio * store_all_peak(g)))
+    for name in STRATS:
+        for memlimit in (False, True):
+            got = []
+            for capped in (True, False):
+                if not capped:
+                    T._real_recursive_schedule = T.recursive_schedule
+                    T.recursive_schedule = _uncapped
+                try:
+                    graph = build()
+                    res = get_strategy(name).run(graph, max(graph.lb, int(ratio * store_all_peak(graph))), {"memlimit": memlimit})
+                    got.append((res.schedule.ops.tolist(), res.schedule.nodes.tolist()))
+                except NoPlanError as exc:
+                    got.append(exc.min_budget)
+                finally:
+                    if not capped:
+                        T.recursive_schedule = T._real_recursive_schedule
+                        del T._real_recursive_schedule
+            assert got[0] == got[1], (name, memlimit, budget)
+
+
+def test_ladder_prefetch_runs_are_capped(monkeypatch) -> None:
+    """Once a fitting plan exists, no ladder run goes past its cost: a prefetch run is
+    redone uncapped (to learn whether it fits its point) only right after a cache-only
+    run at the same point finished under its cap (old code ran the first prefetch run of
+    every point uncapped)."""
+    import remat_cli.strategies.treewidth as T
+
+    rng = np.random.default_rng(3)
+    fwd = G.skip_chain(60, skip=3, mem=rng.integers(1, 9, 60), cost=rng.integers(1, 9, 60).astype(float))
+    g = checkmate_training_graph(fwd)
+    budget = int(0.5 * store_all_peak(g))
+    log: list[dict] = []
+    monkeypatch.setattr(T, "recursive_schedule", _spy_runs(log))
+    for name in STRATS:
+        log.clear()
+        plan = make_plan(g.with_arrays(name=f"copy-{name}"), name, budget)
+        assert plan.metrics.peak_bytes <= budget
+        first = log[0]  # the budgeted recursion at the budget, uncached
+        assert not first["cache"] and first["metrics"].peak_bytes <= budget - g.fixed_mem
+        ladder = [e for e in log if e["cache"]]
+        assert len(ladder) >= 4 and any(e.get("stopped") == "cannot win" for e in ladder)
+        for i, e in enumerate(ladder):
+            if e["cap"] == float("inf"):
+                j = i - 1  # past the other prefetch runs redone at this point
+                while j >= 0 and ladder[j]["eager"] and ladder[j]["cap"] == float("inf") and ladder[j]["limit"] == e["limit"]:
+                    j -= 1
+                prev = ladder[j] if j >= 0 else None
+                assert prev is not None and not prev["eager"] and prev["limit"] == e["limit"] and "metrics" in prev, (name, i)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graphs, st.integers(0, 1000), st.floats(0.2, 0.9), st.floats(0.0, 1.0), st.booleans())
+def test_cost_cap_stops_exactly_the_runs_that_cost_more(g: Graph, seed: int, ratio: float, where: float, eager: bool) -> None:
+    """A capped budgeted run (recomputations charged when a value still to be read is
+    freed) finishes exactly when its uncapped run costs at most the cap, with the same
+    schedule step for step."""
+    g = _weighted(g, seed)
+    sep = _sep_trees(g)["treewidth"]
+    limit = max(0, int(ratio * store_all_peak(g)) - g.fixed_mem)
+    kw = {"cache": True, "eager": eager, "evict": "cheap" if seed % 3 else "recent"}
+    try:
+        full, _ = recursive_schedule(g, sep, limit, **kw)
+    except RecursionStopped:
+        return
+    cost = require_valid(g, full).cost
+    base = float(g.cost[g.needed].sum())
+    cap = base + where * (cost - base) * 1.2
+    try:
+        capped, _ = recursive_schedule(g, sep, limit, max_cost=cap, **kw)
+    except RecursionStopped as exc:
+        assert str(exc) == "cannot win" and cost > cap, (cost, cap)
+        return
+    assert cost <= cap * (1 + 1e-12)
+    assert capped.ops.tolist() == full.ops.tolist() and capped.nodes.tolist() == full.nodes.tolist()
+
+
+def test_cost_cap_charges_a_recomputation_at_the_free(monkeypatch) -> None:
+    """A run capped at the base cost stops as soon as it frees a value that a needed node
+    still to be computed reads (that value must be computed again), before the first
+    recomputation (old code stopped only at the recomputation itself)."""
+    import remat_cli.strategies.treewidth as T
+
+    g = checkmate_training_graph(G.chain(40))
+    sep = _sep_trees(g)["treewidth"]
+    limit = int(0.3 * store_all_peak(g)) - g.fixed_mem
+    full, _ = recursive_schedule(g, sep, limit, cache=True, eager=True)
+    seen = np.zeros(g.n, dtype=bool)
+    first_again = None
+    for k, (op, v) in enumerate(zip(full.ops.tolist(), full.nodes.tolist())):
+        if op == 0:  # COMPUTE
+            if seen[v]:
+                first_again = k
+                break
+            seen[v] = True
+    assert first_again is not None  # the run recomputes
+    runs: list = []
+    real_init = T._Recursion.__init__
+
+    def spy_init(self, *a, **kw):
+        real_init(self, *a, **kw)
+        runs.append(self)
+
+    monkeypatch.setattr(T._Recursion, "__init__", spy_init)
+    with pytest.raises(RecursionStopped, match="cannot win"):
+        recursive_schedule(g, sep, limit, cache=True, eager=True, max_cost=float(g.cost[g.needed].sum()))
+    stopped_at = len(runs[0].ops)
+    assert stopped_at < first_again and runs[0].ops[-1] == 1  # it stopped at a free
+
+
+# ---------------------------------------------------------------------- second process
+def _plans(g: Graph, budget: int) -> list:
+    out = []
+    for name in STRATS:
+        try:
+            plan = make_plan(g.with_arrays(name=g.name + "-fresh"), name, budget)
+            out.append((plan.schedule.ops.tolist(), plan.schedule.nodes.tolist(), plan.metrics.peak_bytes, plan.info["mode"]))
+        except NoPlanError as exc:
+            out.append(exc.min_budget)
+    return out
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graphs, st.integers(0, 1000), st.sampled_from([0.3, 0.5, 0.8]))
+def test_bare_pass_in_a_second_process_changes_no_plan(g: Graph, seed: int, ratio: float) -> None:
+    """The memory-limit pass over the bare run made in a forked second process (every
+    graph here: the size threshold lowered to 0) gives the plan made in one process."""
+    import remat_cli.strategies.treewidth as T
+
+    g = _weighted(g, seed)
+    budget = max(g.lb, int(ratio * store_all_peak(g)))
+    saved = T.PARALLEL_NEEDED
+    try:
+        T.PARALLEL_NEEDED = 0
+        forked = _plans(g, budget)
+        T.PARALLEL_NEEDED = 10**12
+        alone = _plans(g, budget)
+    finally:
+        T.PARALLEL_NEEDED = saved
+    assert forked == alone
+
+
+def test_bare_pass_runs_in_a_second_process(monkeypatch, tmp_path) -> None:
+    """Standalone, the bare run's clean-up and memory-limit pass run in a forked process
+    (the pid that ran it is not this one) and the plan is the one-process plan; if that
+    process fails, this one makes the pass itself (same plan)."""
+    import os
+
+    import remat_cli.strategies.treewidth as T
+
+    g = checkmate_training_graph(G.skip_chain(40, skip=3))
+    budget = int(0.4 * store_all_peak(g))
+    monkeypatch.setattr(T, "PARALLEL_NEEDED", 10**12)
+    alone = _plans(g, budget)
+    monkeypatch.setattr(T, "PARALLEL_NEEDED", 0)
+    pids = tmp_path / "pids"
+    real = T._bare_pass_arrays
+
+    def spy(*a, **kw):
+        with open(pids, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        return real(*a, **kw)
+
+    monkeypatch.setattr(T, "_bare_pass_arrays", spy)
+    assert _plans(g, budget) == alone
+    ran = pids.read_text().split()
+    assert len(ran) == len(STRATS) and str(os.getpid()) not in ran
+
+    def broken(*a, **kw):
+        raise RuntimeError("the second process fails")
+
+    monkeypatch.setattr(T, "_bare_pass_arrays", broken)
+    assert _plans(g, budget) == alone
+
+
+def test_second_process_runs_lower_ladder_points(monkeypatch, tmp_path) -> None:
+    """The second process, once it has sent the bare run's pass, runs the ladder's lower
+    points (lowest first) and this process takes their outcomes as kept runs: here it
+    waits for one of them before its own ladder runs; the plan is the one-process plan."""
+    import os
+    import time
+
+    import remat_cli.strategies.treewidth as T
+
+    rng = np.random.default_rng(5)
+    fwd = G.skip_chain(50, skip=3, mem=rng.integers(1, 9, 50), cost=rng.integers(1, 9, 50).astype(float))
+    g = checkmate_training_graph(fwd)
+    budget = int(0.6 * store_all_peak(g))
+    monkeypatch.setattr(T, "PARALLEL_NEEDED", 10**12)
+    alone = _plans(g, budget)
+    monkeypatch.setattr(T, "PARALLEL_NEEDED", 0)
+    log = tmp_path / "runs"
+    log.write_text("")
+    me = os.getpid()
+    real = T.recursive_schedule
+    waits: list[int] = []
+
+    def spy(graph, sep, limit=None, **kw):
+        if kw.get("cache") and os.getpid() != me:
+            with open(log, "a") as f:
+                f.write(f"{os.getpid()}\n")
+        elif kw.get("cache") and not waits:  # once, for at most 20 s
+            waits.append(1)
+            for _ in range(2000):
+                if log.read_text():
+                    break
+                time.sleep(0.01)
+        return real(graph, sep, limit, **kw)
+
+    monkeypatch.setattr(T, "recursive_schedule", spy)
+    assert _plans(g, budget) == alone
+    assert log.read_text().split() and str(me) not in log.read_text().split()

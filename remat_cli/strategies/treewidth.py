@@ -57,6 +57,10 @@ and replays its steps when the same call recurs on the same state (the (w+2)^dep
 repeats), counting the same work; the decompositions, separator trees, the bare run and
 its clean-up are kept on the graph, so repeated plans of one graph (a search for the
 smallest budget) make them once; plain schedules of many nodes are laid out with numpy.
+A capped run is charged a recomputation as soon as it frees a value that a needed node
+still to come reads. Standalone on ``PARALLEL_NEEDED`` nodes or more, a forked second
+process makes the memory-limit pass over the bare run and then the ladder's lower points
+(docs/algorithms.md §6).
 """
 
 from __future__ import annotations
@@ -110,6 +114,12 @@ PLAIN_VECTOR_MIN = 256
 #: memory-limit pass over it. The plan's info says which.
 LARGE_GRAPH_NODES = 5000
 LARGE_LADDER_POINTS = 1
+#: From this many needed nodes, a standalone run (not inside ``auto``, which already
+#: shares its strategies with a second process, nor in a daemon worker) cleans up the bare
+#: recursion and runs the memory-limit pass over it, then the budget ladder's lower
+#: points, in a forked second process while this one runs the ladder from the top: the
+#: same plan, both cores at work.
+PARALLEL_NEEDED = 500
 
 #: A plain schedule: its order, and the (step, value) releases sorted by step.
 _PlainPlan = tuple[list[int], list[int], list[int]]
@@ -172,6 +182,12 @@ def recursive_schedule(
     # recomputations alone exceed max_cost − base cost cannot win: stop it as soon as they do
     planner.cost_left = max_cost - float(graph.cost[graph.needed].sum()) if max_cost < math.inf else math.inf
     planner.needed = graph.needed.tolist()
+    if planner.cost_left < math.inf:
+        # a value freed while a needed node that reads it is still to be computed for the
+        # first time must be computed again: its recomputation is charged at the free
+        readers = np.repeat(np.arange(graph.n, dtype=np.int64), np.diff(graph.pred_ptr))
+        planner.pending = np.bincount(graph.pred_idx[graph.needed[readers]], minlength=graph.n).tolist()
+        planner.owed = [False] * graph.n
     planner.memo = memo
     if replay and limit is None and planner.cost_left == math.inf:
         planner.replay = {}
@@ -240,6 +256,10 @@ class _Recursion:
         self.costs = cost
         self.cost_left = math.inf  # RecursionStopped("cannot win") once spent below 0
         self.needed = [True] * n  # first computes of needed nodes are prepaid in cost_left
+        # with a cost cap: per value, its needed readers not yet computed once (None: not
+        # tracked), and whether its next computation is prepaid in cost_left (owed)
+        self.pending: list[int] | None = None
+        self.owed: list[bool] = []
         self.memo: dict[Any, Any] | None = None  # plain orders shared by the runs of one call
         self.memo_cap = max(20 * n, 500_000)  # node ids stored in the memo at most
 
@@ -255,10 +275,16 @@ class _Recursion:
     # -------------------------------------------------------------- memory primitives
     def compute(self, v: int) -> None:
         self.spend(1)
-        if self.done[v] or not self.needed[v]:
+        pending = self.pending
+        if pending is not None and self.owed[v]:
+            self.owed[v] = False  # charged when it was freed
+        elif self.done[v] or not self.needed[v]:
             self.cost_left -= self.costs[v]
         if self.cost_left < 0:
             raise RecursionStopped("cannot win")
+        if pending is not None and not self.done[v] and self.needed[v]:
+            for u in self.preds[v]:
+                pending[u] -= 1
         need = self.mem[v] + self.ws[v]
         if self.cur + need > self.limit:
             self._evict(need)
@@ -302,6 +328,14 @@ class _Recursion:
         self.nodes.append(u)
         self.resident[u] = False
         self.cur -= self.mem[u]
+        pending = self.pending
+        if pending is not None and pending[u] > 0:
+            # a needed reader of u is still to come: u is computed again before it, a
+            # recomputation every schedule from here pays (charged once, now)
+            self.owed[u] = True
+            self.cost_left -= self.costs[u]
+            if self.cost_left < 0:
+                raise RecursionStopped("cannot win")
 
     def _evict(self, need: int) -> None:
         cache = self.cache
@@ -869,55 +903,154 @@ def plan_over_separator_tree(
     if bare_run is not None:
         info["bare peak (bytes)"] = bare_run.metrics.peak_bytes
         candidates.append(bare_run)
-    discarded = 0
+    points: list[int] = []
+    variants: tuple[tuple[bool, str], ...] = ((True, "recent"), (True, "cheap"), (False, "recent"))
     if options.cache and not too_wide:
         floor = graph.lb if bare is None else max(graph.lb, int(0.8 * bare.peak_bytes))
         points = _ladder(budget, floor, sa.peak_bytes)
-        variants = ((True, "recent"), (True, "cheap"), (False, "recent"))
-        if len(points) > LARGE_LADDER_POINTS and int(np.count_nonzero(graph.needed)) >= LARGE_GRAPH_NODES:
+        if len(points) > LARGE_LADDER_POINTS and needed >= LARGE_GRAPH_NODES:
             info["budget ladder"] = Phrase(
                 "{} of {} points, prefetch with recent-first eviction only: a graph of {} needed nodes or more",
                 (LARGE_LADDER_POINTS, len(points), LARGE_GRAPH_NODES),
             )
             points = points[:LARGE_LADDER_POINTS]
             variants = ((True, "recent"), (False, "recent"))  # cheap-first eviction left out too
-        for point in points:
-            if min((c.metrics.cost for c in candidates if c.metrics.peak_bytes <= budget), default=math.inf) <= sa.base_cost:
-                break  # nothing can be cheaper than computing each node once
-            if deadline is not None and time.perf_counter() > deadline:
-                stopped.append(Phrase("{} ({})", ("the rest of the budget ladder", "time limit")))
-                break
-            fitted = False
-            for eager, evict in variants:
-                if not eager and (fitted or (bare is not None and point < bare.peak_bytes)):
-                    break  # the cache-only run only where no prefetch run fits the point
-                label = Phrase(
-                    "budgeted recursion with cache ({} evicted first){} at {}",
-                    (evict, " and prefetch" if eager else "", Fact(point, "bytes")),
-                )
-                # a run costlier than the best fitting plan so far cannot win: stop it there,
-                # unless whether it fits the point decides if the cache-only run follows
-                to_beat = math.inf
-                if fitted or not eager:
-                    to_beat = min((c.metrics.cost for c in candidates if c.metrics.peak_bytes <= budget), default=math.inf)
+
+    def to_beat() -> float:
+        return min((c.metrics.cost for c in candidates if c.metrics.peak_bytes <= budget), default=math.inf)
+
+    forked: _Forked | None = None
+    if options.memlimit and bare_run is not None and context.parallel and needed >= PARALLEL_NEEDED:
+        bare_schedule = bare_run.schedule
+        # the ladder runs of the lower points, lowest first, while this process works down
+        # from the top: each one's outcome lands in ladder_runs, as if it had run here
+        # (the cache-only run too, where the point is not below the bare peak: it runs here
+        # where no prefetch run fits the point)
+        jobs = [(p, e, ev) for p in reversed(points[1:]) for e, ev in variants if e or p >= bare_run.metrics.peak_bytes]
+
+        def second(send: Any, cap: Any) -> None:
+            _, _, ops, nodes, metrics = _bare_pass_arrays(graph, cleaned_bare(bare_schedule), budget)
+            send({"kind": "pass", "metrics": metrics}, ops, nodes)
+            for point, eager, evict in jobs:
+                if (id(sep), point, eager, evict) in ladder_runs:
+                    continue
+                max_cost = cap()
                 try:
-                    run = ladder_attempt(label, point, eager, evict, to_beat * (1 + 1e-9))
-                except RecursionBug:  # an internal error in a refinement: never let it
-                    discarded += 1  # cost a plan; the tests require this to stay 0
-                    continue
-                if run is None:
-                    continue
-                candidates.append(run)
-                fitted = fitted or run.metrics.peak_bytes <= point
-    if pruned[0]:
-        info["runs stopped once costlier than the best"] = pruned[0]
-    if stopped:
-        shown = stopped[:3]
-        more = "; …" if len(stopped) > 3 else ""
-        info["stopped runs"] = Phrase("{}: " + "; ".join("{}" for _ in shown) + more, (len(stopped), *shown))
-    if options.memlimit:  # off only to test the monotone part on its own
-        clean = None if bare_run is None else cleaned_bare(bare_run.schedule)
-        candidates.extend(_memlimit_candidates(graph, candidates, clean, budget))
+                    run, _ = recursive_schedule(
+                        graph, sep, point - graph.fixed_mem, cache=True, eager=eager, evict=evict,
+                        max_cost=max_cost, deadline=deadline, memo=memo,
+                    )  # fmt: skip
+                    job = {"kind": "run", "point": point, "eager": eager, "evict": evict}
+                    send({**job, "metrics": _measure(graph, run)}, run.ops, run.nodes)
+                except RecursionStopped as exc:
+                    why = str(exc)
+                    if why != "time limit":
+                        job = {"kind": "run", "point": point, "eager": eager, "evict": evict, "why": why}
+                        send({**job, "cap": max_cost if why == "cannot win" else None})
+                except RecursionBug:
+                    continue  # this process meets it again and counts it
+
+        forked = _Forked.start(second)
+        if forked is not None:
+            forked.set_cap(to_beat() * (1 + 1e-9))
+    sent: list[Any] = []  # the second process's memory-limit pass over the bare run
+
+    def absorb(wait: bool = False) -> None:
+        """Keep what the second process has sent: ladder runs in ladder_runs (where this
+        process has none for the key), the bare run's pass in ``sent``."""
+        if forked is None:
+            return
+        for msg, schedule in forked.messages(wait):
+            metrics = None if msg.get("metrics") is None else Metrics(**msg["metrics"])
+            if msg["kind"] == "pass":
+                sent.append(_Attempt(schedule, metrics, _BARE_PASS))
+                continue
+            key = (id(sep), msg["point"], msg["eager"], msg["evict"])
+            if key in ladder_runs:
+                continue
+            if len(ladder_runs) >= 64:  # bounded, as ladder_attempt keeps it
+                ladder_runs.clear()
+            if schedule is not None:
+                ladder_runs[key] = (sep, _Attempt(schedule, metrics, "second process"), None, None)
+            else:
+                ladder_runs[key] = (sep, None, msg["cap"], msg["why"])
+
+    try:
+        discarded = 0
+
+        def _fits_point(label: Phrase, point: int, eager: bool, evict: str) -> bool:
+            """Whether a ladder run stopped under a cost cap fits its point: redone uncapped
+            (a candidate then, as it would have been uncapped; costlier than the best)."""
+            nonlocal discarded
+            absorb()
+            try:
+                run = ladder_attempt(label, point, eager, evict, math.inf)
+            except RecursionBug:
+                discarded += 1
+                return False
+            if run is None:
+                return False
+            candidates.append(run)
+            return run.metrics.peak_bytes <= point
+
+        if points:
+            for point in points:
+                if to_beat() <= sa.base_cost:
+                    break  # nothing can be cheaper than computing each node once
+                if deadline is not None and time.perf_counter() > deadline:
+                    stopped.append(Phrase("{} ({})", ("the rest of the budget ladder", "time limit")))
+                    break
+                fitted = False
+                # every run is capped at the best fitting cost so far (a costlier run cannot
+                # win); a capped prefetch run that stops leaves unknown whether it fits its
+                # point, which decides only whether the cache-only run is a candidate: that is
+                # settled (the stopped runs redone uncapped) only if the cache-only run finishes
+                # under its cap, so the candidates that can win are those of uncapped runs
+                unknown: list[tuple[Phrase, bool, str]] = []
+                for eager, evict in variants:
+                    if not eager and (fitted or (bare is not None and point < bare.peak_bytes)):
+                        break  # the cache-only run only where no prefetch run fits the point
+                    label = Phrase(
+                        "budgeted recursion with cache ({} evicted first){} at {}",
+                        (evict, " and prefetch" if eager else "", Fact(point, "bytes")),
+                    )
+                    cap = to_beat() * (1 + 1e-9)
+                    was_pruned = pruned[0]
+                    if forked is not None:
+                        forked.set_cap(cap)
+                        absorb()
+                    try:
+                        run = ladder_attempt(label, point, eager, evict, cap)
+                    except RecursionBug:  # an internal error in a refinement: never let it
+                        discarded += 1  # cost a plan; the tests require this to stay 0
+                        continue
+                    if run is None:
+                        if eager and pruned[0] > was_pruned:
+                            unknown.append((label, eager, evict))
+                        continue
+                    if not eager and unknown:
+                        fitted = any(_fits_point(lab, point, e, ev) for lab, e, ev in unknown)
+                        if fitted:
+                            break  # a prefetch run fits the point: no cache-only run here
+                    candidates.append(run)
+                    fitted = fitted or run.metrics.peak_bytes <= point
+        if pruned[0]:
+            info["runs stopped once costlier than the best"] = pruned[0]
+        if stopped:
+            shown = stopped[:3]
+            more = "; …" if len(stopped) > 3 else ""
+            info["stopped runs"] = Phrase("{}: " + "; ".join("{}" for _ in shown) + more, (len(stopped), *shown))
+        if options.memlimit:  # off only to test the monotone part on its own
+            while forked is not None and not sent and not forked.ended:
+                absorb(wait=True)
+            if forked is not None:
+                forked.stop()  # its other ladder runs are not needed any more
+            bare_pass: _Attempt | None = sent[0] if sent else None  # (its clean-up stays there)
+            clean = None if bare_run is None or bare_pass is not None else cleaned_bare(bare_run.schedule)
+            candidates.extend(_memlimit_candidates(graph, candidates, clean, budget, bare_pass))
+    finally:
+        if forked is not None:
+            forked.stop()
     fitting = [c for c in candidates if c.metrics.peak_bytes <= budget]
     if not fitting:
         if bare_run is None:
@@ -945,17 +1078,21 @@ def plan_over_separator_tree(
     return _result(graph, best.schedule, best.metrics, info, started)
 
 
-def _memlimit_candidates(graph: Graph, candidates: list[_Attempt], bare: Schedule | None, budget: int) -> list[_Attempt]:
+def _memlimit_candidates(
+    graph: Graph, candidates: list[_Attempt], bare: Schedule | None, budget: int, bare_pass: _Attempt | None = None
+) -> list[_Attempt]:
     """twremat's memory-limit pass (:mod:`remat_cli.strategies.evict`) at ``budget`` over the
     bare recursion (what the paper's reference code returns, already cleaned up; None when
-    it stopped at a limit) and over the cheapest candidate that fits (the pass never raises
-    a fitting schedule's cost or peak)."""
+    it stopped at a limit; ``bare_pass``: that pass made already, by :func:`_bare_pass`)
+    and over the cheapest candidate that fits (the pass never raises a fitting schedule's
+    cost or peak)."""
     from remat_cli.strategies.evict import memlimit_pass
 
     out = []
-    if bare is not None:
-        s = memlimit_pass(graph, bare, budget, cleaned=True)
-        out.append(_Attempt(s, _measure(graph, s), "bare recursion + memory-limit pass (twremat)"))
+    if bare_pass is not None:
+        out.append(bare_pass)
+    elif bare is not None:
+        out.append(_bare_pass(graph, bare, budget)[1])
     fitting = [c for c in candidates if c.metrics.peak_bytes <= budget]
     if fitting:
         best = min(fitting, key=lambda c: (c.metrics.cost, c.metrics.peak_bytes))
@@ -963,6 +1100,158 @@ def _memlimit_candidates(graph: Graph, candidates: list[_Attempt], bare: Schedul
             polished = memlimit_pass(graph, best.schedule, budget)
             out.append(_Attempt(polished, _measure(graph, polished), Phrase("{} + memory-limit pass", (best.label,))))
     return out
+
+
+def _bare_pass(graph: Graph, clean: Schedule, budget: int) -> tuple[Schedule, _Attempt]:
+    """The bare recursion cleaned up (``clean``) and twremat's memory-limit pass over it at
+    ``budget``, measured: what :func:`_memlimit_candidates` adds for the bare run."""
+    from remat_cli.strategies.evict import memlimit_pass
+
+    s = memlimit_pass(graph, clean, budget, cleaned=True)
+    return clean, _Attempt(s, _measure(graph, s), _BARE_PASS)
+
+
+_BARE_PASS = "bare recursion + memory-limit pass (twremat)"
+
+
+def _bare_pass_arrays(graph: Graph, clean: Schedule, budget: int) -> tuple[Any, ...]:
+    """:func:`_bare_pass` as plain arrays and metrics, as the second process sends it back."""
+    _, run = _bare_pass(graph, clean, budget)
+    return clean.ops, clean.nodes, run.schedule.ops, run.schedule.nodes, run.metrics
+
+
+class _Forked:
+    """A forked second process (``os.fork``) that sends messages back through a pipe (each
+    a JSON header, then a schedule's two arrays as raw bytes), and reads a shared number (the cost cap this process
+    runs its ladder under) from an anonymous shared page. :meth:`start` returns None where
+    that does not pay or is not allowed: one core, no fork, a daemon worker (``remat
+    batch``), or a process that already runs another one (``auto``'s)."""
+
+    def __init__(self, pid: int, fd: int, shared: Any) -> None:
+        self.pid, self.fd, self.shared = pid, fd, shared
+        self.buf = b""
+        self.ended = False  # the pipe reached its end
+
+    @classmethod
+    def start(cls, fn: Any) -> _Forked | None:
+        """Run ``fn(send, cap)`` in a second process: ``send(header, ops, nodes)`` sends a
+        message back (``header`` a dict of plain values and dataclasses; ``ops`` and
+        ``nodes`` a schedule's arrays, or none), ``cap()`` reads the number
+        :meth:`set_cap` last wrote."""
+        import mmap
+        import os
+        import struct
+        import sys
+
+        mp = sys.modules.get("multiprocessing")  # imported wherever a worker or auto forked
+        if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2:
+            return None
+        if mp is not None and (mp.current_process().daemon or mp.active_children()):
+            return None
+        shared = mmap.mmap(-1, 8)
+        shared[:8] = struct.pack("d", math.inf)
+        read, write = os.pipe()
+        try:  # room for a ladder run's schedule in the pipe (Linux; best effort)
+            import fcntl
+
+            fcntl.fcntl(write, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
+        except (ImportError, OSError):
+            pass
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(read)
+            os.close(write)
+            return None
+        if pid == 0:  # the second process: compute, send, end without any clean-up
+            code = 1
+            try:
+                import dataclasses
+                import json
+
+                os.close(read)
+
+                def plain(value: Any) -> Any:
+                    return dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value.item()
+
+                def send(header: dict[str, Any], ops: Any = None, nodes: Any = None) -> None:
+                    steps = -1 if ops is None else len(ops)
+                    head = json.dumps({**header, "steps": steps}, default=plain).encode()
+                    body = (
+                        b""
+                        if ops is None
+                        else np.ascontiguousarray(ops, np.int8).tobytes() + np.ascontiguousarray(nodes, np.int32).tobytes()
+                    )
+                    view = memoryview(struct.pack("QQ", len(head), len(body)) + head + body)
+                    while view:
+                        view = view[os.write(write, view) :]
+
+                fn(send, lambda: struct.unpack("d", shared[:8])[0])
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write)
+        return cls(pid, read, shared)
+
+    def set_cap(self, value: float) -> None:
+        import struct
+
+        self.shared[:8] = struct.pack("d", value)
+
+    def messages(self, wait: bool = False) -> list[tuple[dict[str, Any], Schedule | None]]:
+        """The messages that have arrived, as (header, schedule or None) (with ``wait``, at
+        least one unless the second process has ended); a message cut short is dropped."""
+        import json
+        import os
+        import select
+        import struct
+
+        out: list[tuple[dict[str, Any], Schedule | None]] = []
+        while not self.ended:
+            ready, _, _ = select.select([self.fd], [], [], None if wait and not out else 0)
+            if not ready:
+                break
+            try:
+                chunk = os.read(self.fd, 1 << 20)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self.ended = True
+            self.buf += chunk
+            while len(self.buf) >= 16:
+                head, body = struct.unpack("QQ", self.buf[:16])
+                if len(self.buf) < 16 + head + body:
+                    break
+                header = json.loads(self.buf[16 : 16 + head])
+                steps = header.pop("steps")
+                schedule = None
+                if steps >= 0:
+                    raw = self.buf[16 + head : 16 + head + body]
+                    ops = np.frombuffer(raw, np.int8, steps).copy()
+                    nodes = np.frombuffer(raw, np.int32, steps, offset=steps).copy()
+                    schedule = Schedule(ops, nodes)
+                out.append((header, schedule))
+                self.buf = self.buf[16 + head + body :]
+            if out and not wait:
+                continue
+            if out:
+                break
+        return out
+
+    def stop(self) -> None:
+        """End the second process (if still running) and reap it; idempotent."""
+        import os
+        import signal
+
+        if self.pid:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            os.waitpid(self.pid, 0)
+            self.pid = 0
+            os.close(self.fd)
+            self.shared.close()
 
 
 def _ladder(budget: int, floor: int, store_all: int) -> list[int]:
