@@ -25,3 +25,13 @@ def forward_graph(kind: str, n: int, seed: int, *, grid_rows: int = 3, p: float 
 def training_graph(kind: str, n: int, seed: int, *, grid_rows: int = 3, p: float = 0.3) -> Graph:
     """The training graph of :func:`forward_graph`."""
     return checkmate_training_graph(forward_graph(kind, n, seed, grid_rows=grid_rows, p=p))
+
+
+def tiny_training_graph(n: int, seed: int) -> Graph:
+    """A training graph of at most 10 nodes (brute force's limit): a chain or a random DAG
+    of (n - 1) // 2 forward nodes with random sizes and costs (1–5)."""
+    rng = np.random.default_rng(seed)
+    k = max(1, (n - 1) // 2)
+    fwd = G.random_dag(k, 0.6, seed=seed) if seed % 2 else G.chain(k)
+    fwd = G.from_edges(k, np.stack(fwd.edges(), axis=1), mem=rng.integers(1, 6, k), cost=rng.integers(1, 6, k).astype(float))
+    return checkmate_training_graph(fwd)

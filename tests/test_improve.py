@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from brute_force import optimal_cost
 from conftest import drop_schedule
+from graphgen import tiny_training_graph
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -173,22 +174,13 @@ def test_a_lingering_value_saves_the_recomputation_of_its_ancestors() -> None:
     assert lingering == [0, 1, 2, 3, 1, 2, 4]
 
 
-def _tiny(n: int, seed: int) -> Graph:
-    """A training graph of at most 10 nodes (brute force's limit)."""
-    rng = np.random.default_rng(seed)
-    k = max(1, (n - 1) // 2)
-    fwd = G.random_dag(k, 0.6, seed=seed) if seed % 2 else G.chain(k)
-    fwd = G.from_edges(k, np.stack(fwd.edges(), axis=1), mem=rng.integers(1, 6, k), cost=rng.integers(1, 6, k).astype(float))
-    return checkmate_training_graph(fwd)
-
-
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(3, 10), st.integers(0, 10_000), st.floats(0.0, 1.0))
 def test_tiny_graphs_never_below_the_brute_force_optimum(n: int, seed: int, where: float) -> None:
     """The pass's plans and the optimum agree on what is possible: never cheaper than the
     optimum at the budget (a bug in its memory accounting would show here), and the
     optimum is reached wherever the pass returns the base cost."""
-    g = _tiny(n, seed)
+    g = tiny_training_graph(n, seed)
     plan = _random_plan(g, seed)
     peak = simulate(g, plan).metrics.peak_bytes
     budget = g.lb + int(round(where * (peak - g.lb)))

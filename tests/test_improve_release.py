@@ -16,7 +16,7 @@ import random
 import numpy as np
 from brute_force import optimal_cost
 from conftest import drop_schedule
-from graphgen import training_graph
+from graphgen import tiny_training_graph, training_graph
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -117,21 +117,12 @@ def test_a_release_lets_a_keep_move_fit() -> None:
     assert m.cost == optimal_cost(g, limit) == g.base_cost
 
 
-def _tiny(n: int, seed: int) -> Graph:
-    """A training graph of at most 10 nodes (brute force's limit)."""
-    rng = np.random.default_rng(seed)
-    k = max(1, (n - 1) // 2)
-    fwd = G.random_dag(k, 0.6, seed=seed) if seed % 2 else G.chain(k)
-    fwd = G.from_edges(k, np.stack(fwd.edges(), axis=1), mem=rng.integers(1, 6, k), cost=rng.integers(1, 6, k).astype(float))
-    return checkmate_training_graph(fwd)
-
-
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(3, 10), st.integers(0, 10_000), st.floats(0.0, 1.0))
 def test_tiny_graphs_the_new_moves_never_beat_brute_force(n: int, seed: int, where: float) -> None:
     """A release or a stretch that mis-counted memory would show here as a plan within
     the limit that is cheaper than the optimum."""
-    g = _tiny(n, seed)
+    g = tiny_training_graph(n, seed)
     for seq, limit in _stalled(g, seed, where):
         opt = optimal_cost(g, limit)
         assert opt is not None  # the sequence itself fits

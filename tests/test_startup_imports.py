@@ -114,3 +114,17 @@ def test_an_onnx_plan_imports_no_numpy_ma() -> None:
     mods = _modules_after(["plan", "sample_graphs/resnet18.onnx", "--dim", "batch=8", "-s", "treewidth", "-b", "0.8x", "--format", "json"])
     assert "onnx" in mods and "remat_cli.training" in mods
     assert "numpy.ma" not in mods  # np.median's first call imports it (and inspect, tokenize)
+
+
+def test_plan_with_auto_does_not_import_numpy_ma(tmp_path: Path) -> None:
+    """numpy.ma (about 10 ms, pulled in by np.unique) is needed neither to load a graph file
+    that names its targets nor to plan it with auto."""
+    from remat_cli import generators as G
+    from remat_cli.loaders import remat_json
+    from remat_cli.training import checkmate_training_graph
+
+    text = remat_json.dumps(checkmate_training_graph(G.skip_chain(30, skip=3)))
+    assert '"targets"' in text
+    path = tmp_path / "g.json"
+    path.write_text(text)
+    assert "numpy.ma" not in _modules_after(["plan", str(path), "-s", "auto", "-b", "0.6x", "--format", "json"])
