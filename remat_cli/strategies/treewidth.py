@@ -830,15 +830,20 @@ def plan_over_separator_tree(
                 return None
         was_pruned, was_stopped = pruned[0], len(stopped)
         run = attempt(label, point - graph.fixed_mem, cache=True, eager=eager, evict=evict, max_cost=max_cost)
-        if len(ladder_runs) >= 64:  # bounded: a few searches' worth
-            ladder_runs.clear()
         if run is not None:
-            ladder_runs[key] = (sep, run, None, None)
+            keep_run(key, run, None, None)
         elif pruned[0] > was_pruned:
-            ladder_runs[key] = (sep, None, max_cost, "cannot win")
+            keep_run(key, None, max_cost, "cannot win")
         elif len(stopped) > was_stopped and stopped[-1].args[1] == "work limit":
-            ladder_runs[key] = (sep, None, None, "work limit")
+            keep_run(key, None, None, "work limit")
         return run
+
+    def keep_run(key: tuple, run: _Attempt | None, cap: float | None, why: str | None) -> None:
+        """Keep a ladder run's outcome (a finished run, or why it stopped and under which
+        cap) for the next plan of the graph; bounded: a few searches' worth."""
+        if len(ladder_runs) >= 64:
+            ladder_runs.clear()
+        ladder_runs[key] = (sep, run, cap, why)
 
     # the bare recursion does not depend on the budget: one run per tree, kept on the graph
     # (a search for the smallest budget plans the same graph ten times)
@@ -929,7 +934,7 @@ def plan_over_separator_tree(
         jobs = [(p, e, ev) for p in reversed(points[1:]) for e, ev in variants if e or p >= bare_run.metrics.peak_bytes]
 
         def second(send: Any, cap: Any) -> None:
-            _, _, ops, nodes, metrics = _bare_pass_arrays(graph, cleaned_bare(bare_schedule), budget)
+            ops, nodes, metrics = _bare_pass_arrays(graph, cleaned_bare(bare_schedule), budget)
             send({"kind": "pass", "metrics": metrics}, ops, nodes)
             for point, eager, evict in jobs:
                 if (id(sep), point, eager, evict) in ladder_runs:
@@ -968,12 +973,10 @@ def plan_over_separator_tree(
             key = (id(sep), msg["point"], msg["eager"], msg["evict"])
             if key in ladder_runs:
                 continue
-            if len(ladder_runs) >= 64:  # bounded, as ladder_attempt keeps it
-                ladder_runs.clear()
             if schedule is not None:
-                ladder_runs[key] = (sep, _Attempt(schedule, metrics, "second process"), None, None)
+                keep_run(key, _Attempt(schedule, metrics, "second process"), None, None)
             else:
-                ladder_runs[key] = (sep, None, msg["cap"], msg["why"])
+                keep_run(key, None, msg["cap"], msg["why"])
 
     try:
         discarded = 0
@@ -1092,7 +1095,7 @@ def _memlimit_candidates(
     if bare_pass is not None:
         out.append(bare_pass)
     elif bare is not None:
-        out.append(_bare_pass(graph, bare, budget)[1])
+        out.append(_bare_pass(graph, bare, budget))
     fitting = [c for c in candidates if c.metrics.peak_bytes <= budget]
     if fitting:
         best = min(fitting, key=lambda c: (c.metrics.cost, c.metrics.peak_bytes))
@@ -1102,22 +1105,23 @@ def _memlimit_candidates(
     return out
 
 
-def _bare_pass(graph: Graph, clean: Schedule, budget: int) -> tuple[Schedule, _Attempt]:
-    """The bare recursion cleaned up (``clean``) and twremat's memory-limit pass over it at
-    ``budget``, measured: what :func:`_memlimit_candidates` adds for the bare run."""
+def _bare_pass(graph: Graph, clean: Schedule, budget: int) -> _Attempt:
+    """twremat's memory-limit pass at ``budget`` over the bare recursion cleaned up
+    (``clean``), measured: what :func:`_memlimit_candidates` adds for the bare run."""
     from remat_cli.strategies.evict import memlimit_pass
 
     s = memlimit_pass(graph, clean, budget, cleaned=True)
-    return clean, _Attempt(s, _measure(graph, s), _BARE_PASS)
+    return _Attempt(s, _measure(graph, s), _BARE_PASS)
 
 
 _BARE_PASS = "bare recursion + memory-limit pass (twremat)"
 
 
 def _bare_pass_arrays(graph: Graph, clean: Schedule, budget: int) -> tuple[Any, ...]:
-    """:func:`_bare_pass` as plain arrays and metrics, as the second process sends it back."""
-    _, run = _bare_pass(graph, clean, budget)
-    return clean.ops, clean.nodes, run.schedule.ops, run.schedule.nodes, run.metrics
+    """:func:`_bare_pass` as its schedule's arrays and metrics, as the second process sends
+    it back."""
+    run = _bare_pass(graph, clean, budget)
+    return run.schedule.ops, run.schedule.nodes, run.metrics
 
 
 class _Forked:
