@@ -857,8 +857,8 @@ def _cover(graph: Graph, seq: list[int], limit: int, allowance: float, extend: b
                 splits.append((b, dict.fromkeys(covered, w), chain))
             if extend and covered and (chain is None or len(chain) > 1):
                 # the stretch: inputs whose copies would be gone stay until b instead
-                ends = [last.get(u, u) for u in src[c] if u >= 0 and last.get(u, u) < b]
-                relief = {j: w - sum(mem[seq[u]] for u, e in zip(src[c], ends) if e < j) for j in covered}
+                gone = [(u, last.get(u, u)) for u in src[c] if u >= 0 and last.get(u, u) < b]
+                relief = {j: w - sum(mem[seq[u]] for u, e in gone if e < j) for j in covered}
                 relief = {j: x for j, x in relief.items() if x > 0}
                 if relief:
                     splits.append((b, relief, [seq[c]]))
