@@ -124,6 +124,8 @@ import random
 import time
 from dataclasses import dataclass
 
+import numpy as np
+
 from remat_cli.algorithms.segments import prune_unread, schedule_from_sequence
 from remat_cli.graph import Graph
 from remat_cli.schedule import COMPUTE, Schedule
@@ -361,61 +363,120 @@ def _reevict(
 ) -> list[int] | None:
     """The compute sequence of replaying ``order`` (each node's inputs before it) within
     ``limit`` bytes, evicting by ``score`` with knowledge of every future use; None when
-    it cannot fit (a compute finds nothing evictable), thrashes, or runs out of ``limits``."""
+    it cannot fit (a compute finds nothing evictable), thrashes, or runs out of ``limits``.
+
+    The victim is the resident value (not pinned: not an input of the compute under way) of
+    least key, the first in the live order among equals; a value nobody reads again wins
+    outright. The facts a key needs are kept up to date as the replay moves instead of being
+    looked up per value and eviction: each value's next use (advanced when the position
+    passes a use), with ``linger`` the earliest next use of its successors that are not
+    resident, and its recomputation cost r (cached until a value its search looked at
+    changes residency); the keys of all live values are then one numpy expression, in the
+    same float operations as one value's: cost / (size · d^p), times its weight."""
     n = graph.n
     mem = graph.mem.tolist()
     ws = graph.workspace.tolist()
     cost = graph.cost.tolist()
     preds = graph.pred_lists
     succs = graph.succ_lists
+    never = len(order) + 1  # "no next use": later than every position
     uses_at: list[list[int]] = [[] for _ in range(n)]  # positions in order that read v
     for p, v in enumerate(order):
         for u in preds[v]:
             uses_at[u].append(p)
     ptr = [0] * n
+    nxt = [lst[0] if lst else never for lst in uses_at]  # next use at or after pos
+    nxt_a = np.array(nxt, dtype=np.int64)
     resident = [False] * n
     pins = [0] * n
+    pins_a = np.zeros(n, dtype=np.int64)
     live: list[int] = []  # resident values of nonzero size (eviction candidates)
+    live_a = np.zeros(n, dtype=np.int64)  # the same, as an array
     where = [-1] * n
     out: list[int] = []
     cur = graph.fixed_mem
     pos = 0
+    passed = 0  # the uses at positions before this one are behind pos
     max_computes = _MAX_FACTOR * max(len(order), 1)
     use_r = score.startswith("r")
     power = 0 if score == "r/size" else 2 if score == "r/size/d2" else 1
+    mem_a = graph.mem.astype(np.int64)
+    cost_a = graph.cost.astype(np.float64)
+    weight_a = None if weight is None else np.asarray(weight, dtype=np.float64)
+    # keys in int64 while size · d^p cannot overflow (d <= never + 1), else per value
+    exact = int(graph.mem.max(initial=0)) * (never + 1) ** power < 2**62
+    degree_a = np.diff(graph.succ_ptr).astype(np.int64)
+    # linger: per value, the earliest next use of a successor that is not resident
+    soon = [min((nxt[s] for s in succs[u]), default=never) for u in range(n)] if linger else []
+    soon_a = np.array(soon, dtype=np.int64) if linger else nxt_a
+    # r cache: valid until a value its search looked at changes residency
+    r_a = np.zeros(n, dtype=np.float64)
+    r_ok = np.zeros(n, dtype=bool)
+    watchers: list[list[int]] = [[] for _ in range(n)]  # value -> cached r that looked at it
 
-    def next_use(u: int) -> int:
-        lst = uses_at[u]
-        i = ptr[u]
-        while i < len(lst) and lst[i] < pos:
-            i += 1
-        ptr[u] = i
-        return lst[i] if i < len(lst) else -1
+    def rise(s: int, old: int) -> None:
+        """Successor ``s``'s lingering next use rose from ``old``: the predecessors whose
+        earliest it was look again."""
+        for u in preds[s]:
+            if soon[u] == old:
+                best = never
+                for t in succs[u]:
+                    if not resident[t] and nxt[t] < best:
+                        best = nxt[t]
+                if best != old:
+                    soon[u] = best
+                    soon_a[u] = best
 
-    def wanted(u: int) -> int:
-        """The next position that reads ``u``, or (``linger``) that reads a successor of
-        ``u`` that is not resident and so would be recomputed from it; -1: none."""
-        nu = next_use(u)
-        if linger:
-            for s in succs[u]:
-                if not resident[s]:
-                    ns = next_use(s)
-                    if ns >= 0 and (nu < 0 or ns < nu):
-                        nu = ns
-        return nu
+    def residency(v: int, now: bool) -> None:
+        """``v`` became resident (``now``) or was freed: the facts that depend on it."""
+        resident[v] = now
+        if watchers[v]:
+            for u in watchers[v]:
+                r_ok[u] = False
+            watchers[v] = []
+        if linger and nxt[v] != never:
+            if now:
+                rise(v, nxt[v])
+            else:
+                t = nxt[v]
+                for u in preds[v]:
+                    if t < soon[u]:
+                        soon[u] = t
+                        soon_a[u] = t
+
+    def move_to(q: int) -> None:
+        """Set the position to ``q``: the uses before it are behind."""
+        nonlocal pos, passed
+        pos = q
+        while passed < q:
+            for u in preds[order[passed]]:
+                lst = uses_at[u]
+                i = ptr[u] + 1  # the use at ``passed`` is u's next use
+                ptr[u] = i
+                old = nxt[u]
+                nxt[u] = new = lst[i] if i < len(lst) else never
+                nxt_a[u] = new
+                if linger and not resident[u]:
+                    rise(u, old)
+            passed += 1
 
     def dead(u: int) -> bool:
         """True when nothing reads ``u`` again, nor (``linger``) any successor of it."""
-        return next_use(u) < 0 and not (linger and any(next_use(s) >= 0 for s in succs[u]))
+        return nxt[u] == never and not (linger and any(nxt[s] != never for s in succs[u]))
 
     def recompute_cost(u: int) -> float:
+        """r: cost of ``u`` plus that of the freed ancestors it needs (depth first, at most
+        :data:`_R_NODES`); the values it looked at are watched."""
         total = cost[u]
         if all(resident[w] for w in preds[u]):
+            for w in preds[u]:
+                watchers[w].append(u)
             return total  # the common case: its inputs are all there
         seen = {u}
         stack = [u]
         while stack and len(seen) < _R_NODES:
             for w in preds[stack.pop()]:
+                watchers[w].append(u)
                 if not resident[w] and w not in seen:
                     seen.add(w)
                     total += cost[w]
@@ -424,37 +485,65 @@ def _reevict(
 
     def free(u: int) -> None:
         nonlocal cur
-        resident[u] = False
+        residency(u, False)
         k = where[u]
         if k >= 0:
             last = live.pop()
             if last != u:
                 live[k] = last
+                live_a[k] = last
                 where[last] = k
             where[u] = -1
         cur -= mem[u]
 
+    def pick(lv: np.ndarray, want: np.ndarray, unpinned: np.ndarray) -> tuple[int, int]:
+        """The victim and the runner-up (-1: none) among the live values ``lv`` (their
+        wanted positions ``want``) by least key: the first of the least, then the first of
+        the least among the others."""
+        if use_r:
+            for i in np.flatnonzero(unpinned & ~r_ok[lv]).tolist():
+                u = live[i]
+                r_a[u] = recompute_cost(u)
+                r_ok[u] = True
+            num = r_a[lv]
+        else:
+            num = cost_a[lv]
+        with np.errstate(all="ignore"):
+            if exact:
+                d = want - (pos - 1)
+                size = mem_a[lv] if power == 0 else mem_a[lv] * d if power == 1 else mem_a[lv] * d * d
+                key = num / size
+            else:  # as Python does it: the exact integer, then one rounding
+                key = np.array([x / (mem[u] * (w - pos + 1) ** power) for x, u, w in zip(num.tolist(), lv.tolist(), want.tolist())])
+            if weight_a is not None:
+                key *= weight_a[lv]
+            key[~(unpinned & (key < math.inf))] = math.inf  # pinned, and NaN: never chosen
+        i = int(key.argmin())
+        if not key[i] < math.inf:
+            return -1, -1
+        key[i] = math.inf
+        j = int(key.argmin())
+        return live[i], live[j] if key[j] < math.inf else -1
+
     def room(need: int) -> bool:
         while cur + need > limit:
-            victim, key, runner_up, key2 = -1, math.inf, -1, math.inf
-            units = len(live)
-            for u in live:
-                if pins[u]:
-                    continue
+            m = len(live)
+            if not m:
+                return False  # nothing to evict
+            lv = live_a[:m]
+            unpinned = pins_a[lv] == 0
+            want = np.minimum(nxt_a[lv], soon_a[lv]) if linger else nxt_a[lv]
+            gone = unpinned & (want == never)
+            units = m
+            if gone.any():  # never read again: free the first such value
+                i = int(gone.argmax())
+                victim, runner_up = live[i], -1
                 if linger:
-                    units += len(succs[u])
-                nu = wanted(u)
-                if nu < 0:
-                    victim, runner_up = u, -1
-                    break  # never read again: free it first
-                d = nu - pos + 1
-                k = (recompute_cost(u) if use_r else cost[u]) / (mem[u] * d**power)
-                if weight is not None:
-                    k *= weight[u]
-                if k < key:
-                    victim, key, runner_up, key2 = u, k, victim, key
-                elif k < key2:
-                    runner_up, key2 = u, k
+                    units += int(degree_a[lv[: i + 1]][unpinned[: i + 1]].sum())
+            else:
+                if linger:
+                    units += int(degree_a[lv][unpinned].sum())
+                victim, runner_up = pick(lv, want, unpinned)
             if victim < 0 or limits.spend(units):
                 return False
             if close is not None and runner_up >= 0:
@@ -467,15 +556,20 @@ def _reevict(
         if len(out) >= max_computes or not room(mem[v] + ws[v]):
             return False
         out.append(v)
-        resident[v] = True
+        residency(v, True)
         cur += mem[v]
         if mem[v] > 0:
             where[v] = len(live)
+            live_a[len(live)] = v
             live.append(v)
         return True
 
+    def pin(u: int, by: int) -> None:
+        pins[u] += by
+        pins_a[u] = pins[u]
+
     def release(u: int) -> None:
-        pins[u] -= 1
+        pin(u, -1)
         if pins[u] == 0 and resident[u] and dead(u):
             free(u)
 
@@ -486,7 +580,7 @@ def _reevict(
             v, ready = stack.pop()
             if not ready:
                 if resident[v]:
-                    pins[v] += 1
+                    pin(v, 1)
                     continue
                 stack.append((v, True))
                 stack.extend((u, False) for u in reversed(preds[v]))
@@ -495,11 +589,11 @@ def _reevict(
                 return False
             for u in preds[v]:
                 release(u)
-            pins[v] += 1
+            pin(v, 1)
         return True
 
     for p, v in enumerate(order):
-        pos = p
+        move_to(p)
         if resident[v]:
             continue  # already there (a target computed early): nothing to do
         for u in preds[v]:
@@ -507,7 +601,7 @@ def _reevict(
                 return None
         if not compute(v):
             return None
-        pos = p + 1
+        move_to(p + 1)
         for u in preds[v]:
             release(u)
         if pins[v] == 0 and dead(v):
