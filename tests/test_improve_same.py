@@ -12,12 +12,14 @@ import random
 
 import improve_reference as reference
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from remat_cli import generators as G
 from remat_cli.algorithms.improve import SCORES, _first_computes, _Limits, _reevict
 from remat_cli.algorithms.segments import schedule_from_sequence
+from remat_cli.errors import RematError
 from remat_cli.graph import Graph
 from remat_cli.planner import make_plan, store_all_peak
 from remat_cli.simulate import simulate
@@ -125,3 +127,64 @@ def test_reevict_equals_the_reference_on_larger_graphs() -> None:
                 for linger in (False, True):
                     weight = [rng.choice((0.1, 1.0, 1.0, 1.0, 10.0)) for _ in range(g.n)]
                     _same(g, order, limit, score, 10**9, weight, linger)
+
+
+def _fresh_round(kept: dict, seq: list[int], limits: _Limits, run):
+    """improve._replayed without keeping anything: every round runs."""
+    return run()
+
+
+def _fresh_replay(graph: Graph, seq: list[int], sims: dict):
+    """improve._simulated without keeping anything: every sequence is replayed."""
+    schedule = schedule_from_sequence(graph, seq)
+    return schedule, simulate(graph, schedule, per_step=True)
+
+
+def _same_fresh(g: Graph, plan, budget: int, work: int | None, restarts: int) -> None:
+    """improve_plan as it is, and with every round run afresh and nothing kept: the same
+    plan, found the same way, stopped at the same point."""
+    import remat_cli.algorithms.improve as improve
+
+    kept = improve.improve_plan(g, plan, budget, replay=True, max_work=work, restarts=restarts)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(improve, "_replayed", _fresh_round)
+        mp.setattr(improve, "_simulated", _fresh_replay)
+        fresh = improve.improve_plan(g, plan, budget, replay=True, max_work=work, restarts=restarts)
+    what = f"{g.name} budget={budget} work={work}"
+    assert np.array_equal(kept.schedule.ops, fresh.schedule.ops), what
+    assert np.array_equal(kept.schedule.nodes, fresh.schedule.nodes), what
+    assert (kept.metrics, kept.score, kept.restart, kept.ranking, kept.stopped) == (
+        fresh.metrics,
+        fresh.score,
+        fresh.restart,
+        fresh.ranking,
+        fresh.stopped,
+    ), what
+    m = simulate(g, kept.schedule).metrics
+    assert m is not None and m.peak_bytes <= max(budget, simulate(g, plan).metrics.peak_bytes), what
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graphs(), st.floats(0.3, 1.0), st.sampled_from([None, 30_000, 3_000, 300]))
+def test_kept_rounds_and_replays_change_nothing(g: Graph, ratio: float, work: int | None) -> None:
+    """improve_plan keeps the replays and hoist rounds of sequences it has seen; with every
+    round run afresh (and nothing kept) it returns the same plan, found the same way, and
+    stops at the same point, whatever work it is given."""
+    budget = max(int(ratio * store_all_peak(g)), g.lb)
+    try:
+        plan = make_plan(g, "chen-sqrt", budget, {}).schedule
+    except RematError:
+        return
+    _same_fresh(g, plan, budget, work, 4)
+
+
+def test_kept_rounds_change_nothing_where_the_work_limit_binds() -> None:
+    """The same on CNN-shaped training graphs, where the pass spends its whole work limit
+    (hill climbs) and where a smaller limit cuts it at other points: a replayed round spends
+    what it spent when it ran, spend by spend."""
+    for fwd, ratio, works in ((G.resnet((2, 2, 2, 2)), 0.5, (120_000, 40_000)), (G.segnet((2, 2, 3, 3)), 0.5, (None, 40_000))):
+        g = checkmate_training_graph(fwd)
+        budget = max(int(ratio * store_all_peak(g)), g.lb)
+        plan = make_plan(g, "greedy", budget, {}).schedule
+        for work in works:
+            _same_fresh(g, plan, budget, work, 64)

@@ -129,7 +129,7 @@ import numpy as np
 from remat_cli.algorithms.segments import prune_unread, schedule_from_sequence
 from remat_cli.graph import Graph
 from remat_cli.schedule import COMPUTE, Schedule
-from remat_cli.simulate import Metrics, simulate
+from remat_cli.simulate import Metrics, SimResult, simulate
 
 __all__ = ["Improvement", "improve_plan", "work_limit", "RANKINGS", "SCORES", "CLIMBS", "WORK_PER_STEP", "WORK_FLOOR", "POLISH_SHARE"]
 
@@ -165,19 +165,27 @@ def work_limit(graph: Graph, schedule: Schedule) -> int:
 
 
 class _Limits:
-    """Work left and the deadline: :meth:`spend` says when either has run out."""
+    """Work left and the deadline: :meth:`spend` says when either has run out. With a
+    ``log`` (a list), each spend is written down, and ``short`` says whether one ran out:
+    a round that did not run out can be replayed from its log (:func:`_replayed`)."""
 
-    __slots__ = ("deadline", "work", "granted")
+    __slots__ = ("deadline", "work", "granted", "log", "short")
 
     def __init__(self, deadline: float | None, work: int) -> None:
         self.deadline = deadline
         self.work = work
         self.granted = work
+        self.log: list[int] | None = None
+        self.short = False
 
     def spend(self, units: int) -> bool:
         """Spend ``units``; True when the work or the time is spent."""
         self.work -= units
-        return self.out()
+        out = self.out()
+        if self.log is not None:
+            self.log.append(units)
+            self.short = self.short or out
+        return out
 
     def out(self) -> bool:
         return self.work < 0 or (self.deadline is not None and time.perf_counter() > self.deadline)
@@ -231,6 +239,10 @@ def improve_plan(
 
     limits = _Limits(deadline, work_limit(graph, schedule) if max_work is None else max_work)
     late = limits.out
+    # the same sequence comes back (both rankings start from it; the polish starts from
+    # the best plan): its replay and its hoist round are kept (by content, bounded)
+    sims: dict[tuple[int, ...], tuple[Schedule, SimResult]] = {}
+    hoisted: dict[tuple[int, ...], tuple[list[int], list[int] | None]] = {}
 
     def descend(seq: list[int], score: str | None, restart: int = 0, hoist: bool | None = None, swap: bool = False) -> tuple[float, bool]:
         """Keep moves from ``seq`` under each ranking, and hoist moves where no keep move
@@ -246,9 +258,9 @@ def improve_plan(
             for _ in range(max_rounds):
                 if late():
                     break
-                nxt = _keep_round(graph, cur, limit, ranking, limits, replayed=replayed if swap else None)
+                nxt = _keep_round(graph, cur, limit, ranking, limits, replayed=replayed if swap else None, sims=sims)
                 if nxt is None and (replay and not restart if hoist is None else hoist):
-                    nxt = _hoist_round(graph, cur, limit, limits)
+                    nxt = _replayed(hoisted, cur, limits, lambda: _hoist_round(graph, cur, limit, limits))
                 if nxt is None and swap:
                     nxt = _swap_round(graph, cur, limit, limits, replayed=replayed)
                 if nxt is None and swap:  # the polish: swaps whose splits may stretch inputs
@@ -258,8 +270,8 @@ def improve_plan(
                 if nxt is None:
                     break
                 cur = nxt
-            candidate = schedule_from_sequence(graph, cur)
-            m = simulate(graph, candidate).metrics
+            candidate, sim = _simulated(graph, cur, sims)
+            m = sim.metrics
             # every accepted move is safe by construction; the replay is what we rely on
             if m is not None and m.peak_bytes <= limit:
                 reached = min(reached, m.cost)
@@ -309,6 +321,48 @@ def improve_plan(
     if not finished:
         best = Improvement(best.schedule, best.metrics, best.score, best.restart, best.ranking, True)
     return best
+
+
+#: Sequences whose replay or hoist round improve_plan keeps at most (then it starts over).
+_KEPT = 64
+
+
+def _simulated(graph: Graph, seq: list[int], sims: dict) -> tuple[Schedule, SimResult]:
+    """The schedule of ``seq`` (frees at last read) and its replay with per-step memory,
+    kept in ``sims`` by content: the same sequence is replayed once."""
+    key = tuple(seq)
+    hit = sims.get(key)
+    if hit is None:
+        if len(sims) >= _KEPT:
+            sims.clear()
+        schedule = schedule_from_sequence(graph, seq)
+        hit = sims[key] = (schedule, simulate(graph, schedule, per_step=True))
+    return hit
+
+
+def _replayed(kept: dict, seq: list[int], limits: _Limits, run) -> list[int] | None:
+    """``run()``, a round over ``seq`` whose outcome depends only on ``seq``'s content and on
+    whether ``limits`` run out at one of its spends, or its outcome kept in ``kept``: the
+    work it spent is spent again, spend by spend, and where that runs out the round
+    returns None as it would have; a round that ran out is not kept."""
+    key = tuple(seq)
+    hit = kept.get(key)
+    if hit is not None:
+        for units in hit[0]:
+            if limits.spend(units):
+                return None
+        return None if hit[1] is None else list(hit[1])
+    limits.log, limits.short = [], False
+    try:
+        out = run()
+        log, short = limits.log, limits.short
+    finally:
+        limits.log, limits.short = None, False
+    if not short:
+        if len(kept) >= _KEPT:
+            kept.clear()
+        kept[key] = (log, None if out is None else list(out))
+    return out
 
 
 @dataclass
@@ -617,18 +671,20 @@ def _keep_round(
     limits: _Limits,
     release: bool = False,
     replayed: dict | None = None,
+    sims: dict | None = None,
 ) -> list[int] | None:
     """One round of keep moves over the compute sequence ``seq`` (frees at last read);
     the new sequence, unread computes deleted, or None when no move fits. With
     ``release``, a move that does not fit as it stands is checked again with what it
     releases (:func:`_release_credit`). ``replayed`` keeps the last sequence's schedule
-    and memory profile, for the next round on the same sequence object."""
+    and memory profile, for the next round on the same sequence object; ``sims`` the
+    replays by content (:func:`_simulated`)."""
     hit = None if replayed is None else replayed.get("keep")
     if hit is not None and hit[0] is seq:
         schedule, profile = hit[1], hit[2]
     else:
-        schedule = schedule_from_sequence(graph, seq)
-        profile = simulate(graph, schedule, per_step=True).memory
+        schedule, sim = _simulated(graph, seq, {} if sims is None else sims)
+        profile = sim.memory
         assert profile is not None, "the sequence of a valid plan stays valid"
         if replayed is not None:
             replayed["keep"] = (seq, schedule, profile)
