@@ -1,4 +1,4 @@
-"""remat_cli/algorithms/improve.py's ``_reevict`` as of 3da6409 (before the issue 14 speed-up of
+"""remat_cli/algorithms/improve.py's ``_reevict`` (and segments.py's ``prune_unread``) as of 3da6409 (before the issue 14 speed-up of
 the improvement pass): the reference its faster replay must equal, the same compute
 sequence, the same ``close`` set and the same work spent (tests/test_improve_same.py).
 Not used by the tool."""
@@ -6,11 +6,12 @@ Not used by the tool."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from remat_cli.algorithms.improve import _Limits
 from remat_cli.graph import Graph
 
-__all__ = ["_reevict"]
+__all__ = ["_reevict", "prune_unread"]
 
 #: As in improve.py at that commit.
 _MAX_FACTOR = 20
@@ -181,3 +182,24 @@ def _reevict(
         if pins[v] == 0 and dead(v):
             free(v)
     return out
+
+
+def prune_unread(graph: Graph, seq: Sequence[int]) -> list[int]:
+    """The compute sequence ``seq`` without the computes whose value nobody reads before
+    its next compute (the last compute of each target stays)."""
+    preds = graph.pred_lists
+    target = [False] * graph.n
+    for t in graph.targets.tolist():
+        target[t] = True
+    read = [False] * graph.n  # a kept compute after this point reads v before v's next one
+    last_seen = [False] * graph.n
+    keep = [False] * len(seq)
+    for i in range(len(seq) - 1, -1, -1):
+        v = seq[i]
+        if read[v] or (target[v] and not last_seen[v]):
+            keep[i] = True
+            read[v] = False
+            for u in preds[v]:
+                read[u] = True
+        last_seen[v] = True
+    return [v for i, v in enumerate(seq) if keep[i]]

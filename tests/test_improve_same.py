@@ -1,4 +1,4 @@
-"""The faster re-eviction of the improvement pass (issue 14 item 1) equals the implementation
+"""The faster re-eviction (and prune_unread) of the improvement pass (issue 14 item 1) equals the implementation
 it replaced (tests/improve_reference.py): the same compute sequence, the same ``close`` set
 (the victims and runners-up the hill climbs perturb) and the same work spent, for every
 score, lingering or not, with and without weights (zeros and infinities too), at limits
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from remat_cli import generators as G
 from remat_cli.algorithms.improve import SCORES, _first_computes, _Limits, _reevict
-from remat_cli.algorithms.segments import schedule_from_sequence
+from remat_cli.algorithms.segments import prune_unread, schedule_from_sequence
 from remat_cli.errors import RematError
 from remat_cli.graph import Graph
 from remat_cli.planner import make_plan, store_all_peak
@@ -188,3 +188,20 @@ def test_kept_rounds_change_nothing_where_the_work_limit_binds() -> None:
         plan = make_plan(g, "greedy", budget, {}).schedule
         for work in works:
             _same_fresh(g, plan, budget, work, 64)
+
+
+@SETTINGS
+@given(graphs(), st.integers(0, 10_000))
+def test_prune_unread_equals_the_reference(g: Graph, seed: int) -> None:
+    """prune_unread (one backward pass, the kept computes gathered as it goes) returns what
+    the replaced implementation did, on random sequences with unread computes and repeats."""
+    rng = random.Random(seed)
+    needed = g.needed_nodes.tolist()
+    seq = [v for v in needed for _ in range(rng.choice((0, 1, 1, 2)))]
+    rng.shuffle(seq)
+    assert prune_unread(g, seq) == reference.prune_unread(g, seq)
+    plan = make_plan(g, "chen-sqrt", None, {}).schedule.compute_nodes.tolist()
+    seq = [v for v in plan if rng.random() < 0.9] + plan
+    out = prune_unread(g, seq)
+    assert out == reference.prune_unread(g, seq)
+    assert simulate(g, schedule_from_sequence(g, out)).metrics is not None

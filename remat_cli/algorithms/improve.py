@@ -108,12 +108,17 @@ when the simulator replays its plan within the budget at a lower cost. The retur
 replayed by the simulator; one that failed (a bug) would never be returned.
 
 **Cost.** A round is O(steps + Σ gap lengths) with numpy slices for the checks, plus a
-replay; a re-eviction is O(evictions · resident values · (1 + out-degree) when
-lingering); a hoist round simulates at most 8 candidates, O(steps) each (counted as 4
+replay; a re-eviction is O(evictions · resident values) in numpy (one expression scores
+every live value) plus O(edges · degree) per pass over the order to keep next uses, lingering
+next uses and r up to date, and is charged as the per-value scan it replaced was
+(resident values, plus their out-degrees when lingering), so the same work limit stops it
+at the same point; a hoist round simulates at most 8 candidates, O(steps) each (counted as 4
 units per step); a swap round prunes at most 16 candidates and covers at most 8 of
 them three times (each pass a replay and the splits: counted as 6 units per step; with
 stretches, 16 candidates); a keep round with releases reuses the last keep round's
-replay of the same plan, a swap round with stretches the plain round's candidates. Everything stops at the work limit or at ``deadline`` (a
+replay of the same plan, a swap round with stretches the plain round's candidates. A
+sequence met again in the same pass is neither replayed nor hoisted again (kept by
+content; a kept hoist round is charged again, spend by spend). Everything stops at the work limit or at ``deadline`` (a
 ``time.perf_counter()`` value): anytime, the best plan so far is returned.
 """
 
@@ -443,7 +448,6 @@ def _reevict(
     nxt_a = np.array(nxt, dtype=np.int64)
     resident = [False] * n
     pins = [0] * n
-    pins_a = np.zeros(n, dtype=np.int64)
     live: list[int] = []  # resident values of nonzero size (eviction candidates)
     live_a = np.zeros(n, dtype=np.int64)  # the same, as an array
     where = [-1] * n
@@ -459,14 +463,22 @@ def _reevict(
     weight_a = None if weight is None else np.asarray(weight, dtype=np.float64)
     # keys in int64 while size · d^p cannot overflow (d <= never + 1), else per value
     exact = int(graph.mem.max(initial=0)) * (never + 1) ** power < 2**62
-    degree_a = np.diff(graph.succ_ptr).astype(np.int64)
+    degree = [len(s) for s in succs]
     # linger: per value, the earliest next use of a successor that is not resident
-    soon = [min((nxt[s] for s in succs[u]), default=never) for u in range(n)] if linger else []
-    soon_a = np.array(soon, dtype=np.int64) if linger else nxt_a
+    soon = [min((nxt[s] for s in succs[u]), default=never) for u in range(n)] if linger else nxt
+    # what a scan reads, per value: its wanted position (-1 while pinned), and the work
+    # its successors add to a lingering scan (0 while pinned)
+    want_a = np.minimum(nxt_a, np.array(soon, dtype=np.int64)) if linger else nxt_a.copy()
+    units_a = np.array(degree, dtype=np.int64)
     # r cache: valid until a value its search looked at changes residency
     r_a = np.zeros(n, dtype=np.float64)
     r_ok = np.zeros(n, dtype=bool)
     watchers: list[list[int]] = [[] for _ in range(n)]  # value -> cached r that looked at it
+
+    def settle(u: int) -> None:
+        """``u``'s next use or its successors' changed: what a scan reads of it."""
+        if not pins[u]:
+            want_a[u] = nxt[u] if nxt[u] < soon[u] else soon[u]
 
     def rise(s: int, old: int) -> None:
         """Successor ``s``'s lingering next use rose from ``old``: the predecessors whose
@@ -479,7 +491,7 @@ def _reevict(
                         best = nxt[t]
                 if best != old:
                     soon[u] = best
-                    soon_a[u] = best
+                    settle(u)
 
     def residency(v: int, now: bool) -> None:
         """``v`` became resident (``now``) or was freed: the facts that depend on it."""
@@ -496,7 +508,7 @@ def _reevict(
                 for u in preds[v]:
                     if t < soon[u]:
                         soon[u] = t
-                        soon_a[u] = t
+                        settle(u)
 
     def move_to(q: int) -> None:
         """Set the position to ``q``: the uses before it are behind."""
@@ -508,8 +520,8 @@ def _reevict(
                 i = ptr[u] + 1  # the use at ``passed`` is u's next use
                 ptr[u] = i
                 old = nxt[u]
-                nxt[u] = new = lst[i] if i < len(lst) else never
-                nxt_a[u] = new
+                nxt[u] = lst[i] if i < len(lst) else never
+                settle(u)
                 if linger and not resident[u]:
                     rise(u, old)
             passed += 1
@@ -568,7 +580,12 @@ def _reevict(
                 size = mem_a[lv] if power == 0 else mem_a[lv] * d if power == 1 else mem_a[lv] * d * d
                 key = num / size
             else:  # as Python does it: the exact integer, then one rounding
-                key = np.array([x / (mem[u] * (w - pos + 1) ** power) for x, u, w in zip(num.tolist(), lv.tolist(), want.tolist())])
+                key = np.array(
+                    [
+                        x / (mem[u] * (w - pos + 1) ** power) if w >= 0 else math.inf
+                        for x, u, w in zip(num.tolist(), lv.tolist(), want.tolist())
+                    ]
+                )
             if weight_a is not None:
                 key *= weight_a[lv]
             key[~(unpinned & (key < math.inf))] = math.inf  # pinned, and NaN: never chosen
@@ -585,19 +602,18 @@ def _reevict(
             if not m:
                 return False  # nothing to evict
             lv = live_a[:m]
-            unpinned = pins_a[lv] == 0
-            want = np.minimum(nxt_a[lv], soon_a[lv]) if linger else nxt_a[lv]
-            gone = unpinned & (want == never)
+            want = want_a[lv]
+            gone = want == never
             units = m
             if gone.any():  # never read again: free the first such value
                 i = int(gone.argmax())
                 victim, runner_up = live[i], -1
                 if linger:
-                    units += int(degree_a[lv[: i + 1]][unpinned[: i + 1]].sum())
+                    units += int(units_a[lv[: i + 1]].sum())
             else:
                 if linger:
-                    units += int(degree_a[lv][unpinned].sum())
-                victim, runner_up = pick(lv, want, unpinned)
+                    units += int(units_a[lv].sum())
+                victim, runner_up = pick(lv, want, want >= 0)
             if victim < 0 or limits.spend(units):
                 return False
             if close is not None and runner_up >= 0:
@@ -620,7 +636,12 @@ def _reevict(
 
     def pin(u: int, by: int) -> None:
         pins[u] += by
-        pins_a[u] = pins[u]
+        if not pins[u]:
+            units_a[u] = degree[u]
+            settle(u)
+        elif by > 0 and pins[u] == 1:
+            want_a[u] = -1
+            units_a[u] = 0
 
     def release(u: int) -> None:
         pin(u, -1)
