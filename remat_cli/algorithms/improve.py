@@ -108,12 +108,17 @@ when the simulator replays its plan within the budget at a lower cost. The retur
 replayed by the simulator; one that failed (a bug) would never be returned.
 
 **Cost.** A round is O(steps + Σ gap lengths) with numpy slices for the checks, plus a
-replay; a re-eviction is O(evictions · resident values · (1 + out-degree) when
-lingering); a hoist round simulates at most 8 candidates, O(steps) each (counted as 4
+replay; a re-eviction is O(evictions · resident values) in numpy (one expression scores
+every live value) plus O(edges · degree) per pass over the order to keep next uses, lingering
+next uses and r up to date, and is charged as the per-value scan it replaced was
+(resident values, plus their out-degrees when lingering), so the same work limit stops it
+at the same point; a hoist round simulates at most 8 candidates, O(steps) each (counted as 4
 units per step); a swap round prunes at most 16 candidates and covers at most 8 of
 them three times (each pass a replay and the splits: counted as 6 units per step; with
 stretches, 16 candidates); a keep round with releases reuses the last keep round's
-replay of the same plan, a swap round with stretches the plain round's candidates. Everything stops at the work limit or at ``deadline`` (a
+replay of the same plan, a swap round with stretches the plain round's candidates. A
+sequence met again in the same pass is neither replayed nor hoisted again (kept by
+content; a kept hoist round is charged again, spend by spend). Everything stops at the work limit or at ``deadline`` (a
 ``time.perf_counter()`` value): anytime, the best plan so far is returned.
 """
 
@@ -124,10 +129,12 @@ import random
 import time
 from dataclasses import dataclass
 
+import numpy as np
+
 from remat_cli.algorithms.segments import prune_unread, schedule_from_sequence
 from remat_cli.graph import Graph
 from remat_cli.schedule import COMPUTE, Schedule
-from remat_cli.simulate import Metrics, simulate
+from remat_cli.simulate import Metrics, SimResult, simulate
 
 __all__ = ["Improvement", "improve_plan", "work_limit", "RANKINGS", "SCORES", "CLIMBS", "WORK_PER_STEP", "WORK_FLOOR", "POLISH_SHARE"]
 
@@ -163,19 +170,27 @@ def work_limit(graph: Graph, schedule: Schedule) -> int:
 
 
 class _Limits:
-    """Work left and the deadline: :meth:`spend` says when either has run out."""
+    """Work left and the deadline: :meth:`spend` says when either has run out. With a
+    ``log`` (a list), each spend is written down, and ``short`` says whether one ran out:
+    a round that did not run out can be replayed from its log (:func:`_replayed`)."""
 
-    __slots__ = ("deadline", "work", "granted")
+    __slots__ = ("deadline", "work", "granted", "log", "short")
 
     def __init__(self, deadline: float | None, work: int) -> None:
         self.deadline = deadline
         self.work = work
         self.granted = work
+        self.log: list[int] | None = None
+        self.short = False
 
     def spend(self, units: int) -> bool:
         """Spend ``units``; True when the work or the time is spent."""
         self.work -= units
-        return self.out()
+        out = self.out()
+        if self.log is not None:
+            self.log.append(units)
+            self.short = self.short or out
+        return out
 
     def out(self) -> bool:
         return self.work < 0 or (self.deadline is not None and time.perf_counter() > self.deadline)
@@ -229,6 +244,10 @@ def improve_plan(
 
     limits = _Limits(deadline, work_limit(graph, schedule) if max_work is None else max_work)
     late = limits.out
+    # the same sequence comes back (both rankings start from it; the polish starts from
+    # the best plan): its replay and its hoist round are kept (by content, bounded)
+    sims: dict[tuple[int, ...], tuple[Schedule, SimResult]] = {}
+    hoisted: dict[tuple[int, ...], tuple[list[int], list[int] | None]] = {}
 
     def descend(seq: list[int], score: str | None, restart: int = 0, hoist: bool | None = None, swap: bool = False) -> tuple[float, bool]:
         """Keep moves from ``seq`` under each ranking, and hoist moves where no keep move
@@ -244,9 +263,9 @@ def improve_plan(
             for _ in range(max_rounds):
                 if late():
                     break
-                nxt = _keep_round(graph, cur, limit, ranking, limits, replayed=replayed if swap else None)
+                nxt = _keep_round(graph, cur, limit, ranking, limits, replayed=replayed if swap else None, sims=sims)
                 if nxt is None and (replay and not restart if hoist is None else hoist):
-                    nxt = _hoist_round(graph, cur, limit, limits)
+                    nxt = _replayed(hoisted, cur, limits, lambda: _hoist_round(graph, cur, limit, limits))
                 if nxt is None and swap:
                     nxt = _swap_round(graph, cur, limit, limits, replayed=replayed)
                 if nxt is None and swap:  # the polish: swaps whose splits may stretch inputs
@@ -256,8 +275,8 @@ def improve_plan(
                 if nxt is None:
                     break
                 cur = nxt
-            candidate = schedule_from_sequence(graph, cur)
-            m = simulate(graph, candidate).metrics
+            candidate, sim = _simulated(graph, cur, sims)
+            m = sim.metrics
             # every accepted move is safe by construction; the replay is what we rely on
             if m is not None and m.peak_bytes <= limit:
                 reached = min(reached, m.cost)
@@ -307,6 +326,48 @@ def improve_plan(
     if not finished:
         best = Improvement(best.schedule, best.metrics, best.score, best.restart, best.ranking, True)
     return best
+
+
+#: Sequences whose replay or hoist round improve_plan keeps at most (then it starts over).
+_KEPT = 64
+
+
+def _simulated(graph: Graph, seq: list[int], sims: dict) -> tuple[Schedule, SimResult]:
+    """The schedule of ``seq`` (frees at last read) and its replay with per-step memory,
+    kept in ``sims`` by content: the same sequence is replayed once."""
+    key = tuple(seq)
+    hit = sims.get(key)
+    if hit is None:
+        if len(sims) >= _KEPT:
+            sims.clear()
+        schedule = schedule_from_sequence(graph, seq)
+        hit = sims[key] = (schedule, simulate(graph, schedule, per_step=True))
+    return hit
+
+
+def _replayed(kept: dict, seq: list[int], limits: _Limits, run) -> list[int] | None:
+    """``run()``, a round over ``seq`` whose outcome depends only on ``seq``'s content and on
+    whether ``limits`` run out at one of its spends, or its outcome kept in ``kept``: the
+    work it spent is spent again, spend by spend, and where that runs out the round
+    returns None as it would have; a round that ran out is not kept."""
+    key = tuple(seq)
+    hit = kept.get(key)
+    if hit is not None:
+        for units in hit[0]:
+            if limits.spend(units):
+                return None
+        return None if hit[1] is None else list(hit[1])
+    limits.log, limits.short = [], False
+    try:
+        out = run()
+        log, short = limits.log, limits.short
+    finally:
+        limits.log, limits.short = None, False
+    if not short:
+        if len(kept) >= _KEPT:
+            kept.clear()
+        kept[key] = (log, None if out is None else list(out))
+    return out
 
 
 @dataclass
@@ -361,61 +422,127 @@ def _reevict(
 ) -> list[int] | None:
     """The compute sequence of replaying ``order`` (each node's inputs before it) within
     ``limit`` bytes, evicting by ``score`` with knowledge of every future use; None when
-    it cannot fit (a compute finds nothing evictable), thrashes, or runs out of ``limits``."""
+    it cannot fit (a compute finds nothing evictable), thrashes, or runs out of ``limits``.
+
+    The victim is the resident value (not pinned: not an input of the compute under way) of
+    least key, the first in the live order among equals; a value nobody reads again wins
+    outright. The facts a key needs are kept up to date as the replay moves instead of being
+    looked up per value and eviction: each value's next use (advanced when the position
+    passes a use), with ``linger`` the earliest next use of its successors that are not
+    resident, and its recomputation cost r (cached until a value its search looked at
+    changes residency); the keys of all live values are then one numpy expression, in the
+    same float operations as one value's: cost / (size · d^p), times its weight."""
     n = graph.n
     mem = graph.mem.tolist()
     ws = graph.workspace.tolist()
     cost = graph.cost.tolist()
     preds = graph.pred_lists
     succs = graph.succ_lists
+    never = len(order) + 1  # "no next use": later than every position
     uses_at: list[list[int]] = [[] for _ in range(n)]  # positions in order that read v
     for p, v in enumerate(order):
         for u in preds[v]:
             uses_at[u].append(p)
     ptr = [0] * n
+    nxt = [lst[0] if lst else never for lst in uses_at]  # next use at or after pos
+    nxt_a = np.array(nxt, dtype=np.int64)
     resident = [False] * n
     pins = [0] * n
     live: list[int] = []  # resident values of nonzero size (eviction candidates)
+    live_a = np.zeros(n, dtype=np.int64)  # the same, as an array
     where = [-1] * n
     out: list[int] = []
     cur = graph.fixed_mem
     pos = 0
+    passed = 0  # the uses at positions before this one are behind pos
     max_computes = _MAX_FACTOR * max(len(order), 1)
     use_r = score.startswith("r")
     power = 0 if score == "r/size" else 2 if score == "r/size/d2" else 1
+    mem_a = graph.mem.astype(np.int64)
+    cost_a = graph.cost.astype(np.float64)
+    weight_a = None if weight is None else np.asarray(weight, dtype=np.float64)
+    # keys in int64 while size · d^p cannot overflow (d <= never + 1), else per value
+    exact = int(graph.mem.max(initial=0)) * (never + 1) ** power < 2**62
+    degree = [len(s) for s in succs]
+    # linger: per value, the earliest next use of a successor that is not resident
+    soon = [min((nxt[s] for s in succs[u]), default=never) for u in range(n)] if linger else nxt
+    # what a scan reads, per value: its wanted position (-1 while pinned), and the work
+    # its successors add to a lingering scan (0 while pinned)
+    want_a = np.minimum(nxt_a, np.array(soon, dtype=np.int64)) if linger else nxt_a.copy()
+    units_a = np.array(degree, dtype=np.int64)
+    # r cache: valid until a value its search looked at changes residency
+    r_a = np.zeros(n, dtype=np.float64)
+    r_ok = np.zeros(n, dtype=bool)
+    watchers: list[list[int]] = [[] for _ in range(n)]  # value -> cached r that looked at it
 
-    def next_use(u: int) -> int:
-        lst = uses_at[u]
-        i = ptr[u]
-        while i < len(lst) and lst[i] < pos:
-            i += 1
-        ptr[u] = i
-        return lst[i] if i < len(lst) else -1
+    def settle(u: int) -> None:
+        """``u``'s next use or its successors' changed: what a scan reads of it."""
+        if not pins[u]:
+            want_a[u] = nxt[u] if nxt[u] < soon[u] else soon[u]
 
-    def wanted(u: int) -> int:
-        """The next position that reads ``u``, or (``linger``) that reads a successor of
-        ``u`` that is not resident and so would be recomputed from it; -1: none."""
-        nu = next_use(u)
-        if linger:
-            for s in succs[u]:
-                if not resident[s]:
-                    ns = next_use(s)
-                    if ns >= 0 and (nu < 0 or ns < nu):
-                        nu = ns
-        return nu
+    def rise(s: int, old: int) -> None:
+        """Successor ``s``'s lingering next use rose from ``old``: the predecessors whose
+        earliest it was look again."""
+        for u in preds[s]:
+            if soon[u] == old:
+                best = never
+                for t in succs[u]:
+                    if not resident[t] and nxt[t] < best:
+                        best = nxt[t]
+                if best != old:
+                    soon[u] = best
+                    settle(u)
+
+    def residency(v: int, now: bool) -> None:
+        """``v`` became resident (``now``) or was freed: the facts that depend on it."""
+        resident[v] = now
+        if watchers[v]:
+            for u in watchers[v]:
+                r_ok[u] = False
+            watchers[v] = []
+        if linger and nxt[v] != never:
+            if now:
+                rise(v, nxt[v])
+            else:
+                t = nxt[v]
+                for u in preds[v]:
+                    if t < soon[u]:
+                        soon[u] = t
+                        settle(u)
+
+    def move_to(q: int) -> None:
+        """Set the position to ``q``: the uses before it are behind."""
+        nonlocal pos, passed
+        pos = q
+        while passed < q:
+            for u in preds[order[passed]]:
+                lst = uses_at[u]
+                i = ptr[u] + 1  # the use at ``passed`` is u's next use
+                ptr[u] = i
+                old = nxt[u]
+                nxt[u] = lst[i] if i < len(lst) else never
+                settle(u)
+                if linger and not resident[u]:
+                    rise(u, old)
+            passed += 1
 
     def dead(u: int) -> bool:
         """True when nothing reads ``u`` again, nor (``linger``) any successor of it."""
-        return next_use(u) < 0 and not (linger and any(next_use(s) >= 0 for s in succs[u]))
+        return nxt[u] == never and not (linger and any(nxt[s] != never for s in succs[u]))
 
     def recompute_cost(u: int) -> float:
+        """r: cost of ``u`` plus that of the freed ancestors it needs (depth first, at most
+        :data:`_R_NODES`); the values it looked at are watched."""
         total = cost[u]
         if all(resident[w] for w in preds[u]):
+            for w in preds[u]:
+                watchers[w].append(u)
             return total  # the common case: its inputs are all there
         seen = {u}
         stack = [u]
         while stack and len(seen) < _R_NODES:
             for w in preds[stack.pop()]:
+                watchers[w].append(u)
                 if not resident[w] and w not in seen:
                     seen.add(w)
                     total += cost[w]
@@ -424,37 +551,69 @@ def _reevict(
 
     def free(u: int) -> None:
         nonlocal cur
-        resident[u] = False
+        residency(u, False)
         k = where[u]
         if k >= 0:
             last = live.pop()
             if last != u:
                 live[k] = last
+                live_a[k] = last
                 where[last] = k
             where[u] = -1
         cur -= mem[u]
 
+    def pick(lv: np.ndarray, want: np.ndarray, unpinned: np.ndarray) -> tuple[int, int]:
+        """The victim and the runner-up (-1: none) among the live values ``lv`` (their
+        wanted positions ``want``) by least key: the first of the least, then the first of
+        the least among the others."""
+        if use_r:
+            for i in np.flatnonzero(unpinned & ~r_ok[lv]).tolist():
+                u = live[i]
+                r_a[u] = recompute_cost(u)
+                r_ok[u] = True
+            num = r_a[lv]
+        else:
+            num = cost_a[lv]
+        with np.errstate(all="ignore"):
+            if exact:
+                d = want - (pos - 1)
+                size = mem_a[lv] if power == 0 else mem_a[lv] * d if power == 1 else mem_a[lv] * d * d
+                key = num / size
+            else:  # as Python does it: the exact integer, then one rounding
+                key = np.array(
+                    [
+                        x / (mem[u] * (w - pos + 1) ** power) if w >= 0 else math.inf
+                        for x, u, w in zip(num.tolist(), lv.tolist(), want.tolist())
+                    ]
+                )
+            if weight_a is not None:
+                key *= weight_a[lv]
+            key[~(unpinned & (key < math.inf))] = math.inf  # pinned, and NaN: never chosen
+        i = int(key.argmin())
+        if not key[i] < math.inf:
+            return -1, -1
+        key[i] = math.inf
+        j = int(key.argmin())
+        return live[i], live[j] if key[j] < math.inf else -1
+
     def room(need: int) -> bool:
         while cur + need > limit:
-            victim, key, runner_up, key2 = -1, math.inf, -1, math.inf
-            units = len(live)
-            for u in live:
-                if pins[u]:
-                    continue
+            m = len(live)
+            if not m:
+                return False  # nothing to evict
+            lv = live_a[:m]
+            want = want_a[lv]
+            gone = want == never
+            units = m
+            if gone.any():  # never read again: free the first such value
+                i = int(gone.argmax())
+                victim, runner_up = live[i], -1
                 if linger:
-                    units += len(succs[u])
-                nu = wanted(u)
-                if nu < 0:
-                    victim, runner_up = u, -1
-                    break  # never read again: free it first
-                d = nu - pos + 1
-                k = (recompute_cost(u) if use_r else cost[u]) / (mem[u] * d**power)
-                if weight is not None:
-                    k *= weight[u]
-                if k < key:
-                    victim, key, runner_up, key2 = u, k, victim, key
-                elif k < key2:
-                    runner_up, key2 = u, k
+                    units += int(units_a[lv[: i + 1]].sum())
+            else:
+                if linger:
+                    units += int(units_a[lv].sum())
+                victim, runner_up = pick(lv, want, want >= 0)
             if victim < 0 or limits.spend(units):
                 return False
             if close is not None and runner_up >= 0:
@@ -467,15 +626,25 @@ def _reevict(
         if len(out) >= max_computes or not room(mem[v] + ws[v]):
             return False
         out.append(v)
-        resident[v] = True
+        residency(v, True)
         cur += mem[v]
         if mem[v] > 0:
             where[v] = len(live)
+            live_a[len(live)] = v
             live.append(v)
         return True
 
+    def pin(u: int, by: int) -> None:
+        pins[u] += by
+        if not pins[u]:
+            units_a[u] = degree[u]
+            settle(u)
+        elif by > 0 and pins[u] == 1:
+            want_a[u] = -1
+            units_a[u] = 0
+
     def release(u: int) -> None:
-        pins[u] -= 1
+        pin(u, -1)
         if pins[u] == 0 and resident[u] and dead(u):
             free(u)
 
@@ -486,7 +655,7 @@ def _reevict(
             v, ready = stack.pop()
             if not ready:
                 if resident[v]:
-                    pins[v] += 1
+                    pin(v, 1)
                     continue
                 stack.append((v, True))
                 stack.extend((u, False) for u in reversed(preds[v]))
@@ -495,11 +664,11 @@ def _reevict(
                 return False
             for u in preds[v]:
                 release(u)
-            pins[v] += 1
+            pin(v, 1)
         return True
 
     for p, v in enumerate(order):
-        pos = p
+        move_to(p)
         if resident[v]:
             continue  # already there (a target computed early): nothing to do
         for u in preds[v]:
@@ -507,7 +676,7 @@ def _reevict(
                 return None
         if not compute(v):
             return None
-        pos = p + 1
+        move_to(p + 1)
         for u in preds[v]:
             release(u)
         if pins[v] == 0 and dead(v):
@@ -523,18 +692,20 @@ def _keep_round(
     limits: _Limits,
     release: bool = False,
     replayed: dict | None = None,
+    sims: dict | None = None,
 ) -> list[int] | None:
     """One round of keep moves over the compute sequence ``seq`` (frees at last read);
     the new sequence, unread computes deleted, or None when no move fits. With
     ``release``, a move that does not fit as it stands is checked again with what it
     releases (:func:`_release_credit`). ``replayed`` keeps the last sequence's schedule
-    and memory profile, for the next round on the same sequence object."""
+    and memory profile, for the next round on the same sequence object; ``sims`` the
+    replays by content (:func:`_simulated`)."""
     hit = None if replayed is None else replayed.get("keep")
     if hit is not None and hit[0] is seq:
         schedule, profile = hit[1], hit[2]
     else:
-        schedule = schedule_from_sequence(graph, seq)
-        profile = simulate(graph, schedule, per_step=True).memory
+        schedule, sim = _simulated(graph, seq, {} if sims is None else sims)
+        profile = sim.memory
         assert profile is not None, "the sequence of a valid plan stays valid"
         if replayed is not None:
             replayed["keep"] = (seq, schedule, profile)

@@ -183,18 +183,17 @@ def prune_unread(graph: Graph, seq: Sequence[int]) -> list[int]:
     fixpoint of "delete unread computes, repeat": whether a compute is read depends only on
     the computes kept after it, which are decided first."""
     preds = graph.pred_lists
-    target = [False] * graph.n
+    pending = [False] * graph.n  # a target whose last compute is still to come (from the end)
     for t in graph.targets.tolist():
-        target[t] = True
+        pending[t] = True
     read = [False] * graph.n  # a kept compute after this point reads v before v's next one
-    last_seen = [False] * graph.n
-    keep = [False] * len(seq)
-    for i in range(len(seq) - 1, -1, -1):
-        v = seq[i]
-        if read[v] or (target[v] and not last_seen[v]):
-            keep[i] = True
+    kept: list[int] = []
+    for v in reversed(seq):
+        if read[v] or pending[v]:
+            kept.append(v)
             read[v] = False
             for u in preds[v]:
                 read[u] = True
-        last_seen[v] = True
-    return [v for i, v in enumerate(seq) if keep[i]]
+        pending[v] = False
+    kept.reverse()
+    return kept

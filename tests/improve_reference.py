@@ -1,0 +1,205 @@
+"""remat_cli/algorithms/improve.py's ``_reevict`` (and segments.py's ``prune_unread``) as of 3da6409 (before the issue 14 speed-up of
+the improvement pass): the reference its faster replay must equal, the same compute
+sequence, the same ``close`` set and the same work spent (tests/test_improve_same.py).
+Not used by the tool."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from remat_cli.algorithms.improve import _Limits
+from remat_cli.graph import Graph
+
+__all__ = ["_reevict", "prune_unread"]
+
+#: As in improve.py at that commit.
+_MAX_FACTOR = 20
+_R_NODES = 16
+
+
+def _reevict(
+    graph: Graph,
+    order: list[int],
+    limit: int,
+    score: str,
+    limits: _Limits,
+    weight: list[float] | None = None,
+    linger: bool = False,
+    close: set[int] | None = None,
+) -> list[int] | None:
+    """The compute sequence of replaying ``order`` (each node's inputs before it) within
+    ``limit`` bytes, evicting by ``score`` with knowledge of every future use; None when
+    it cannot fit (a compute finds nothing evictable), thrashes, or runs out of ``limits``."""
+    n = graph.n
+    mem = graph.mem.tolist()
+    ws = graph.workspace.tolist()
+    cost = graph.cost.tolist()
+    preds = graph.pred_lists
+    succs = graph.succ_lists
+    uses_at: list[list[int]] = [[] for _ in range(n)]  # positions in order that read v
+    for p, v in enumerate(order):
+        for u in preds[v]:
+            uses_at[u].append(p)
+    ptr = [0] * n
+    resident = [False] * n
+    pins = [0] * n
+    live: list[int] = []  # resident values of nonzero size (eviction candidates)
+    where = [-1] * n
+    out: list[int] = []
+    cur = graph.fixed_mem
+    pos = 0
+    max_computes = _MAX_FACTOR * max(len(order), 1)
+    use_r = score.startswith("r")
+    power = 0 if score == "r/size" else 2 if score == "r/size/d2" else 1
+
+    def next_use(u: int) -> int:
+        lst = uses_at[u]
+        i = ptr[u]
+        while i < len(lst) and lst[i] < pos:
+            i += 1
+        ptr[u] = i
+        return lst[i] if i < len(lst) else -1
+
+    def wanted(u: int) -> int:
+        """The next position that reads ``u``, or (``linger``) that reads a successor of
+        ``u`` that is not resident and so would be recomputed from it; -1: none."""
+        nu = next_use(u)
+        if linger:
+            for s in succs[u]:
+                if not resident[s]:
+                    ns = next_use(s)
+                    if ns >= 0 and (nu < 0 or ns < nu):
+                        nu = ns
+        return nu
+
+    def dead(u: int) -> bool:
+        """True when nothing reads ``u`` again, nor (``linger``) any successor of it."""
+        return next_use(u) < 0 and not (linger and any(next_use(s) >= 0 for s in succs[u]))
+
+    def recompute_cost(u: int) -> float:
+        total = cost[u]
+        if all(resident[w] for w in preds[u]):
+            return total  # the common case: its inputs are all there
+        seen = {u}
+        stack = [u]
+        while stack and len(seen) < _R_NODES:
+            for w in preds[stack.pop()]:
+                if not resident[w] and w not in seen:
+                    seen.add(w)
+                    total += cost[w]
+                    stack.append(w)
+        return total
+
+    def free(u: int) -> None:
+        nonlocal cur
+        resident[u] = False
+        k = where[u]
+        if k >= 0:
+            last = live.pop()
+            if last != u:
+                live[k] = last
+                where[last] = k
+            where[u] = -1
+        cur -= mem[u]
+
+    def room(need: int) -> bool:
+        while cur + need > limit:
+            victim, key, runner_up, key2 = -1, math.inf, -1, math.inf
+            units = len(live)
+            for u in live:
+                if pins[u]:
+                    continue
+                if linger:
+                    units += len(succs[u])
+                nu = wanted(u)
+                if nu < 0:
+                    victim, runner_up = u, -1
+                    break  # never read again: free it first
+                d = nu - pos + 1
+                k = (recompute_cost(u) if use_r else cost[u]) / (mem[u] * d**power)
+                if weight is not None:
+                    k *= weight[u]
+                if k < key:
+                    victim, key, runner_up, key2 = u, k, victim, key
+                elif k < key2:
+                    runner_up, key2 = u, k
+            if victim < 0 or limits.spend(units):
+                return False
+            if close is not None and runner_up >= 0:
+                close.update((victim, runner_up))  # a choice a small change of weights flips
+            free(victim)
+        return True
+
+    def compute(v: int) -> bool:
+        nonlocal cur
+        if len(out) >= max_computes or not room(mem[v] + ws[v]):
+            return False
+        out.append(v)
+        resident[v] = True
+        cur += mem[v]
+        if mem[v] > 0:
+            where[v] = len(live)
+            live.append(v)
+        return True
+
+    def release(u: int) -> None:
+        pins[u] -= 1
+        if pins[u] == 0 and resident[u] and dead(u):
+            free(u)
+
+    def ensure(target: int) -> bool:
+        """Make ``target`` resident and pin it, recomputing freed ancestors (iteratively)."""
+        stack = [(target, False)]
+        while stack:
+            v, ready = stack.pop()
+            if not ready:
+                if resident[v]:
+                    pins[v] += 1
+                    continue
+                stack.append((v, True))
+                stack.extend((u, False) for u in reversed(preds[v]))
+                continue
+            if not compute(v):  # its inputs are resident and pinned
+                return False
+            for u in preds[v]:
+                release(u)
+            pins[v] += 1
+        return True
+
+    for p, v in enumerate(order):
+        pos = p
+        if resident[v]:
+            continue  # already there (a target computed early): nothing to do
+        for u in preds[v]:
+            if not ensure(u):
+                return None
+        if not compute(v):
+            return None
+        pos = p + 1
+        for u in preds[v]:
+            release(u)
+        if pins[v] == 0 and dead(v):
+            free(v)
+    return out
+
+
+def prune_unread(graph: Graph, seq: Sequence[int]) -> list[int]:
+    """The compute sequence ``seq`` without the computes whose value nobody reads before
+    its next compute (the last compute of each target stays)."""
+    preds = graph.pred_lists
+    target = [False] * graph.n
+    for t in graph.targets.tolist():
+        target[t] = True
+    read = [False] * graph.n  # a kept compute after this point reads v before v's next one
+    last_seen = [False] * graph.n
+    keep = [False] * len(seq)
+    for i in range(len(seq) - 1, -1, -1):
+        v = seq[i]
+        if read[v] or (target[v] and not last_seen[v]):
+            keep[i] = True
+            read[v] = False
+            for u in preds[v]:
+                read[u] = True
+        last_seen[v] = True
+    return [v for i, v in enumerate(seq) if keep[i]]
