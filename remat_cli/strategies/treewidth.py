@@ -70,6 +70,8 @@ import math
 import time
 from bisect import bisect_right
 from dataclasses import dataclass
+from itertools import compress
+from operator import not_
 from typing import Any
 
 import numpy as np
@@ -276,25 +278,28 @@ class _Recursion:
     def compute(self, v: int) -> None:
         self.spend(1)
         pending = self.pending
+        done = self.done
+        first = not done[v] and self.needed[v]  # its first compute is prepaid in cost_left
         if pending is not None and self.owed[v]:
             self.owed[v] = False  # charged when it was freed
-        elif self.done[v] or not self.needed[v]:
+        elif not first:
             self.cost_left -= self.costs[v]
         if self.cost_left < 0:
             raise RecursionStopped("cannot win")
-        if pending is not None and not self.done[v] and self.needed[v]:
+        if pending is not None and first:
             for u in self.preds[v]:
                 pending[u] -= 1
-        need = self.mem[v] + self.ws[v]
+        m = self.mem[v]
+        need = m + self.ws[v]
         if self.cur + need > self.limit:
             self._evict(need)
         self.ops.append(COMPUTE)
         self.nodes.append(v)
-        self.done[v] = True
+        done[v] = True
         self.resident[v] = True
         self.pin[v] = 1
-        self.cur += self.mem[v]
-        self.pinned += self.mem[v]
+        self.cur += m
+        self.pinned += m
 
     def obtain(self, v: int) -> None:
         """Make ``v`` resident and pinned: reuse it from the cache, or compute it."""
@@ -338,11 +343,12 @@ class _Recursion:
                 raise RecursionStopped("cannot win")
 
     def _evict(self, need: int) -> None:
-        cache = self.cache
-        while self.cur + need > self.limit and cache:
-            _, _, stamp, u = heapq.heappop(cache)
-            if self.stamp[u] == stamp and self.resident[u] and self.pin[u] == 0:
-                self.stamp[u] = -1
+        cache, stamps, resident, pin = self.cache, self.stamp, self.resident, self.pin
+        limit, heappop = self.limit, heapq.heappop
+        while self.cur + need > limit and cache:
+            _, _, stamp, u = heappop(cache)
+            if stamps[u] == stamp and resident[u] and pin[u] == 0:
+                stamps[u] = -1
                 self._free(u)
         if self.cur + need > self.limit:
             self.over = True
@@ -392,7 +398,7 @@ class _Recursion:
         wanted = set(targets)
         if clean and not any(resident[u] for u in need if u not in wanted):
             ops, nodes = self.ops[start:], self.nodes[start:]
-            computed = tuple({v for op, v in zip(ops, nodes) if op == COMPUTE})
+            computed = tuple(set(compress(nodes, map(not_, ops))))  # COMPUTE is 0
             pins = tuple((t, self.pin[t]) for t in wanted)
             replay[key] = _Recorded(ops, nodes, units - self.budget_left, tuple(need), tuple(boundary), computed, pins)
             self.replay_size += len(ops) + len(need)
@@ -716,13 +722,99 @@ class _Recursion:
         )
 
     def _plain(self, plan: _PlainPlan) -> None:
+        """Run a plain plan: :meth:`obtain` each node, :meth:`release` after each step.
+
+        The primitives (compute, acquire, release, evict, free) are inlined here over
+        local counters, the hottest loop of a budgeted run (~10⁵ steps per plan on a
+        1k-node graph): the same steps in the same order, the same work and cost counted.
+        A run that stops raises before its counters are written back (it is discarded).
+        """
         order, ev_k, ev_u = plan
+        resident, pin, mem, stamp = self.resident, self.pin, self.mem, self.stamp
+        done, needed, costs = self.done, self.needed, self.costs
+        ws, preds, pending, owed = self.ws, self.preds, self.pending, self.owed
+        ops, nodes, limit = self.ops, self.nodes, self.limit
+        caching, cache, value = self.caching, self.cache, self.value
+        deadline = self.deadline
+        heappush, heappop = heapq.heappush, heapq.heappop
+        cur, pinned, clock = self.cur, self.pinned, self.clock
+        budget_left, checks, cost_left = self.budget_left, self.checks, self.cost_left
+        over = False
         j, count = 0, len(ev_k)
         for k, v in enumerate(order):
-            self.obtain(v)
-            while j < count and ev_k[j] == k:
-                self.release(ev_u[j])
+            if resident[v]:  # acquire
+                if pin[v] == 0:
+                    pinned += mem[v]
+                    stamp[v] = -1
+                pin[v] += 1
+            else:  # compute
+                budget_left -= 1
+                if budget_left < 0:
+                    raise RecursionStopped("work limit")
+                checks += 1
+                if deadline is not None and not checks & 255 and time.perf_counter() > deadline:
+                    raise RecursionStopped("time limit")
+                first = not done[v] and needed[v]
+                if pending is not None and owed[v]:
+                    owed[v] = False
+                elif not first:
+                    cost_left -= costs[v]
+                if cost_left < 0:
+                    raise RecursionStopped("cannot win")
+                if pending is not None and first:
+                    for u in preds[v]:
+                        pending[u] -= 1
+                m = mem[v]
+                need = m + ws[v]
+                if cur + need > limit:  # evict
+                    while cur + need > limit and cache:
+                        _, _, st, u = heappop(cache)
+                        if stamp[u] == st and resident[u] and pin[u] == 0:
+                            stamp[u] = -1
+                            ops.append(FREE)  # free
+                            nodes.append(u)
+                            resident[u] = False
+                            cur -= mem[u]
+                            if pending is not None and pending[u] > 0:
+                                owed[u] = True
+                                cost_left -= costs[u]
+                                if cost_left < 0:
+                                    raise RecursionStopped("cannot win")
+                    if cur + need > limit:
+                        over = True
+                ops.append(COMPUTE)
+                nodes.append(v)
+                done[v] = True
+                resident[v] = True
+                pin[v] = 1
+                cur += m
+                pinned += m
+            while j < count and ev_k[j] == k:  # release
+                u = ev_u[j]
                 j += 1
+                left = pin[u] - 1
+                pin[u] = left
+                if left:
+                    continue
+                pinned -= mem[u]
+                if caching:
+                    clock += 1
+                    stamp[u] = clock
+                    heappush(cache, (value[u], -clock, clock, u))
+                else:  # free
+                    ops.append(FREE)
+                    nodes.append(u)
+                    resident[u] = False
+                    cur -= mem[u]
+                    if pending is not None and pending[u] > 0:
+                        owed[u] = True
+                        cost_left -= costs[u]
+                        if cost_left < 0:
+                            raise RecursionStopped("cannot win")
+        self.cur, self.pinned, self.clock = cur, pinned, clock
+        self.budget_left, self.checks, self.cost_left = budget_left, checks, cost_left
+        if over:
+            self.over = True
 
 
 @dataclass(frozen=True)
