@@ -183,18 +183,18 @@ def prune_unread(graph: Graph, seq: Sequence[int]) -> list[int]:
     fixpoint of "delete unread computes, repeat": whether a compute is read depends only on
     the computes kept after it, which are decided first."""
     preds = graph.pred_lists
-    target = [False] * graph.n
+    target = bytearray(graph.n)
     for t in graph.targets.tolist():
-        target[t] = True
-    read = [False] * graph.n  # a kept compute after this point reads v before v's next one
-    last_seen = [False] * graph.n
-    keep = [False] * len(seq)
-    for i in range(len(seq) - 1, -1, -1):
-        v = seq[i]
+        target[t] = 1
+    read = bytearray(graph.n)  # a kept compute after this point reads v before v's next one
+    last_seen = bytearray(graph.n)
+    kept: list[int] = []  # backwards
+    for v in reversed(seq):
         if read[v] or (target[v] and not last_seen[v]):
-            keep[i] = True
-            read[v] = False
+            kept.append(v)
+            read[v] = 0
             for u in preds[v]:
-                read[u] = True
-        last_seen[v] = True
-    return [v for i, v in enumerate(seq) if keep[i]]
+                read[u] = 1
+        last_seen[v] = 1
+    kept.reverse()
+    return kept
