@@ -222,6 +222,7 @@ class _Recursion:
         self.owned = sep.owned
         self.children = sep.children
         self.child_tins = [[self.tin[c] for c in ch] for ch in sep.children]
+        self.node_tin = [self.tin[o] for o in self.owner]  # tin of each graph node's owner
         self.budgeted = limit is not None
         self.caching = cache and limit is not None
         self.eager = eager and self.caching
@@ -356,7 +357,7 @@ class _Recursion:
     # -------------------------------------------------------------- the recursion
     def _child_of(self, x: int, u: int) -> int:
         """The child of separator node ``x`` whose subtree owns graph node ``u``."""
-        k = bisect_right(self.child_tins[x], self.tin[self.owner[u]]) - 1
+        k = bisect_right(self.child_tins[x], self.node_tin[u]) - 1
         return self.children[x][k]
 
     def solve(
@@ -465,14 +466,15 @@ class _Recursion:
         stack = list(todo)
         pin = self.pin
         tin_x, tout_x = self.tin[x], self.tout[x]
-        tin, owner = self.tin, self.owner
+        owner, node_tin = self.owner, self.node_tin
         clean = True  # no resident value inside the subtree met
+        pop, add = stack.pop, stack.append
         while stack:
-            v = stack.pop()
+            v = pop()
             for u in preds[v]:
                 if u in need:
                     continue
-                inside = tin_x <= tin[owner[u]] < tout_x
+                inside = tin_x <= node_tin[u] < tout_x
                 if resident[u]:
                     clean = clean and not inside
                     # a cached value inside the subtree is planned as missing (and reused
@@ -487,7 +489,7 @@ class _Recursion:
                         return False
                     raise RecursionBug("the recursion reached outside its subtree")
                 need.add(u)
-                stack.append(u)
+                add(u)
         self.spend(len(need) + len(boundary))
         if walk is not None:
             walk.extend((need, boundary, clean))
@@ -533,30 +535,42 @@ class _Recursion:
         for u in early.pop(-1, ()):
             self.release(u)
         prefetched: dict[int, list[int]] = {}  # index of the last reader -> values to unpin
+        child_tins, children_x = self.child_tins[x], self.children[x]
+        node_tin = self.node_tin
+        acquire, release, solve, caching = self.acquire, self.release, self.solve, self.caching
         for i, v in enumerate(owned_need):
             missing: dict[int, list[int]] = {}
             held: list[int] = []
             for u in preds[v]:
                 if resident[u]:
-                    self.acquire(u)
+                    acquire(u)
                     held.append(u)
-                else:
-                    missing.setdefault(self._child_of(x, u), []).append(u)
+                else:  # the child whose subtree owns u (_child_of)
+                    child = children_x[bisect_right(child_tins, node_tin[u]) - 1]
+                    if child in missing:
+                        missing[child].append(u)
+                    else:
+                        missing[child] = [u]
             for child, inputs in missing.items():
-                if self.caching and self._prefetch(x, child, inputs, owned_need, i, prefetched):
+                if caching and self._prefetch(x, child, inputs, owned_need, i, prefetched):
                     continue
-                self.solve(child, inputs, True)
-            self.obtain(v)
+                solve(child, inputs, True)
+            if resident[v]:  # obtain
+                acquire(v)
+            else:
+                self.compute(v)
             here.append(v)
             for inputs in missing.values():
                 for u in inputs:
-                    self.release(u)
+                    release(u)
             for u in held:
-                self.release(u)
-            for u in prefetched.pop(i, ()):
-                self.release(u)
-            for u in early.pop(i, ()):
-                self.release(u)
+                release(u)
+            if i in prefetched:
+                for u in prefetched.pop(i):
+                    release(u)
+            if i in early:
+                for u in early.pop(i):
+                    release(u)
         rest: dict[int, list[int]] = {}
         for s in todo:
             if owner[s] != x and (keep or not done[s]):
@@ -581,12 +595,13 @@ class _Recursion:
     def _prefetch(self, x: int, child: int, inputs: list[int], owned_need: list[int], i: int, prefetched: dict[int, list[int]]) -> bool:
         """Ask ``child`` at once for ``inputs`` and for what later nodes of x read from it,
         if one plain schedule fits; the extra values stay pinned until their last reader."""
-        resident, preds = self.resident, self.preds
+        resident, preds, owner, node_tin = self.resident, self.preds, self.owner, self.node_tin
+        child_tins, children_x = self.child_tins[x], self.children[x]
         first = set(inputs)
         last: dict[int, int] = {}
         for j in range(i + 1, len(owned_need)):
             for u in preds[owned_need[j]]:
-                if not resident[u] and u not in first and self.owner[u] != x and self._child_of(x, u) == child:
+                if not resident[u] and u not in first and owner[u] != x and children_x[bisect_right(child_tins, node_tin[u]) - 1] == child:
                     last[u] = j
         if not last:
             return False
