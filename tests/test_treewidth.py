@@ -578,6 +578,29 @@ def test_cost_cap_stops_exactly_the_runs_that_cost_more(g: Graph, seed: int, rat
     assert capped.ops.tolist() == full.ops.tolist() and capped.nodes.tolist() == full.nodes.tolist()
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graphs, st.integers(0, 1000), st.floats(0.05, 1.0), st.sampled_from(STRATS))
+def test_cacheless_run_stops_over_its_limit_exactly_when_it_would_not_fit(g: Graph, seed: int, ratio: float, name: str) -> None:
+    """A cacheless budgeted run with ``stop_over`` stops ("over the limit") exactly when
+    the same run without it peaks above the budget (its own count of resident bytes is
+    the simulator's), and otherwise gives the same schedule step for step."""
+    from remat_cli.strategies.treewidth import OVER_LIMIT
+
+    g = _weighted(g, seed)
+    sep = _sep_trees(g)[name]
+    budget = max(g.lb, int(ratio * store_all_peak(g)))
+    limit = budget - g.fixed_mem
+    full, _ = recursive_schedule(g, sep, limit, cache=False)
+    peak = require_valid(g, full).peak_bytes
+    try:
+        stopped, _ = recursive_schedule(g, sep, limit, cache=False, stop_over=True)
+    except RecursionStopped as exc:
+        assert str(exc) == OVER_LIMIT and peak > budget, (peak, budget)
+        return
+    assert peak <= budget
+    assert stopped.ops.tolist() == full.ops.tolist() and stopped.nodes.tolist() == full.nodes.tolist()
+
+
 def test_cost_cap_charges_a_recomputation_at_the_free(monkeypatch) -> None:
     """A run capped at the base cost stops as soon as it frees a value that a needed node
     still to be computed reads (that value must be computed again), before the first

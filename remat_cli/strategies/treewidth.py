@@ -131,6 +131,10 @@ def _first(pair: tuple[int, int]) -> int:
     return pair[0]
 
 
+#: Why a cacheless run stopped where it went over its limit (``stop_over``).
+OVER_LIMIT = "over the limit"
+
+
 class RecursionStopped(Exception):
     """The recursion passed its work limit or its deadline; it built no schedule."""
 
@@ -159,6 +163,7 @@ def recursive_schedule(
     max_cost: float = math.inf,
     memo: dict[Any, Any] | None = None,
     replay: bool = True,
+    stop_over: bool = False,
 ) -> tuple[Schedule, bool]:
     """The schedule of the recursion over ``sep``.
 
@@ -176,8 +181,14 @@ def recursive_schedule(
     records the steps of each call that leaves its targets pinned and copies them when the
     same call recurs on the same state (:meth:`_Recursion.solve`): the same schedule, and
     the same work counted, without walking the sub-problem again.
+
+    ``stop_over`` (cacheless budgeted runs): raise :class:`RecursionStopped` ("over the
+    limit") at the first compute that goes over ``limit``. Without a cache the run counts
+    the resident bytes exactly as the simulator does, so such a run's schedule would peak
+    above the budget: it could not be a plan.
     """
     planner = _Recursion(graph, sep, limit, cache, eager, evict)
+    planner.stop_over = stop_over and not planner.caching
     planner.budget_left = work_limit(graph) if max_work is None else max_work
     planner.deadline = deadline
     # every needed node is computed at least once by any valid schedule, so a run whose
@@ -265,6 +276,7 @@ class _Recursion:
         self.owed: list[bool] = []
         self.memo: dict[Any, Any] | None = None  # plain orders shared by the runs of one call
         self.memo_cap = max(20 * n, 500_000)  # node ids stored in the memo at most
+        self.stop_over = False  # RecursionStopped("over the limit") once over it
 
     def spend(self, units: int) -> None:
         """Count work; stop the run past its work limit or deadline."""
@@ -353,6 +365,8 @@ class _Recursion:
                 self._free(u)
         if self.cur + need > self.limit:
             self.over = True
+            if self.stop_over:
+                raise RecursionStopped(OVER_LIMIT)
 
     # -------------------------------------------------------------- the recursion
     def _child_of(self, x: int, u: int) -> int:
@@ -797,6 +811,8 @@ class _Recursion:
                                     raise RecursionStopped("cannot win")
                     if cur + need > limit:
                         over = True
+                        if self.stop_over:
+                            raise RecursionStopped(OVER_LIMIT)
                 ops.append(COMPUTE)
                 nodes.append(v)
                 done[v] = True
@@ -906,6 +922,8 @@ def plan_over_separator_tree(
         except RecursionStopped as exc:
             if str(exc) == "cannot win":
                 pruned[0] += 1
+            elif str(exc) == OVER_LIMIT:
+                unfit[0] += 1  # a candidate that does not fit, counted as tried
             else:
                 stopped.append(Phrase("{} ({})", (label, str(exc))))
             return None
@@ -913,6 +931,7 @@ def plan_over_separator_tree(
 
     tried = [0]
     pruned = [0]
+    unfit = [0]  # cacheless runs stopped over the budget (they would not fit it)
     memo: dict[Any, Any] = {}
     # a ladder run depends on its point, not on the budget: kept on the graph for the next
     # plan of it (a search for the smallest budget); (tree id, point, eager, evict) ->
@@ -1007,7 +1026,7 @@ def plan_over_separator_tree(
             (bound, needed, LARGE_GRAPH_NODES),
         )
     else:
-        first = attempt("budgeted recursion", budget - graph.fixed_mem, cache=False)
+        first = attempt("budgeted recursion", budget - graph.fixed_mem, cache=False, stop_over=True)
         if first is not None:
             candidates.append(first)
     bare_run = bare_attempt()
@@ -1182,7 +1201,7 @@ def plan_over_separator_tree(
         imp = improve_plan(graph, best.schedule, budget, deadline=deadline)
         best = _Attempt(imp.schedule, imp.metrics, Phrase("{} + keep moves", (best.label,))) if imp.improved else best
     info["mode"] = best.label
-    info["candidates tried"] = len(candidates)
+    info["candidates tried"] = len(candidates) + unfit[0]
     if discarded:
         info["discarded candidates (internal error)"] = discarded
     return _result(graph, best.schedule, best.metrics, info, started)
