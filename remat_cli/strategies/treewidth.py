@@ -194,17 +194,17 @@ def recursive_schedule(
     # every needed node is computed at least once by any valid schedule, so a run whose
     # recomputations alone exceed max_cost − base cost cannot win: stop it as soon as they do
     planner.cost_left = max_cost - float(graph.cost[graph.needed].sum()) if max_cost < math.inf else math.inf
-    planner.needed = graph.needed.tolist()
+    statics = planner.statics
+    planner.needed = statics.needed
     if planner.cost_left < math.inf:
         # a value freed while a needed node that reads it is still to be computed for the
         # first time must be computed again: its recomputation is charged at the free
-        readers = np.repeat(np.arange(graph.n, dtype=np.int64), np.diff(graph.pred_ptr))
-        planner.pending = np.bincount(graph.pred_idx[graph.needed[readers]], minlength=graph.n).tolist()
+        planner.pending = statics.needed_readers()[:]
         planner.owed = [False] * graph.n
     planner.memo = memo
     if replay and limit is None and planner.cost_left == math.inf:
         planner.replay = {}
-    planner.solve(sep.root, [int(t) for t in graph.targets if graph.needed[t]], False)
+    planner.solve(sep.root, statics.targets[:], False)
     schedule = Schedule(np.asarray(planner.ops, dtype=np.int8), np.asarray(planner.nodes, dtype=np.int32))
     return schedule, not planner.over
 
@@ -222,18 +222,15 @@ class _Recursion:
     ) -> None:
         self.preds = graph.pred_lists
         self.pred_ptr, self.pred_idx = graph.pred_ptr, graph.pred_idx
-        self.mem_np = graph.mem.astype(np.int64)
-        self.ws_np = graph.workspace.astype(np.int64)
         self.succs = graph.succ_lists
-        self.mem = graph.mem.tolist()
-        self.ws = graph.workspace.tolist()
-        self.owner = sep.owner.tolist()
-        self.tin = sep.tin.tolist()
-        self.tout = sep.tout.tolist()
+        statics = self.statics = _Statics.of(graph, sep)
+        self.mem_np, self.ws_np = statics.mem_np, statics.ws_np
+        self.mem, self.ws = statics.mem, statics.ws
+        self.owner, self.tin, self.tout = statics.owner, statics.tin, statics.tout
         self.owned = sep.owned
         self.children = sep.children
-        self.child_tins = [[self.tin[c] for c in ch] for ch in sep.children]
-        self.node_tin = [self.tin[o] for o in self.owner]  # tin of each graph node's owner
+        self.child_tins = statics.child_tins
+        self.node_tin = statics.node_tin  # tin of each graph node's owner
         self.budgeted = limit is not None
         self.caching = cache and limit is not None
         self.eager = eager and self.caching
@@ -248,15 +245,11 @@ class _Recursion:
         self.clock = 0
         # (eviction value, -stamp, stamp, v): lowest value first, then the most recent
         self.cache: list[tuple[float, int, int, int]] = []
-        self.rank = graph.topo_rank.tolist()
-        cost = graph.cost.tolist()
-        mem = self.mem
+        self.rank = statics.rank
+        cost = statics.cost
         # eviction order: "recent" evicts the most recently cached value first; "cheap"
         # evicts the value cheapest to recompute per byte first (recency breaks ties)
-        if evict == "cheap":
-            self.value = [cost[v] / mem[v] if mem[v] else math.inf for v in range(n)]
-        else:
-            self.value = [0.0] * n
+        self.value = statics.per_byte() if evict == "cheap" else statics.zeros
         self.ops: list[int] = []  # the steps so far (COMPUTE or FREE, node)
         self.nodes: list[int] = []
         # bare recursion: (x, targets) -> what the call did (see solve); None: off
@@ -846,6 +839,59 @@ class _Recursion:
         self.budget_left, self.checks, self.cost_left = budget_left, checks, cost_left
         if over:
             self.over = True
+
+
+class _Statics:
+    """What every run over one (graph, separator tree) reads and none changes: the graph's
+    and the tree's arrays as lists, made once per tree and kept on the graph (a plan makes
+    ~20 runs over the same tree; a search for the smallest budget, ten plans)."""
+
+    def __init__(self, graph: Graph, sep: SeparatorTree) -> None:
+        self._csr = (graph.pred_ptr, graph.pred_idx, graph.needed)  # for needed_readers
+        self.mem_np = graph.mem.astype(np.int64)
+        self.ws_np = graph.workspace.astype(np.int64)
+        self.mem: list[int] = graph.mem.tolist()
+        self.ws: list[int] = graph.workspace.tolist()
+        self.owner: list[int] = sep.owner.tolist()
+        self.tin: list[int] = sep.tin.tolist()
+        self.tout: list[int] = sep.tout.tolist()
+        self.child_tins = [[self.tin[c] for c in ch] for ch in sep.children]
+        self.node_tin = [self.tin[o] for o in self.owner]
+        self.rank: list[int] = graph.topo_rank.tolist()
+        self.cost: list[float] = graph.cost.tolist()
+        self.needed: list[bool] = graph.needed.tolist()
+        self.targets: list[int] = graph.targets[graph.needed[graph.targets]].tolist()
+        self.zeros = [0.0] * graph.n
+        self._per_byte: list[float] | None = None
+        self._readers: list[int] | None = None
+
+    @classmethod
+    def of(cls, graph: Graph, sep: SeparatorTree) -> _Statics:
+        """The statics of ``sep`` over ``graph``, made once (a few trees per graph kept)."""
+        kept = graph.derived("recursion statics", dict)
+        hit = kept.get(id(sep))
+        if hit is not None and hit[0] is sep:
+            return hit[1]
+        if len(kept) >= 4:
+            kept.clear()
+        made = cls(graph, sep)
+        kept[id(sep)] = (sep, made)
+        return made
+
+    def per_byte(self) -> list[float]:
+        """Per node, its cost per byte of output (inf for empty outputs): cheap-first eviction."""
+        if self._per_byte is None:
+            cost, mem = self.cost, self.mem
+            self._per_byte = [cost[v] / mem[v] if mem[v] else math.inf for v in range(len(mem))]
+        return self._per_byte
+
+    def needed_readers(self) -> list[int]:
+        """Per value, how many needed nodes read it (copy before counting down)."""
+        if self._readers is None:
+            ptr, idx, needed = self._csr
+            readers = np.repeat(np.arange(needed.size, dtype=np.int64), np.diff(ptr))
+            self._readers = np.bincount(idx[needed[readers]], minlength=needed.size).tolist()
+        return self._readers
 
 
 @dataclass(frozen=True)
