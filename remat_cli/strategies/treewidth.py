@@ -468,35 +468,18 @@ class _Recursion:
                 self.release(u)
             return True
         # the ancestors of the targets that are missing (all inside x's subtree)
-        need: set[int] = set(todo)
-        boundary: set[int] = set()
-        stack = list(todo)
-        pin = self.pin
-        tin_x, tout_x = self.tin[x], self.tout[x]
-        owner, node_tin = self.owner, self.node_tin
-        clean = True  # no resident value inside the subtree met
-        pop, add = stack.pop, stack.append
-        while stack:
-            v = pop()
-            for u in preds[v]:
-                if u in need:
-                    continue
-                inside = tin_x <= node_tin[u] < tout_x
-                if resident[u]:
-                    clean = clean and not inside
-                    # a cached value inside the subtree is planned as missing (and reused
-                    # if it is still cached when its turn comes): caching never pins memory
-                    if pin[u] or not inside:
-                        boundary.add(u)
-                        continue
-                elif not inside:
-                    if tentative:  # reads a value the caller has not computed yet
-                        for s in kept:
-                            self.release(s)
-                        return False
-                    raise RecursionBug("the recursion reached outside its subtree")
-                need.add(u)
-                add(u)
+        owner = self.owner
+        memo = self.memo if self.budgeted else None
+        walked = None if memo is None else memo.get(("walk", x, tuple(todo)))
+        clean_now = None if walked is None else self._walk_holds(walked)
+        if clean_now is not None:
+            need, boundary, clean = walked[0], walked[1], clean_now
+        else:
+            need, boundary, clean = self._walk(x, todo, tentative, kept)
+            if need is None:
+                return False
+            if memo is not None:
+                self._keep_walk(memo, x, todo, need, boundary)
         self.spend(len(need) + len(boundary))
         if walk is not None:
             walk.extend((need, boundary, clean))
@@ -598,6 +581,73 @@ class _Recursion:
         for i, (child, group) in enumerate(rest.items()):
             self.solve(child, group, keep, after[i + 1])
         return True
+
+    def _walk(self, x: int, todo: list[int], tentative: bool, kept: list[int]) -> tuple[Any, Any, bool]:
+        """The missing ancestors of ``todo`` inside x's subtree (``need``, todo first), the
+        values read from outside them (``boundary``: pinned, or outside the subtree) and
+        whether no resident value inside the subtree was met. (None, None, False) when
+        ``tentative`` and a value outside is missing (the kept pins released)."""
+        resident, preds, pin = self.resident, self.preds, self.pin
+        need: set[int] = set(todo)
+        boundary: set[int] = set()
+        stack = list(todo)
+        tin_x, tout_x = self.tin[x], self.tout[x]
+        node_tin = self.node_tin
+        clean = True  # no resident value inside the subtree met
+        pop, add = stack.pop, stack.append
+        while stack:
+            v = pop()
+            for u in preds[v]:
+                if u in need:
+                    continue
+                inside = tin_x <= node_tin[u] < tout_x
+                if resident[u]:
+                    clean = clean and not inside
+                    # a cached value inside the subtree is planned as missing (and reused
+                    # if it is still cached when its turn comes): caching never pins memory
+                    if pin[u] or not inside:
+                        boundary.add(u)
+                        continue
+                elif not inside:
+                    if tentative:  # reads a value the caller has not computed yet
+                        for s in kept:
+                            self.release(s)
+                        return None, None, False
+                    raise RecursionBug("the recursion reached outside its subtree")
+                need.add(u)
+                add(u)
+        return need, boundary, clean
+
+    def _keep_walk(self, memo: dict[Any, Any], x: int, todo: list[int], need: set[int], boundary: set[int]) -> None:
+        """Keep a walk in ``memo`` for the next runs (budgeted runs of one plan ask for the
+        same sub-problems again and again): its sets, and what :meth:`_walk_holds` checks."""
+        wanted = set(todo)
+        tin_x, tout_x, node_tin = self.tin[x], self.tout[x], self.node_tin
+        inner = tuple([u for u in need if u not in wanted])
+        bound_inside = tuple([tin_x <= node_tin[u] < tout_x for u in boundary])
+        stored = len(need) + 2 * len(boundary)
+        memo_size = memo.get("size", 0) + stored
+        if memo_size > self.memo_cap:  # bounded memory: start again
+            memo.clear()
+            memo_size = stored
+        memo[("walk", x, tuple(todo))] = (need, boundary, inner, tuple(boundary), bound_inside)
+        memo["size"] = memo_size
+
+    def _walk_holds(self, walked: tuple[Any, ...]) -> bool | None:
+        """None unless :meth:`_walk` would find the kept walk again now, set for set in the
+        same order: the walk is steered only by the branch it takes at each value it meets,
+        and it takes the same ones where every value it put in ``need`` beyond the targets
+        is unpinned (so inside and missing or merely cached) and every boundary value is
+        resident and pinned or outside the subtree. Else: whether it would be clean now
+        (no resident value inside the subtree among those it meets)."""
+        _, _, inner, bound, bound_inside = walked
+        pin, resident = self.pin, self.resident
+        if any(map(pin.__getitem__, inner)):
+            return None
+        for u, inside in zip(bound, bound_inside):
+            if not resident[u] or (inside and not pin[u]):
+                return None
+        return not any(bound_inside) and not any(map(resident.__getitem__, inner))
 
     def _prefetch(self, x: int, child: int, inputs: list[int], owned_need: list[int], i: int, prefetched: dict[int, list[int]]) -> bool:
         """Ask ``child`` at once for ``inputs`` and for what later nodes of x read from it,
