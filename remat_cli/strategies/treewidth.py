@@ -674,13 +674,19 @@ class _Recursion:
         topological order, and a memory-greedy one) if it stays within the limit, else
         None. The cache counts as free room: it is evicted on demand."""
         best: tuple[float, _PlainPlan] | None = None
+        frozen: tuple[Any, ...] | None = None  # the memo key's sets, made once for both plans
+        if self.memo is not None:
+            pin = self.pin
+            frozen = (frozenset(need), frozenset(wanted), tuple(boundary), tuple([pin[u] == 1 for u in boundary]))
         for greedy in (False, True):
-            plan, peak = self._plain_plan(need, boundary, wanted, greedy)
+            plan, peak = self._plain_plan(need, boundary, wanted, greedy, frozen)
             if peak <= self.limit and (best is None or peak < best[0]):
                 best = (peak, plan)
         return None if best is None else best[1]
 
-    def _plain_plan(self, need: set[int], boundary: set[int], wanted: set[int], greedy: bool) -> tuple[_PlainPlan, int]:
+    def _plain_plan(
+        self, need: set[int], boundary: set[int], wanted: set[int], greedy: bool, frozen: tuple[Any, ...] | None = None
+    ) -> tuple[_PlainPlan, int]:
         """A topological order of ``need`` (the graph's, or memory-greedy), the values
         released after each step (as (step, value) pairs sorted by step: per step, the
         order's own values in order, then the boundary's), and the peak of running it on
@@ -688,16 +694,19 @@ class _Recursion:
         only pin). Large plans are laid out with numpy, small ones with a loop. Memoised
         across the runs of one strategy call (``memo``; the ladder's runs ask for the same
         sub-problems again and again): the plan and its peak above the pinned values depend
-        only on the key below, the boundary in its iteration order (the release order)."""
+        only on the key below, the boundary in its iteration order (the release order);
+        ``frozen``: its sets, when the caller made them already."""
         memo = self.memo
         key: tuple[Any, ...] | None = None
         if memo is not None:
-            pin = self.pin
-            key = ("plain", greedy, frozenset(need), frozenset(wanted), tuple(boundary), tuple([pin[u] == 1 for u in boundary]))
+            if frozen is None:
+                pin = self.pin
+                frozen = (frozenset(need), frozenset(wanted), tuple(boundary), tuple([pin[u] == 1 for u in boundary]))
+            key = ("plain", greedy, *frozen)
             hit = memo.get(key)
             if hit is not None:
                 return hit[0], self.pinned + hit[1]
-        plan, peak = self._plain_plan_of(need, boundary, wanted, greedy)
+        plan, peak = self._plain_plan_of(need, boundary, wanted, greedy, frozen)
         if memo is not None:
             stored = 3 * len(need) + 2 * len(boundary)  # the order and the releases
             memo_size = memo.get("size", 0) + stored
@@ -708,8 +717,10 @@ class _Recursion:
             memo["size"] = memo_size
         return plan, peak
 
-    def _plain_plan_of(self, need: set[int], boundary: set[int], wanted: set[int], greedy: bool) -> tuple[_PlainPlan, int]:
-        order = self._greedy_order(need, wanted) if greedy else sorted(need, key=self.rank.__getitem__)
+    def _plain_plan_of(
+        self, need: set[int], boundary: set[int], wanted: set[int], greedy: bool, frozen: tuple[Any, ...] | None = None
+    ) -> tuple[_PlainPlan, int]:
+        order = self._greedy_order(need, wanted, frozen) if greedy else sorted(need, key=self.rank.__getitem__)
         if len(order) >= PLAIN_VECTOR_MIN:
             return self._plain_plan_np(order, boundary, wanted)
         last: dict[int, int] = {}
@@ -762,7 +773,7 @@ class _Recursion:
         peak = max(self.pinned, self.pinned + int((before + mem_o + self.ws_np[o]).max()))
         return (order, ev_k.tolist(), ev_u.tolist()), peak
 
-    def _greedy_order(self, need: set[int], wanted: set[int]) -> list[int]:
+    def _greedy_order(self, need: set[int], wanted: set[int], frozen: tuple[Any, ...] | None = None) -> list[int]:
         """Topological order of ``need`` that always runs the ready node whose step grows
         memory least (its output minus the inputs it frees), ties to the earlier node in
         the graph's order; as store-all's memory-greedy order, on the sub-problem only.
@@ -773,7 +784,7 @@ class _Recursion:
         memo = self.memo
         if memo is not None:
             outside = frozenset(u for v in need for u in preds[v] if u not in need and pin[u] == 1)
-            key = (frozenset(need), frozenset(wanted), outside)
+            key = (frozenset(need), frozenset(wanted), outside) if frozen is None else (frozen[0], frozen[1], outside)
             hit = memo.get(key)
             if hit is not None:
                 return hit
