@@ -578,6 +578,55 @@ def test_cost_cap_stops_exactly_the_runs_that_cost_more(g: Graph, seed: int, rat
     assert capped.ops.tolist() == full.ops.tolist() and capped.nodes.tolist() == full.nodes.tolist()
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graphs, st.integers(0, 1000), st.floats(0.05, 1.0), st.sampled_from(STRATS))
+def test_cacheless_run_stops_over_its_limit_exactly_when_it_would_not_fit(g: Graph, seed: int, ratio: float, name: str) -> None:
+    """A cacheless budgeted run with ``stop_over`` stops ("over the limit") exactly when
+    the same run without it peaks above the budget (its own count of resident bytes is
+    the simulator's), and otherwise gives the same schedule step for step."""
+    from remat_cli.strategies.treewidth import OVER_LIMIT
+
+    g = _weighted(g, seed)
+    sep = _sep_trees(g)[name]
+    budget = max(g.lb, int(ratio * store_all_peak(g)))
+    limit = budget - g.fixed_mem
+    full, _ = recursive_schedule(g, sep, limit, cache=False)
+    peak = require_valid(g, full).peak_bytes
+    try:
+        stopped, _ = recursive_schedule(g, sep, limit, cache=False, stop_over=True)
+    except RecursionStopped as exc:
+        assert str(exc) == OVER_LIMIT and peak > budget, (peak, budget)
+        return
+    assert peak <= budget
+    assert stopped.ops.tolist() == full.ops.tolist() and stopped.nodes.tolist() == full.nodes.tolist()
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graphs, st.integers(0, 1000), st.sampled_from(STRATS))
+def test_walks_and_plans_kept_across_runs_change_no_schedule(g: Graph, seed: int, name: str) -> None:
+    """Budgeted runs that share one memo (the walks of sub-problems, the plain plans and
+    orders, as a plan's ladder runs do) give the schedules of runs without it, step for
+    step, whatever ran before them; a tiny memo cap (cleared again and again) too."""
+    g = _weighted(g, seed)
+    sep = _sep_trees(g)[name]
+    top = store_all_peak(g)
+    runs = [
+        (max(0, int(r * top) - g.fixed_mem), cache, eager, evict)
+        for r in (0.9, 0.6, 0.4, 0.6)
+        for cache, eager, evict in ((False, False, "recent"), (True, True, "recent"), (True, True, "cheap"), (True, False, "recent"))
+    ]
+    memo: dict = {}
+    for limit, cache, eager, evict in runs:
+        kw = {"cache": cache, "eager": eager, "evict": evict}
+        try:
+            alone, _ = recursive_schedule(g, sep, limit, **kw)
+        except RecursionStopped:
+            continue
+        shared, _ = recursive_schedule(g, sep, limit, memo=memo, **kw)
+        assert shared.ops.tolist() == alone.ops.tolist() and shared.nodes.tolist() == alone.nodes.tolist()
+    assert any(isinstance(k, tuple) and k[0] == "walk" for k in memo)
+
+
 def test_cost_cap_charges_a_recomputation_at_the_free(monkeypatch) -> None:
     """A run capped at the base cost stops as soon as it frees a value that a needed node
     still to be computed reads (that value must be computed again), before the first

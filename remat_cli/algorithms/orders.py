@@ -45,38 +45,47 @@ def memory_greedy_order(
             if u in need:
                 c += 1
         missing[v] = c
+    # frees(u) asked once per value (it is the caller's fixed predicate), then looked up
+    freeable: dict[int, bool] = {}
 
     def delta(v: int) -> int:
         d = mem[v]
         for u in preds[v]:
-            if remaining[u] == 1 and (frees is None or frees(u)):
-                d -= mem[u]
+            if remaining[u] == 1:
+                f = freeable.get(u)
+                if f is None:
+                    f = freeable[u] = frees is None or frees(u)
+                if f:
+                    d -= mem[u]
         return d
 
     heap: list[tuple[int, int, int]] = []  # (delta, rank, v)
     for v in need:
         if missing[v] == 0:
-            current[v] = delta(v)
-            heap.append((current[v], rank[v], v))
+            d = current[v] = delta(v)
+            heap.append((d, rank[v], v))
     heapq.heapify(heap)
     order: list[int] = []
+    pop, push, append = heapq.heappop, heapq.heappush, order.append
     while heap:
-        d, _, v = heapq.heappop(heap)
+        d, _, v = pop(heap)
         if placed[v] or d != current[v]:
             continue
         placed[v] = 1
-        order.append(v)
+        append(v)
         for u in preds[v]:
-            remaining[u] -= 1
-            if remaining[u] == 1:  # its one reader left now frees it
+            r = remaining[u] - 1
+            remaining[u] = r
+            if r == 1:  # its one reader left now frees it
                 for w in succs[u]:
                     if w in need and not placed[w] and missing[w] == 0:
-                        current[w] = delta(w)
-                        heapq.heappush(heap, (current[w], rank[w], w))
+                        d = current[w] = delta(w)
+                        push(heap, (d, rank[w], w))
         for w in succs[v]:
             if w in need:
-                missing[w] -= 1
-                if missing[w] == 0:
-                    current[w] = delta(w)
-                    heapq.heappush(heap, (current[w], rank[w], w))
+                m = missing[w] - 1
+                missing[w] = m
+                if m == 0:
+                    d = current[w] = delta(w)
+                    push(heap, (d, rank[w], w))
     return order

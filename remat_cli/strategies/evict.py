@@ -70,20 +70,13 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int) -> Schedule:
     """One round of lazy eviction of ``schedule`` under ``limit`` bytes (fixed included);
     see the module docstring. Frees become eviction candidates, recomputes of resident
     values are dropped, candidates are evicted only when the next compute needs room."""
-    preds = graph.pred_lists
     mem = graph.mem.tolist()
     ws = graph.workspace.tolist()
     cost = graph.cost.tolist()
     n = graph.n
     ops = schedule.ops.tolist()
     nodes = schedule.nodes.tolist()
-    # position (step index) of the last step that reads or computes each node
-    last_touch = [-1] * n
-    for pos, (op, v) in enumerate(zip(ops, nodes)):
-        if op == COMPUTE:
-            last_touch[v] = pos
-            for u in preds[v]:
-                last_touch[u] = pos
+    last_touch = _last_touch(graph, schedule)
     per_byte = [cost[v] / mem[v] if mem[v] else math.inf for v in range(n)]
 
     state = [0] * n  # 0 gone, 1 resident, 2 resident and an eviction candidate
@@ -153,3 +146,19 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int) -> Schedule:
         state[v] = 1
         cur += mem[v]
     return Schedule(np.asarray(out_ops, dtype=np.int8), np.asarray(out_nodes, dtype=np.int32))
+
+
+def _last_touch(graph: Graph, schedule: Schedule) -> list[int]:
+    """Per node, the position (step index) of the last compute step that computes it or
+    reads it, -1 if none: vectorised (one pass over the computes' CSR input rows)."""
+    compute_pos = np.flatnonzero(schedule.ops == COMPUTE)
+    computed = schedule.nodes[compute_pos].astype(np.int64)
+    ptr = graph.pred_ptr
+    indeg = ptr[computed + 1] - ptr[computed]
+    read_pos = np.repeat(compute_pos, indeg)
+    offset = np.repeat(ptr[computed] - np.cumsum(indeg) + indeg, indeg)
+    read = graph.pred_idx[offset + np.arange(read_pos.size, dtype=np.int64)]
+    last = np.full(graph.n, -1, dtype=np.int64)
+    np.maximum.at(last, computed, compute_pos)
+    np.maximum.at(last, read, read_pos)
+    return last.tolist()

@@ -70,6 +70,8 @@ import math
 import time
 from bisect import bisect_right
 from dataclasses import dataclass
+from itertools import compress
+from operator import not_
 from typing import Any
 
 import numpy as np
@@ -129,6 +131,10 @@ def _first(pair: tuple[int, int]) -> int:
     return pair[0]
 
 
+#: Why a cacheless run stopped where it went over its limit (``stop_over``).
+OVER_LIMIT = "over the limit"
+
+
 class RecursionStopped(Exception):
     """The recursion passed its work limit or its deadline; it built no schedule."""
 
@@ -157,6 +163,7 @@ def recursive_schedule(
     max_cost: float = math.inf,
     memo: dict[Any, Any] | None = None,
     replay: bool = True,
+    stop_over: bool = False,
 ) -> tuple[Schedule, bool]:
     """The schedule of the recursion over ``sep``.
 
@@ -174,24 +181,30 @@ def recursive_schedule(
     records the steps of each call that leaves its targets pinned and copies them when the
     same call recurs on the same state (:meth:`_Recursion.solve`): the same schedule, and
     the same work counted, without walking the sub-problem again.
+
+    ``stop_over`` (cacheless budgeted runs): raise :class:`RecursionStopped` ("over the
+    limit") at the first compute that goes over ``limit``. Without a cache the run counts
+    the resident bytes exactly as the simulator does, so such a run's schedule would peak
+    above the budget: it could not be a plan.
     """
     planner = _Recursion(graph, sep, limit, cache, eager, evict)
+    planner.stop_over = stop_over and not planner.caching
     planner.budget_left = work_limit(graph) if max_work is None else max_work
     planner.deadline = deadline
     # every needed node is computed at least once by any valid schedule, so a run whose
     # recomputations alone exceed max_cost − base cost cannot win: stop it as soon as they do
     planner.cost_left = max_cost - float(graph.cost[graph.needed].sum()) if max_cost < math.inf else math.inf
-    planner.needed = graph.needed.tolist()
+    statics = planner.statics
+    planner.needed = statics.needed
     if planner.cost_left < math.inf:
         # a value freed while a needed node that reads it is still to be computed for the
         # first time must be computed again: its recomputation is charged at the free
-        readers = np.repeat(np.arange(graph.n, dtype=np.int64), np.diff(graph.pred_ptr))
-        planner.pending = np.bincount(graph.pred_idx[graph.needed[readers]], minlength=graph.n).tolist()
+        planner.pending = statics.needed_readers()[:]
         planner.owed = [False] * graph.n
     planner.memo = memo
     if replay and limit is None and planner.cost_left == math.inf:
         planner.replay = {}
-    planner.solve(sep.root, [int(t) for t in graph.targets if graph.needed[t]], False)
+    planner.solve(sep.root, statics.targets[:], False)
     schedule = Schedule(np.asarray(planner.ops, dtype=np.int8), np.asarray(planner.nodes, dtype=np.int32))
     return schedule, not planner.over
 
@@ -209,17 +222,15 @@ class _Recursion:
     ) -> None:
         self.preds = graph.pred_lists
         self.pred_ptr, self.pred_idx = graph.pred_ptr, graph.pred_idx
-        self.mem_np = graph.mem.astype(np.int64)
-        self.ws_np = graph.workspace.astype(np.int64)
         self.succs = graph.succ_lists
-        self.mem = graph.mem.tolist()
-        self.ws = graph.workspace.tolist()
-        self.owner = sep.owner.tolist()
-        self.tin = sep.tin.tolist()
-        self.tout = sep.tout.tolist()
+        statics = self.statics = _Statics.of(graph, sep)
+        self.mem_np, self.ws_np = statics.mem_np, statics.ws_np
+        self.mem, self.ws = statics.mem, statics.ws
+        self.owner, self.tin, self.tout = statics.owner, statics.tin, statics.tout
         self.owned = sep.owned
         self.children = sep.children
-        self.child_tins = [[self.tin[c] for c in ch] for ch in sep.children]
+        self.child_tins = statics.child_tins
+        self.node_tin = statics.node_tin  # tin of each graph node's owner
         self.budgeted = limit is not None
         self.caching = cache and limit is not None
         self.eager = eager and self.caching
@@ -234,15 +245,11 @@ class _Recursion:
         self.clock = 0
         # (eviction value, -stamp, stamp, v): lowest value first, then the most recent
         self.cache: list[tuple[float, int, int, int]] = []
-        self.rank = graph.topo_rank.tolist()
-        cost = graph.cost.tolist()
-        mem = self.mem
+        self.rank = statics.rank
+        cost = statics.cost
         # eviction order: "recent" evicts the most recently cached value first; "cheap"
         # evicts the value cheapest to recompute per byte first (recency breaks ties)
-        if evict == "cheap":
-            self.value = [cost[v] / mem[v] if mem[v] else math.inf for v in range(n)]
-        else:
-            self.value = [0.0] * n
+        self.value = statics.per_byte() if evict == "cheap" else statics.zeros
         self.ops: list[int] = []  # the steps so far (COMPUTE or FREE, node)
         self.nodes: list[int] = []
         # bare recursion: (x, targets) -> what the call did (see solve); None: off
@@ -262,6 +269,7 @@ class _Recursion:
         self.owed: list[bool] = []
         self.memo: dict[Any, Any] | None = None  # plain orders shared by the runs of one call
         self.memo_cap = max(20 * n, 500_000)  # node ids stored in the memo at most
+        self.stop_over = False  # RecursionStopped("over the limit") once over it
 
     def spend(self, units: int) -> None:
         """Count work; stop the run past its work limit or deadline."""
@@ -276,25 +284,28 @@ class _Recursion:
     def compute(self, v: int) -> None:
         self.spend(1)
         pending = self.pending
+        done = self.done
+        first = not done[v] and self.needed[v]  # its first compute is prepaid in cost_left
         if pending is not None and self.owed[v]:
             self.owed[v] = False  # charged when it was freed
-        elif self.done[v] or not self.needed[v]:
+        elif not first:
             self.cost_left -= self.costs[v]
         if self.cost_left < 0:
             raise RecursionStopped("cannot win")
-        if pending is not None and not self.done[v] and self.needed[v]:
+        if pending is not None and first:
             for u in self.preds[v]:
                 pending[u] -= 1
-        need = self.mem[v] + self.ws[v]
+        m = self.mem[v]
+        need = m + self.ws[v]
         if self.cur + need > self.limit:
             self._evict(need)
         self.ops.append(COMPUTE)
         self.nodes.append(v)
-        self.done[v] = True
+        done[v] = True
         self.resident[v] = True
         self.pin[v] = 1
-        self.cur += self.mem[v]
-        self.pinned += self.mem[v]
+        self.cur += m
+        self.pinned += m
 
     def obtain(self, v: int) -> None:
         """Make ``v`` resident and pinned: reuse it from the cache, or compute it."""
@@ -338,19 +349,22 @@ class _Recursion:
                 raise RecursionStopped("cannot win")
 
     def _evict(self, need: int) -> None:
-        cache = self.cache
-        while self.cur + need > self.limit and cache:
-            _, _, stamp, u = heapq.heappop(cache)
-            if self.stamp[u] == stamp and self.resident[u] and self.pin[u] == 0:
-                self.stamp[u] = -1
+        cache, stamps, resident, pin = self.cache, self.stamp, self.resident, self.pin
+        limit, heappop = self.limit, heapq.heappop
+        while self.cur + need > limit and cache:
+            _, _, stamp, u = heappop(cache)
+            if stamps[u] == stamp and resident[u] and pin[u] == 0:
+                stamps[u] = -1
                 self._free(u)
         if self.cur + need > self.limit:
             self.over = True
+            if self.stop_over:
+                raise RecursionStopped(OVER_LIMIT)
 
     # -------------------------------------------------------------- the recursion
     def _child_of(self, x: int, u: int) -> int:
         """The child of separator node ``x`` whose subtree owns graph node ``u``."""
-        k = bisect_right(self.child_tins[x], self.tin[self.owner[u]]) - 1
+        k = bisect_right(self.child_tins[x], self.node_tin[u]) - 1
         return self.children[x][k]
 
     def solve(
@@ -392,7 +406,7 @@ class _Recursion:
         wanted = set(targets)
         if clean and not any(resident[u] for u in need if u not in wanted):
             ops, nodes = self.ops[start:], self.nodes[start:]
-            computed = tuple({v for op, v in zip(ops, nodes) if op == COMPUTE})
+            computed = tuple(set(compress(nodes, map(not_, ops))))  # COMPUTE is 0
             pins = tuple((t, self.pin[t]) for t in wanted)
             replay[key] = _Recorded(ops, nodes, units - self.budget_left, tuple(need), tuple(boundary), computed, pins)
             self.replay_size += len(ops) + len(need)
@@ -454,34 +468,18 @@ class _Recursion:
                 self.release(u)
             return True
         # the ancestors of the targets that are missing (all inside x's subtree)
-        need: set[int] = set(todo)
-        boundary: set[int] = set()
-        stack = list(todo)
-        pin = self.pin
-        tin_x, tout_x = self.tin[x], self.tout[x]
-        tin, owner = self.tin, self.owner
-        clean = True  # no resident value inside the subtree met
-        while stack:
-            v = stack.pop()
-            for u in preds[v]:
-                if u in need:
-                    continue
-                inside = tin_x <= tin[owner[u]] < tout_x
-                if resident[u]:
-                    clean = clean and not inside
-                    # a cached value inside the subtree is planned as missing (and reused
-                    # if it is still cached when its turn comes): caching never pins memory
-                    if pin[u] or not inside:
-                        boundary.add(u)
-                        continue
-                elif not inside:
-                    if tentative:  # reads a value the caller has not computed yet
-                        for s in kept:
-                            self.release(s)
-                        return False
-                    raise RecursionBug("the recursion reached outside its subtree")
-                need.add(u)
-                stack.append(u)
+        owner = self.owner
+        memo = self.memo if self.budgeted else None
+        walked = None if memo is None else memo.get(("walk", x, tuple(todo)))
+        clean_now = None if walked is None else self._walk_holds(walked)
+        if clean_now is not None:
+            need, boundary, clean = walked[0], walked[1], clean_now
+        else:
+            need, boundary, clean = self._walk(x, todo, tentative, kept)
+            if need is None:
+                return False
+            if memo is not None:
+                self._keep_walk(memo, x, todo, need, boundary)
         self.spend(len(need) + len(boundary))
         if walk is not None:
             walk.extend((need, boundary, clean))
@@ -527,30 +525,42 @@ class _Recursion:
         for u in early.pop(-1, ()):
             self.release(u)
         prefetched: dict[int, list[int]] = {}  # index of the last reader -> values to unpin
+        child_tins, children_x = self.child_tins[x], self.children[x]
+        node_tin = self.node_tin
+        acquire, release, solve, caching = self.acquire, self.release, self.solve, self.caching
         for i, v in enumerate(owned_need):
             missing: dict[int, list[int]] = {}
             held: list[int] = []
             for u in preds[v]:
                 if resident[u]:
-                    self.acquire(u)
+                    acquire(u)
                     held.append(u)
-                else:
-                    missing.setdefault(self._child_of(x, u), []).append(u)
+                else:  # the child whose subtree owns u (_child_of)
+                    child = children_x[bisect_right(child_tins, node_tin[u]) - 1]
+                    if child in missing:
+                        missing[child].append(u)
+                    else:
+                        missing[child] = [u]
             for child, inputs in missing.items():
-                if self.caching and self._prefetch(x, child, inputs, owned_need, i, prefetched):
+                if caching and self._prefetch(x, child, inputs, owned_need, i, prefetched):
                     continue
-                self.solve(child, inputs, True)
-            self.obtain(v)
+                solve(child, inputs, True)
+            if resident[v]:  # obtain
+                acquire(v)
+            else:
+                self.compute(v)
             here.append(v)
             for inputs in missing.values():
                 for u in inputs:
-                    self.release(u)
+                    release(u)
             for u in held:
-                self.release(u)
-            for u in prefetched.pop(i, ()):
-                self.release(u)
-            for u in early.pop(i, ()):
-                self.release(u)
+                release(u)
+            if i in prefetched:
+                for u in prefetched.pop(i):
+                    release(u)
+            if i in early:
+                for u in early.pop(i):
+                    release(u)
         rest: dict[int, list[int]] = {}
         for s in todo:
             if owner[s] != x and (keep or not done[s]):
@@ -572,15 +582,83 @@ class _Recursion:
             self.solve(child, group, keep, after[i + 1])
         return True
 
+    def _walk(self, x: int, todo: list[int], tentative: bool, kept: list[int]) -> tuple[Any, Any, bool]:
+        """The missing ancestors of ``todo`` inside x's subtree (``need``, todo first), the
+        values read from outside them (``boundary``: pinned, or outside the subtree) and
+        whether no resident value inside the subtree was met. (None, None, False) when
+        ``tentative`` and a value outside is missing (the kept pins released)."""
+        resident, preds, pin = self.resident, self.preds, self.pin
+        need: set[int] = set(todo)
+        boundary: set[int] = set()
+        stack = list(todo)
+        tin_x, tout_x = self.tin[x], self.tout[x]
+        node_tin = self.node_tin
+        clean = True  # no resident value inside the subtree met
+        pop, add = stack.pop, stack.append
+        while stack:
+            v = pop()
+            for u in preds[v]:
+                if u in need:
+                    continue
+                inside = tin_x <= node_tin[u] < tout_x
+                if resident[u]:
+                    clean = clean and not inside
+                    # a cached value inside the subtree is planned as missing (and reused
+                    # if it is still cached when its turn comes): caching never pins memory
+                    if pin[u] or not inside:
+                        boundary.add(u)
+                        continue
+                elif not inside:
+                    if tentative:  # reads a value the caller has not computed yet
+                        for s in kept:
+                            self.release(s)
+                        return None, None, False
+                    raise RecursionBug("the recursion reached outside its subtree")
+                need.add(u)
+                add(u)
+        return need, boundary, clean
+
+    def _keep_walk(self, memo: dict[Any, Any], x: int, todo: list[int], need: set[int], boundary: set[int]) -> None:
+        """Keep a walk in ``memo`` for the next runs (budgeted runs of one plan ask for the
+        same sub-problems again and again): its sets, and what :meth:`_walk_holds` checks."""
+        wanted = set(todo)
+        tin_x, tout_x, node_tin = self.tin[x], self.tout[x], self.node_tin
+        inner = tuple([u for u in need if u not in wanted])
+        bound_inside = tuple([tin_x <= node_tin[u] < tout_x for u in boundary])
+        stored = len(need) + 2 * len(boundary)
+        memo_size = memo.get("size", 0) + stored
+        if memo_size > self.memo_cap:  # bounded memory: start again
+            memo.clear()
+            memo_size = stored
+        memo[("walk", x, tuple(todo))] = (need, boundary, inner, tuple(boundary), bound_inside)
+        memo["size"] = memo_size
+
+    def _walk_holds(self, walked: tuple[Any, ...]) -> bool | None:
+        """None unless :meth:`_walk` would find the kept walk again now, set for set in the
+        same order: the walk is steered only by the branch it takes at each value it meets,
+        and it takes the same ones where every value it put in ``need`` beyond the targets
+        is unpinned (so inside and missing or merely cached) and every boundary value is
+        resident and pinned or outside the subtree. Else: whether it would be clean now
+        (no resident value inside the subtree among those it meets)."""
+        _, _, inner, bound, bound_inside = walked
+        pin, resident = self.pin, self.resident
+        if any(map(pin.__getitem__, inner)):
+            return None
+        for u, inside in zip(bound, bound_inside):
+            if not resident[u] or (inside and not pin[u]):
+                return None
+        return not any(bound_inside) and not any(map(resident.__getitem__, inner))
+
     def _prefetch(self, x: int, child: int, inputs: list[int], owned_need: list[int], i: int, prefetched: dict[int, list[int]]) -> bool:
         """Ask ``child`` at once for ``inputs`` and for what later nodes of x read from it,
         if one plain schedule fits; the extra values stay pinned until their last reader."""
-        resident, preds = self.resident, self.preds
+        resident, preds, owner, node_tin = self.resident, self.preds, self.owner, self.node_tin
+        child_tins, children_x = self.child_tins[x], self.children[x]
         first = set(inputs)
         last: dict[int, int] = {}
         for j in range(i + 1, len(owned_need)):
             for u in preds[owned_need[j]]:
-                if not resident[u] and u not in first and self.owner[u] != x and self._child_of(x, u) == child:
+                if not resident[u] and u not in first and owner[u] != x and children_x[bisect_right(child_tins, node_tin[u]) - 1] == child:
                     last[u] = j
         if not last:
             return False
@@ -596,13 +674,19 @@ class _Recursion:
         topological order, and a memory-greedy one) if it stays within the limit, else
         None. The cache counts as free room: it is evicted on demand."""
         best: tuple[float, _PlainPlan] | None = None
+        frozen: tuple[Any, ...] | None = None  # the memo key's sets, made once for both plans
+        if self.memo is not None:
+            pin = self.pin
+            frozen = (frozenset(need), frozenset(wanted), tuple(boundary), tuple([pin[u] == 1 for u in boundary]))
         for greedy in (False, True):
-            plan, peak = self._plain_plan(need, boundary, wanted, greedy)
+            plan, peak = self._plain_plan(need, boundary, wanted, greedy, frozen)
             if peak <= self.limit and (best is None or peak < best[0]):
                 best = (peak, plan)
         return None if best is None else best[1]
 
-    def _plain_plan(self, need: set[int], boundary: set[int], wanted: set[int], greedy: bool) -> tuple[_PlainPlan, int]:
+    def _plain_plan(
+        self, need: set[int], boundary: set[int], wanted: set[int], greedy: bool, frozen: tuple[Any, ...] | None = None
+    ) -> tuple[_PlainPlan, int]:
         """A topological order of ``need`` (the graph's, or memory-greedy), the values
         released after each step (as (step, value) pairs sorted by step: per step, the
         order's own values in order, then the boundary's), and the peak of running it on
@@ -610,16 +694,19 @@ class _Recursion:
         only pin). Large plans are laid out with numpy, small ones with a loop. Memoised
         across the runs of one strategy call (``memo``; the ladder's runs ask for the same
         sub-problems again and again): the plan and its peak above the pinned values depend
-        only on the key below, the boundary in its iteration order (the release order)."""
+        only on the key below, the boundary in its iteration order (the release order);
+        ``frozen``: its sets, when the caller made them already."""
         memo = self.memo
         key: tuple[Any, ...] | None = None
         if memo is not None:
-            pin = self.pin
-            key = ("plain", greedy, frozenset(need), frozenset(wanted), tuple(boundary), tuple([pin[u] == 1 for u in boundary]))
+            if frozen is None:
+                pin = self.pin
+                frozen = (frozenset(need), frozenset(wanted), tuple(boundary), tuple([pin[u] == 1 for u in boundary]))
+            key = ("plain", greedy, *frozen)
             hit = memo.get(key)
             if hit is not None:
                 return hit[0], self.pinned + hit[1]
-        plan, peak = self._plain_plan_of(need, boundary, wanted, greedy)
+        plan, peak = self._plain_plan_of(need, boundary, wanted, greedy, frozen)
         if memo is not None:
             stored = 3 * len(need) + 2 * len(boundary)  # the order and the releases
             memo_size = memo.get("size", 0) + stored
@@ -630,8 +717,10 @@ class _Recursion:
             memo["size"] = memo_size
         return plan, peak
 
-    def _plain_plan_of(self, need: set[int], boundary: set[int], wanted: set[int], greedy: bool) -> tuple[_PlainPlan, int]:
-        order = self._greedy_order(need, wanted) if greedy else sorted(need, key=self.rank.__getitem__)
+    def _plain_plan_of(
+        self, need: set[int], boundary: set[int], wanted: set[int], greedy: bool, frozen: tuple[Any, ...] | None = None
+    ) -> tuple[_PlainPlan, int]:
+        order = self._greedy_order(need, wanted, frozen) if greedy else sorted(need, key=self.rank.__getitem__)
         if len(order) >= PLAIN_VECTOR_MIN:
             return self._plain_plan_np(order, boundary, wanted)
         last: dict[int, int] = {}
@@ -684,7 +773,7 @@ class _Recursion:
         peak = max(self.pinned, self.pinned + int((before + mem_o + self.ws_np[o]).max()))
         return (order, ev_k.tolist(), ev_u.tolist()), peak
 
-    def _greedy_order(self, need: set[int], wanted: set[int]) -> list[int]:
+    def _greedy_order(self, need: set[int], wanted: set[int], frozen: tuple[Any, ...] | None = None) -> list[int]:
         """Topological order of ``need`` that always runs the ready node whose step grows
         memory least (its output minus the inputs it frees), ties to the earlier node in
         the graph's order; as store-all's memory-greedy order, on the sub-problem only.
@@ -695,7 +784,7 @@ class _Recursion:
         memo = self.memo
         if memo is not None:
             outside = frozenset(u for v in need for u in preds[v] if u not in need and pin[u] == 1)
-            key = (frozenset(need), frozenset(wanted), outside)
+            key = (frozenset(need), frozenset(wanted), outside) if frozen is None else (frozen[0], frozen[1], outside)
             hit = memo.get(key)
             if hit is not None:
                 return hit
@@ -716,13 +805,154 @@ class _Recursion:
         )
 
     def _plain(self, plan: _PlainPlan) -> None:
+        """Run a plain plan: :meth:`obtain` each node, :meth:`release` after each step.
+
+        The primitives (compute, acquire, release, evict, free) are inlined here over
+        local counters, the hottest loop of a budgeted run (~10⁵ steps per plan on a
+        1k-node graph): the same steps in the same order, the same work and cost counted.
+        A run that stops raises before its counters are written back (it is discarded).
+        """
         order, ev_k, ev_u = plan
+        resident, pin, mem, stamp = self.resident, self.pin, self.mem, self.stamp
+        done, needed, costs = self.done, self.needed, self.costs
+        ws, preds, pending, owed = self.ws, self.preds, self.pending, self.owed
+        ops, nodes, limit = self.ops, self.nodes, self.limit
+        caching, cache, value = self.caching, self.cache, self.value
+        deadline = self.deadline
+        heappush, heappop = heapq.heappush, heapq.heappop
+        cur, pinned, clock = self.cur, self.pinned, self.clock
+        budget_left, checks, cost_left = self.budget_left, self.checks, self.cost_left
+        over = False
         j, count = 0, len(ev_k)
         for k, v in enumerate(order):
-            self.obtain(v)
-            while j < count and ev_k[j] == k:
-                self.release(ev_u[j])
+            if resident[v]:  # acquire
+                if pin[v] == 0:
+                    pinned += mem[v]
+                    stamp[v] = -1
+                pin[v] += 1
+            else:  # compute
+                budget_left -= 1
+                if budget_left < 0:
+                    raise RecursionStopped("work limit")
+                checks += 1
+                if deadline is not None and not checks & 255 and time.perf_counter() > deadline:
+                    raise RecursionStopped("time limit")
+                first = not done[v] and needed[v]
+                if pending is not None and owed[v]:
+                    owed[v] = False
+                elif not first:
+                    cost_left -= costs[v]
+                if cost_left < 0:
+                    raise RecursionStopped("cannot win")
+                if pending is not None and first:
+                    for u in preds[v]:
+                        pending[u] -= 1
+                m = mem[v]
+                need = m + ws[v]
+                if cur + need > limit:  # evict
+                    while cur + need > limit and cache:
+                        _, _, st, u = heappop(cache)
+                        if stamp[u] == st and resident[u] and pin[u] == 0:
+                            stamp[u] = -1
+                            ops.append(FREE)  # free
+                            nodes.append(u)
+                            resident[u] = False
+                            cur -= mem[u]
+                            if pending is not None and pending[u] > 0:
+                                owed[u] = True
+                                cost_left -= costs[u]
+                                if cost_left < 0:
+                                    raise RecursionStopped("cannot win")
+                    if cur + need > limit:
+                        over = True
+                        if self.stop_over:
+                            raise RecursionStopped(OVER_LIMIT)
+                ops.append(COMPUTE)
+                nodes.append(v)
+                done[v] = True
+                resident[v] = True
+                pin[v] = 1
+                cur += m
+                pinned += m
+            while j < count and ev_k[j] == k:  # release
+                u = ev_u[j]
                 j += 1
+                left = pin[u] - 1
+                pin[u] = left
+                if left:
+                    continue
+                pinned -= mem[u]
+                if caching:
+                    clock += 1
+                    stamp[u] = clock
+                    heappush(cache, (value[u], -clock, clock, u))
+                else:  # free
+                    ops.append(FREE)
+                    nodes.append(u)
+                    resident[u] = False
+                    cur -= mem[u]
+                    if pending is not None and pending[u] > 0:
+                        owed[u] = True
+                        cost_left -= costs[u]
+                        if cost_left < 0:
+                            raise RecursionStopped("cannot win")
+        self.cur, self.pinned, self.clock = cur, pinned, clock
+        self.budget_left, self.checks, self.cost_left = budget_left, checks, cost_left
+        if over:
+            self.over = True
+
+
+class _Statics:
+    """What every run over one (graph, separator tree) reads and none changes: the graph's
+    and the tree's arrays as lists, made once per tree and kept on the graph (a plan makes
+    ~20 runs over the same tree; a search for the smallest budget, ten plans)."""
+
+    def __init__(self, graph: Graph, sep: SeparatorTree) -> None:
+        self._csr = (graph.pred_ptr, graph.pred_idx, graph.needed)  # for needed_readers
+        self.mem_np = graph.mem.astype(np.int64)
+        self.ws_np = graph.workspace.astype(np.int64)
+        self.mem: list[int] = graph.mem.tolist()
+        self.ws: list[int] = graph.workspace.tolist()
+        self.owner: list[int] = sep.owner.tolist()
+        self.tin: list[int] = sep.tin.tolist()
+        self.tout: list[int] = sep.tout.tolist()
+        self.child_tins = [[self.tin[c] for c in ch] for ch in sep.children]
+        self.node_tin = [self.tin[o] for o in self.owner]
+        self.rank: list[int] = graph.topo_rank.tolist()
+        self.cost: list[float] = graph.cost.tolist()
+        self.needed: list[bool] = graph.needed.tolist()
+        self.targets: list[int] = graph.targets[graph.needed[graph.targets]].tolist()
+        self.zeros = [0.0] * graph.n
+        self._per_byte: list[float] | None = None
+        self._readers: list[int] | None = None
+
+    @classmethod
+    def of(cls, graph: Graph, sep: SeparatorTree) -> _Statics:
+        """The statics of ``sep`` over ``graph``, made once (a few trees per graph kept)."""
+        kept = graph.derived("recursion statics", dict)
+        hit = kept.get(id(sep))
+        if hit is not None and hit[0] is sep:
+            return hit[1]
+        if len(kept) >= 4:
+            kept.clear()
+        made = cls(graph, sep)
+        kept[id(sep)] = (sep, made)
+        return made
+
+    def per_byte(self) -> list[float]:
+        """Per node, its cost per byte of output (inf for empty outputs): cheap-first eviction."""
+        if self._per_byte is None:
+            cost, mem = self.cost, self.mem
+            self._per_byte = [cost[v] / mem[v] if mem[v] else math.inf for v in range(len(mem))]
+        return self._per_byte
+
+    def needed_readers(self) -> list[int]:
+        """Per value, how many needed nodes read it (copy before counting down)."""
+        if self._readers is None:
+            ptr, idx, needed = self._csr
+            readers = np.repeat(np.arange(needed.size, dtype=np.int64), np.diff(ptr))
+            self._readers = np.bincount(idx[needed[readers]], minlength=needed.size).tolist()
+        return self._readers
 
 
 @dataclass(frozen=True)
@@ -799,6 +1029,8 @@ def plan_over_separator_tree(
         except RecursionStopped as exc:
             if str(exc) == "cannot win":
                 pruned[0] += 1
+            elif str(exc) == OVER_LIMIT:
+                unfit[0] += 1  # a candidate that does not fit, counted as tried
             else:
                 stopped.append(Phrase("{} ({})", (label, str(exc))))
             return None
@@ -806,6 +1038,7 @@ def plan_over_separator_tree(
 
     tried = [0]
     pruned = [0]
+    unfit = [0]  # cacheless runs stopped over the budget (they would not fit it)
     memo: dict[Any, Any] = {}
     # a ladder run depends on its point, not on the budget: kept on the graph for the next
     # plan of it (a search for the smallest budget); (tree id, point, eager, evict) ->
@@ -900,7 +1133,7 @@ def plan_over_separator_tree(
             (bound, needed, LARGE_GRAPH_NODES),
         )
     else:
-        first = attempt("budgeted recursion", budget - graph.fixed_mem, cache=False)
+        first = attempt("budgeted recursion", budget - graph.fixed_mem, cache=False, stop_over=True)
         if first is not None:
             candidates.append(first)
     bare_run = bare_attempt()
@@ -1075,7 +1308,7 @@ def plan_over_separator_tree(
         imp = improve_plan(graph, best.schedule, budget, deadline=deadline)
         best = _Attempt(imp.schedule, imp.metrics, Phrase("{} + keep moves", (best.label,))) if imp.improved else best
     info["mode"] = best.label
-    info["candidates tried"] = len(candidates)
+    info["candidates tried"] = len(candidates) + unfit[0]
     if discarded:
         info["discarded candidates (internal error)"] = discarded
     return _result(graph, best.schedule, best.metrics, info, started)
