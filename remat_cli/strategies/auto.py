@@ -571,8 +571,12 @@ def _child_main(
     taken, fits, busy, bar, stage, done_rank = shared
     import os
     import queue
+    import signal
     import threading
 
+    # Ctrl-C reaches the whole process group: the parent stops this process (:meth:`_Child.stop`);
+    # here it only printed a traceback ("Process ForkProcess-1: ... KeyboardInterrupt")
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent = os.getppid()
 
     def watch() -> None:
