@@ -215,9 +215,6 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
                 if twins:
                     ranks = [candidates.index(s) for s in twins]
                     child = _Child.start(twins, graph, budget, context, ranks, polish=not first_fit and budget is not None)
-                    if child is not None and best is not None:
-                        with child.taken.get_lock():
-                            child.fits.value, child.bar.value = 1, best[0]  # (store-all's plan fits)
             if child is not None and child.queued(strat.name):
                 if not child.claim(strat.name):
                     continue  # the second process took it; collected below
