@@ -454,8 +454,12 @@ def _child_main(
     data. It ends itself if its parent dies (e.g. a `remat batch` worker killed at its
     --timeout)."""
     import os
+    import signal
     import threading
 
+    # Ctrl-C reaches the whole process group: the parent stops this process (:meth:`_Child.stop`);
+    # here it only printed a traceback ("Process ForkProcess-1: ... KeyboardInterrupt")
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent = os.getppid()
 
     def watch() -> None:
