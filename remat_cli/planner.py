@@ -172,15 +172,6 @@ def search_seconds(attempt_seconds: float, time_limit: float | None) -> float:
     return min(limit, float(time_limit)) if time_limit else limit
 
 
-def _cut_short(context: RunContext, spent: float) -> bool:
-    """Whether the attempt that took ``spent`` seconds may have been stopped by its time
-    limit (:func:`_make_plan`'s deadline). One that ended before it ran as it would have
-    without one, so its failure is the strategy's own, which bounds the search."""
-    if context.deadline is not None:
-        return time.perf_counter() > context.deadline
-    return context.time_limit is not None and spent >= float(context.time_limit)
-
-
 def _with_smallest(
     graph: Graph,
     strat: Strategy,
@@ -233,7 +224,8 @@ def _with_smallest(
         deadline=begun + limit,
         hint=exc.min_budget,
         failing_seconds=spent,
-        failed=None if _cut_short(context, spent) else budget_bytes,
+        # a failure the strategy proved (not one cut short by a time limit) bounds the search
+        failed=budget_bytes if context.time_limit is None and context.deadline is None else None,
     )
     if found.foreseen:  # stopped before its limit: the seconds it took, and why
         stop = (
