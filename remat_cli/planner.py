@@ -224,8 +224,6 @@ def _with_smallest(
         deadline=begun + limit,
         hint=exc.min_budget,
         failing_seconds=spent,
-        # a failure the strategy proved (not one cut short by a time limit) bounds the search
-        failed=budget_bytes if context.time_limit is None and context.deadline is None else None,
     )
     if found.foreseen:  # stopped before its limit: the seconds it took, and why
         stop = (

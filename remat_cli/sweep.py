@@ -17,9 +17,6 @@ the simulator; the reported budget is one a plan was actually found for. The sea
   store-all peak, at least 1 byte (``tolerance_bytes``), between the largest grid budget
   probed without a plan and the smallest probed with one, until they are neighbours;
   a budget a failing strategy says it meets is probed first (snapped to the grid);
-  a budget the strategy was just seen to fail (the plan that failed before the search,
-  run to its end) bounds the bisection from below for a monotone strategy, so its
-  probes start above it (a narrower bisection, the same first fitting grid budget);
 * then probes the found plan's own peak once, as a budget.
 
 It **assumes** that a strategy that fits budget B fits every larger budget (monotone).
@@ -139,7 +136,6 @@ def smallest_budget(
     deadline: float | None = None,
     hint: int | None = None,
     failing_seconds: float | None = None,
-    failed: int | None = None,
 ) -> SmallestBudget:
     """Search the smallest budget ``strategy`` meets on ``graph`` (see the module doc).
 
@@ -161,14 +157,6 @@ def smallest_budget(
     shortest such time (that one, or a probe's that failed since) is left: a probe cut
     short at the deadline is not counted, so one that would most likely be cut is not
     started (the result says ``foreseen``). Probes of stated budgets are always started.
-
-    ``failed``: a budget a plan of the strategy, with these options and no time limit, was
-    found not to meet (the attempt before the search). For a monotone strategy every grid
-    budget at or below it fails too (the assumption the bisection rests on), so the
-    bisection starts there instead of at LB, and that budget is the ``failed_bytes`` it
-    names while no larger one fails: the same answer from a narrower bisection (no probe at
-    or below it; random1000's pathwidth at 0.5x: the 320 grid budgets below 376 B). Ignored for the
-    strategies of ``NOT_MONOTONE`` (a smaller budget may fit them) and below LB.
     """
     from remat_cli.planner import make_plan, store_all_peak
 
@@ -229,9 +217,6 @@ def smallest_budget(
             return _result(strat.name, best, failed=None, tol=tol, probes=probes, exact=False)
         best = at_grid
     lo = -1  # grid(-1) = LB - 1: proven, nothing fits below LB
-    seeded = -1  # the grid budget at or below ``failed``: it fails as well
-    if failed is not None and failed >= lb and strat.name not in NOT_MONOTONE and (failed - lb) // tol < hi:
-        lo = seeded = (failed - lb) // tol
     complete = True
     foreseen = False
     while True:
@@ -259,13 +244,13 @@ def smallest_budget(
         else:
             best, hi = plan, mid
     found = grid(hi)
-    below = None if lo < 0 else failed if lo == seeded and failed is not None and failed < found else grid(lo)
+    failed = grid(lo) if lo >= 0 else None
     peak = best.metrics.peak_bytes
-    if complete and peak < found and (below is None or peak > below):  # its plan may fit its own peak
+    if complete and peak < found and (failed is None or peak > failed):  # its plan may fit its own peak
         plan = probe(peak)
         if plan is not None:
             best, found = plan, peak
-    result = _result(strat.name, best, failed=below, tol=tol, probes=probes, exact=found == lb)
+    result = _result(strat.name, best, failed=failed, tol=tol, probes=probes, exact=found == lb)
     return result if complete else replace(result, complete=False, foreseen=foreseen)
 
 

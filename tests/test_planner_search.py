@@ -52,31 +52,6 @@ def test_the_search_probes_the_budget_the_failed_attempt_named_first(monkeypatch
     assert simulate(g, plan.schedule).metrics.peak_bytes <= info.value.min_budget
 
 
-def test_the_search_starts_above_the_budget_the_attempt_failed(monkeypatch):
-    """A monotone strategy's failed attempt (no time limit) is a failure the search need
-    not probe again: no probe below it; with a time limit (a failure maybe cut short) the
-    bisection starts from the lower bound as before. The same smallest budget either way."""
-    g = _graph(24, seed=1)  # pathwidth: LB 36 B, smallest budget 68 B
-    budget = 60
-    budgets: list[int | None] = []
-    real = planner._make_plan
-
-    def spy(graph, strat, budget, *args):
-        budgets.append(budget)
-        return real(graph, strat, budget, *args)
-
-    monkeypatch.setattr(planner, "_make_plan", spy)
-    found = []
-    for options in (None, {"time_limit": 60}):
-        budgets.clear()
-        with pytest.raises(NoPlanError) as info:
-            make_plan(g, "pathwidth", budget, options, find_smallest=True)
-        found.append(info.value.min_budget)
-        below = [b for b in budgets[1:] if b is not None and b < budget]
-        assert below == [] if options is None else below != []
-    assert found[0] == found[1] is not None and found[0] > budget
-
-
 def _stated(g) -> int | None:
     """The smallest budget treewidth's failure at the lower bound names (no search)."""
     try:

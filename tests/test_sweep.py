@@ -88,38 +88,6 @@ def test_monotone_strategies_fit_every_larger_budget(name: str, graph: Graph, da
     assert not any(_fits(graph, name, b) for b in smaller)
 
 
-@pytest.mark.parametrize("name", MONOTONE)
-@settings(max_examples=6)
-@given(graph=graphs, data=st.data())
-def test_a_budget_seen_to_fail_bounds_the_search_from_below(name: str, graph: Graph, data: st.DataObject) -> None:
-    """The plan that failed before the search (``failed``) starts the bisection above it:
-    no probe at or below it, the same budget as a search from LB; the failure it
-    then names is a budget no plan of the strategy meets, within the tolerance."""
-    from remat_cli import planner
-
-    ref = store_all_peak(graph)
-    plain = smallest_budget(graph, name, reference_peak=ref)
-    if plain.failed_bytes is None:  # the lower bound fits: nothing fails
-        return
-    failed = data.draw(st.integers(graph.lb, plain.failed_bytes))
-    assert not _fits(graph, name, failed)
-    probed: list[int | None] = []
-    real = planner.make_plan
-
-    def spy(graph, strat, budget=None, *args, **kwargs):
-        probed.append(budget)
-        return real(graph, strat, budget, *args, **kwargs)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(planner, "make_plan", spy)
-        seeded = smallest_budget(graph, name, reference_peak=ref, failed=failed)
-    assert seeded.budget_bytes == plain.budget_bytes and seeded.probes == len(probed)
-    assert all(b is None or b > failed for b in probed)
-    assert seeded.failed_bytes is not None and failed <= seeded.failed_bytes < seeded.budget_bytes
-    assert seeded.budget_bytes - seeded.failed_bytes <= seeded.tolerance_bytes
-    assert not _fits(graph, name, seeded.failed_bytes)
-
-
 # Graphs (tests' generator, seed) on which these strategies fit a budget and fail a larger
 # one: why sweep.NOT_MONOTONE names them, and why their figure is not called a minimum.
 # auto has none now: its old one (88, 39, 40) fits at 40 B since min-memory's from-scratch
