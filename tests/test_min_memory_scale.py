@@ -95,3 +95,35 @@ def test_a_passed_deadline_stops_the_variants_and_keeps_nothing(kind, n, seed):
         assert replay is not None and replay.peak_bytes == metrics.peak_bytes
     if len(fresh) > 1 and M.least_computes(g, 10**9) > 0:
         assert len(partial) < len(fresh)  # it did stop
+
+
+@SETTINGS
+@given(
+    kind=st.sampled_from(["skip", "grid", "dag"]),
+    n=st.integers(3, 14),
+    seed=st.integers(0, 60),
+    memo=st.booleans(),
+    data=st.data(),
+)
+def test_a_run_that_passes_the_cap_says_in_which_turn(kind, n, seed, memo, data):
+    """A run stopped at the cap names the turn it stopped in; any order of the same targets
+    that begins with the same turns stops there too, so ``_variants`` need not run it (the
+    tree variant in the store-all order on random1000: 400,000 computes for nothing)."""
+    g = _graph(kind, n, seed)
+    rank = g.topo_rank.tolist()
+    order = sorted(g.targets.tolist(), key=rank.__getitem__)
+    turns: list[int] = []
+    whole = M.min_memory_schedule(g, order, memo, 10**9, turns=turns)
+    assert whole is not None and turns == []
+    full = _computes(g, whole)
+    if full < 2:
+        return
+    cap = data.draw(st.integers(1, full - 1), label="cap")
+    assert M.min_memory_schedule(g, order, memo, cap, turns=turns) is None
+    (k,) = turns
+    assert 1 <= k <= len(order)
+    # the same first k targets, the others in any topological order of their own
+    rest = sorted(order[k:], key=lambda t: (data.draw(st.integers(0, 3), label="shuffle"), rank[t]))
+    other = order[:k] + sorted(rest, key=rank.__getitem__) if data.draw(st.booleans(), label="topo") else order[:k] + rest
+    again: list[int] = []
+    assert M.min_memory_schedule(g, other, memo, cap, turns=again) is None and again == [k]

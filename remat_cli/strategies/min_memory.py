@@ -56,7 +56,9 @@ no budget. They do not depend on the budget and are cached per graph. Cost: the
 schedules' length, at most ``MAX_COMPUTES_PER_NODE`` computes per needed node and
 ``MAX_COMPUTES`` in all (a chain of L layers costs O(L²); ``tree`` on reconvergent
 branches may cost exponentially more: past the cap a variant is dropped; where a lower
-bound on every variant's computes, :func:`least_computes`, passes the cap, none is run).
+bound on every variant's computes, :func:`least_computes`, passes the cap, none is run;
+a variant whose target order begins with the turns in which the other order's run passed
+the cap is not run either: it passes it in the same turn).
 
 No optimality is claimed: it is a memory-first heuristic, and ``auto`` runs it only when
 no other strategy fits the budget. Where its peak equals the largest-operation bound
@@ -195,11 +197,18 @@ def min_memory_schedule(
     max_computes: int,
     drop: frozenset[int] = frozenset(),
     deadline: float | None = None,
+    turns: list[int] | None = None,
 ) -> Schedule | None:
     """Compute ``targets`` in this order as the module docstring says (``memo``: the dag
     variant); targets in ``drop`` are not kept but recomputed on demand like the other
     values. None when that takes more than ``max_computes`` computes; raises
-    :class:`_Stopped` past ``deadline`` (a ``time.perf_counter()`` value)."""
+    :class:`_Stopped` past ``deadline`` (a ``time.perf_counter()`` value).
+
+    ``turns``: where None is returned, how many targets had had their turn (the one under
+    way included) is appended to it. Up to there the run depends only on those targets, in
+    that order, and on the set of all targets (which values are kept): a run of the same
+    targets in an order with that same beginning (and the same ``memo``, ``drop`` and cap)
+    passes the cap in the same turn (:func:`_variants` skips it)."""
     mem = graph.mem.tolist()
     preds = [sorted(set(p)) for p in graph.pred_lists]
     su = tree_numbers(graph)
@@ -232,7 +241,7 @@ def min_memory_schedule(
             node(u)
 
     cnt = [0] * n  # dag: consumers of a recomputed value still to be computed for this target
-    for t in targets:
+    for turn, t in enumerate(targets, 1):
         if resident[t]:
             continue
         if memo:
@@ -280,6 +289,8 @@ def min_memory_schedule(
             node(v)
             computes += 1
             if computes > max_computes:
+                if turns is not None:
+                    turns.append(turn)
                 return None
             if deadline is not None and not computes % DEADLINE_EVERY and time.perf_counter() > deadline:
                 raise _Stopped
@@ -424,9 +435,15 @@ def _variants(graph: Graph, out: list[tuple[str, Schedule, Metrics]], deadline: 
     orders = [("file order", file_order)] + ([("store-all order", sa_order)] if sa_order != file_order else [])
     spent = 0
     seeds: list[tuple[str, Schedule, Metrics]] = []  # before the rounds below: lower_peak's inputs
+    passed: dict[bool, tuple[list[int], int]] = {}  # per memo: an order whose run passed the cap, and in which turn
     for order_name, order in orders:
         for memo in (True, False):
-            schedule = min_memory_schedule(graph, order, memo, cap, deadline=deadline)
+            if memo in passed and order[: passed[memo][1]] == passed[memo][0][: passed[memo][1]]:
+                continue  # the same first turns as a run that passed the cap: it passes it there too
+            turns: list[int] = []
+            schedule = min_memory_schedule(graph, order, memo, cap, deadline=deadline, turns=turns)
+            if turns:
+                passed[memo] = (order, turns[0])
             m = None if schedule is None else simulate(graph, schedule).metrics
             if schedule is None or m is None:
                 continue
