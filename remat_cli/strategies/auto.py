@@ -27,6 +27,7 @@ the cheapest is chosen by (cost, peak, registry order), whichever process ran it
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 from typing import Any
@@ -141,6 +142,7 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
             if child is not None:
                 with child.taken.get_lock():
                     child.fits.value = 1  # the second process need not start a last resort
+                    child.bar.value = best[0]  # and need not polish a plan costlier than this
 
     def collect(last_resort: bool = True, ready: bool = False) -> None:
         """The outcomes of the queued strategies the second process took (not yet of the
@@ -179,7 +181,10 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
         collect(last_resort=False, ready=True)
         if best is None:
             return
-        _improve(graph, budget, _polish(graph, budget, fitting, best, memo), deadline, memo)
+        polished = _polish(graph, budget, fitting, best, memo)
+        with child.taken.get_lock():
+            child.done_rank.value = polished[2]  # the second process need not improve it again
+        _improve(graph, budget, polished, deadline, memo)
 
     first = _FIT_RUN_FIRST if first_fit else _RUN_FIRST
     # a fit probe asks min-memory first where its variants are made already (a failed plan of
@@ -208,7 +213,11 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
                 queue = _FIT_FIRST if first_fit else _PARALLEL
                 twins = [s for name in queue for s in candidates if s.name == name and name not in tried]
                 if twins:
-                    child = _Child.start(twins, graph, budget, context)
+                    ranks = [candidates.index(s) for s in twins]
+                    child = _Child.start(twins, graph, budget, context, ranks, polish=not first_fit and budget is not None)
+                    if child is not None and best is not None:
+                        with child.taken.get_lock():
+                            child.fits.value, child.bar.value = 1, best[0]  # (store-all's plan fits)
             if child is not None and child.queued(strat.name):
                 if not child.claim(strat.name):
                     continue  # the second process took it; collected below
@@ -236,6 +245,13 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
         if not (first_fit and best is not None):
             speculate()
             collect()
+        if best is not None and not first_fit:
+            if child is not None:  # what the second process polished of its own plans
+                child.adopt_polish(fitting, memo, deadline)
+            best = _polish(graph, budget, fitting, best, memo)
+            if child is not None:
+                child.adopt_improve(fitting, best, memo, deadline)
+            best = _improve(graph, budget, best, deadline, memo)  # the plan-improvement pass (algorithms/improve.py)
     finally:
         if child is not None:
             child.stop()
@@ -246,9 +262,6 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
             + (f"; the smallest budget one of them meets is {fmt_bytes_exact(floor)}" if floor else ""),
             min_budget=floor,
         )
-    if not first_fit:
-        best = _polish(graph, budget, fitting, best, memo)
-        best = _improve(graph, budget, best, deadline, memo)  # the plan-improvement pass (algorithms/improve.py)
     name, result = best[3], best[4]
     order = {s.name: i for i, s in enumerate(candidates)}
     ranked = sorted(tried.items(), key=lambda kv: order[kv[0]])
@@ -334,19 +347,37 @@ def _cannot_win(name: str, best: tuple[float, int, int, str, StrategyResult] | N
     return best[3] == "store-all" and name in same
 
 
+#: How long past the deadline this process waits for the second one's speculative passes
+#: before it makes them itself (they stop at the deadline too: improve_plan's deadline).
+SPECULATION_GRACE = 0.25
+
+
 class _Child:
     """A queue of strategies shared with a forked second process (both cores at work): each
     process takes the next strategy not yet taken (:meth:`claim`, a counter in shared
     memory under a lock), so the two finish close together whatever each one costs; the
     second process sends each result back through a pipe as soon as it is ready. Not used
     where fork is unavailable or inside a daemon worker (``remat batch``'s workers), where
-    :meth:`start` returns None."""
+    :meth:`start` returns None.
 
-    def __init__(self, strategies: list[Strategy], graph: Graph, proc: Any, conn: Any, taken: Any, fits: Any, busy: Any) -> None:
-        self.strategies, self.graph, self.proc, self.conn, self.taken = strategies, graph, proc, conn, taken
-        self.fits = fits  # set once either process has a plan that fits: no last resort then
-        self.busy = busy  # queued strategies (not last resorts) running in either process
+    With ``polish``, once nothing is left in the queue for it, the second process runs the
+    final passes speculatively on the best plan it made (:func:`_speculate`) while this
+    one still runs a strategy; :meth:`adopt_polish` and :meth:`adopt_improve` put their
+    results in auto's ``memo`` under this process's own plan objects, waiting for a
+    speculation in flight rather than redoing it, so the final passes reuse them exactly
+    where their input is that plan: the same plan as without the speculation."""
+
+    def __init__(self, strategies: list[Strategy], graph: Graph, proc: Any, conn: Any, shared: tuple[Any, ...], polish: bool) -> None:
+        self.strategies, self.graph, self.proc, self.conn = strategies, graph, proc, conn
+        self.taken, self.fits, self.busy, self.bar, self.stage, self.done_rank = shared
+        # fits: set once either process has a plan that fits (no last resort then); busy:
+        # queued strategies (not last resorts) running in either process; bar: the cost of
+        # the best plan here; stage: 1 once the second process's queue is done and it
+        # speculates; done_rank: the registry rank of the strategy whose plan this process
+        # improved while the second one was busy (all guarded by taken's lock)
+        self.polish = polish
         self.received: dict[str, tuple] = {}
+        self.spec: dict[str, tuple] = {}  # the speculation's messages, by kind
 
     def queued(self, name: str) -> bool:
         return any(s.name == name for s in self.strategies)
@@ -383,7 +414,11 @@ class _Child:
                 self.busy.value -= 1
 
     @classmethod
-    def start(cls, strategies: list[Strategy], graph: Graph, budget: int | None, context: RunContext) -> _Child | None:
+    def start(
+        cls, strategies: list[Strategy], graph: Graph, budget: int | None, context: RunContext, ranks: list[int], polish: bool = False
+    ) -> _Child | None:
+        """Fork the second process for ``strategies`` (``ranks``: their places in the
+        registry, for ties); None where it does not pay or is not allowed."""
         import multiprocessing as mp
         import os
 
@@ -392,26 +427,108 @@ class _Child:
         ctx = mp.get_context("fork")
         recv, send = ctx.Pipe(duplex=False)
         taken = ctx.Value("i", 0)  # how many of ``strategies`` either process has taken
-        fits = ctx.Value("b", 0, lock=False)  # both guarded by ``taken``'s lock
-        busy = ctx.Value("i", 0, lock=False)
+        # the others are guarded by ``taken``'s lock
+        shared = (
+            taken,
+            ctx.Value("b", 0, lock=False),
+            ctx.Value("i", 0, lock=False),
+            ctx.Value("d", math.inf, lock=False),
+            ctx.Value("b", 0, lock=False),
+            ctx.Value("i", -1, lock=False),
+        )
         quiet = replace(context, progress=None)
-        proc = ctx.Process(target=_child_main, args=(strategies, graph, budget, quiet, send, taken, fits, busy), daemon=True)
+        proc = ctx.Process(target=_child_main, args=(strategies, ranks, graph, budget, quiet, send, shared, polish), daemon=True)
         try:
             proc.start()
         except OSError:
             return None
         send.close()
-        return cls(strategies, graph, proc, recv, taken, fits, busy)
+        return cls(strategies, graph, proc, recv, shared, polish)
 
     def _receive(self) -> None:
-        """One message from the second process: a strategy's outcome, or facts it derived
-        from the graph (:func:`_handed_back`), kept on this process's graph."""
+        """One message from the second process: a strategy's outcome, facts it derived
+        from the graph (:func:`_handed_back`), kept on this process's graph, or a step of
+        its speculation (:func:`_speculate`)."""
         sender, kind, *payload = self.conn.recv()
         if kind == "derived":
             for key, value in payload[0].items():
                 self.graph.derived(key, lambda v=value: v)
             return
+        if kind in _SPECULATION:
+            self.spec[kind] = tuple(payload)
+            return
         self.received[sender] = (kind, *payload)
+
+    def _await(self, kind: str, until: float | None) -> bool:
+        """Read messages until the speculation's ``kind`` message is in (True); False when
+        it will not come: no speculation, it failed, the process ended, ``until`` (a
+        ``time.perf_counter()`` value) passed."""
+        while kind not in self.spec:
+            if "failed" in self.spec or self.spec.get("speculating", ("",))[0] is None:
+                return False
+            timeout = None if until is None else max(0.0, until - time.perf_counter())
+            try:
+                if not self.conn.poll(timeout):
+                    return False
+                self._receive()
+            except (EOFError, OSError):
+                return False
+        return True
+
+    def _speculated_on(self, fitting: list[tuple], deadline: float | None) -> tuple | None:
+        """The entry of ``fitting`` (this process's objects) whose plan the second process
+        polishes and improves; None if it does not (or is still running a strategy: this
+        process does not wait for that)."""
+        if not self.polish:
+            return None
+        with self.taken.get_lock():
+            stage = self.stage.value
+        if not stage and "speculating" not in self.spec:
+            return None
+        if not self._await("speculating", None if deadline is None else deadline + SPECULATION_GRACE):
+            return None
+        name = self.spec["speculating"][0]
+        return next((k for k in fitting if k[3] == name), None)
+
+    def adopt_polish(self, fitting: list[tuple], memo: dict, deadline: float | None) -> None:
+        """Put the second process's memory-limit pass over its plan into ``memo`` (as
+        :func:`_polish` keeps it), waiting for it if that plan is one :func:`_polish` will
+        pass over (the three cheapest) and this process has not passed over it yet."""
+        entry = self._speculated_on(fitting, deadline)
+        if entry is None or not any(k is entry for k in sorted(fitting, key=lambda k: k[:3])[:3]):
+            return
+        plan = entry[4].schedule
+        hit = memo.get(("polish", id(plan)))
+        if (hit is None or hit[0] is not plan) and self._await("polished", None if deadline is None else deadline + SPECULATION_GRACE):
+            ops, nodes, metrics = self.spec["polished"]
+            memo[("polish", id(plan))] = (plan, Schedule(ops, nodes), metrics)
+
+    def adopt_improve(self, fitting: list[tuple], best: tuple, memo: dict, deadline: float | None) -> None:
+        """Put the second process's improvement pass into ``memo`` (as :func:`_improve`
+        keeps it) when its input is ``best``'s plan: the second process's own plan, or its
+        memory-limit pass where that was cheaper; waits for it if it is in flight."""
+        from remat_cli.algorithms.improve import Improvement
+
+        entry = self._speculated_on(fitting, deadline)
+        if entry is None:
+            return
+        plan, target = entry[4].schedule, best[4].schedule
+        hit = memo.get(("improve", id(target)))
+        if hit is not None and hit[0] is target:
+            return  # made here already
+        polished = memo.get(("polish", id(plan)))
+        if target is plan:
+            better = False
+        elif polished is not None and polished[0] is plan and target is polished[1]:
+            better = True
+        else:
+            return  # the final pass improves another plan
+        if not self._await("improved", None if deadline is None else deadline + SPECULATION_GRACE):
+            return
+        was_better, arrays, metrics, score, restart, ranking, stopped = self.spec["improved"]
+        if was_better == better:
+            schedule = target if arrays is None else Schedule(*arrays)
+            memo[("improve", id(target))] = (target, Improvement(schedule, metrics, score, restart, ranking, stopped))
 
     def result(self, name: str, deadline: float | None) -> StrategyResult | RematError | None:
         """Strategy ``name``'s outcome; None if it is not done by ``deadline``."""
@@ -440,20 +557,23 @@ class _Child:
 
 def _child_main(
     strategies: list[Strategy],
+    ranks: list[int],
     graph: Graph,
     budget: int | None,
     context: RunContext,
     conn: Any,
-    taken: Any,
-    fits: Any,
-    busy: Any,
+    shared: tuple[Any, ...],
+    polish: bool,
 ) -> None:
     """Body of the second process: take the next strategy not yet taken until none is
     left (a last resort only once no other queued strategy is running and no plan is
     known to fit: it is wasted work otherwise), run it, send back plain
-    data. It ends itself if its parent dies (e.g. a `remat batch` worker killed at its
+    data; then, with ``polish``, the final passes on its best plan (:func:`_speculate`).
+    It ends itself if its parent dies (e.g. a `remat batch` worker killed at its
     --timeout)."""
+    taken, fits, busy, bar, stage, done_rank = shared
     import os
+    import queue
     import signal
     import threading
 
@@ -469,20 +589,39 @@ def _child_main(
                 os._exit(1)
 
     threading.Thread(target=watch, daemon=True).start()
+    # messages go out from a thread: a send blocks once the pipe is full until the parent
+    # reads, and the parent reads only between its own strategies (a treewidth plan of
+    # nn1000 sent while the parent ran chain-dp held this process up for 0.2 s, so the parent
+    # then ran chain-dp too, and this process, done with treewidth, only waited)
+    outbox: queue.SimpleQueue = queue.SimpleQueue()
+
+    def pump() -> None:
+        broken = False
+        while (message := outbox.get()) is not None:
+            if not broken:
+                try:
+                    conn.send(message)
+                except (OSError, ValueError):  # the parent is gone or stopped reading
+                    broken = True
+
+    sender = threading.Thread(target=pump, daemon=True)
+    sender.start()
     had = set(graph.derived_items(_handed_back))  # the parent has these already
 
     def hand_back() -> None:
         fresh = {k: v for k, v in graph.derived_items(_handed_back).items() if k not in had}
         if fresh:
             had.update(fresh)
-            conn.send(("", "derived", fresh))
+            outbox.put(("", "derived", fresh))
 
+    mine: list[tuple[float, int, int, str, Schedule]] = []  # its plans that fit
     try:
         while True:
             with taken.get_lock():
                 i = taken.value
                 last = i < len(strategies) and strategies[i].name in _LAST_RESORT
                 if i >= len(strategies) or (last and fits.value):
+                    stage.value = 1  # the queue is done (this process speculates next)
                     break
                 if last and busy.value > 0:  # a plan may yet fit: wait for it
                     wait = True
@@ -496,6 +635,7 @@ def _child_main(
             strategy = strategies[i]
             name = strategy.name
             message: tuple
+            r: StrategyResult | None = None
             try:
                 r = strategy.run(graph, budget, None, context)
                 with taken.get_lock():
@@ -511,12 +651,59 @@ def _child_main(
                 hand_back()  # before the outcome: the parent reads both before it stops us
             except Exception:  # noqa: BLE001 - an optional speed-up: never a failure
                 pass
-            conn.send(message)
-            if not last:
-                with taken.get_lock():
+            with taken.get_lock():
+                if not last:
                     busy.value -= 1
+                j = taken.value  # whether the queue is done for this process (as at the top)
+                if polish and (j >= len(strategies) or (strategies[j].name in _LAST_RESORT and fits.value)):
+                    stage.value = 1  # before the parent can read this outcome
+            outbox.put(message)
+            if polish and r is not None:
+                m = simulate(graph, r.schedule).metrics
+                if m is not None and budget is not None and m.peak_bytes <= budget:
+                    mine.append((m.cost, m.peak_bytes, ranks[i], name, r.schedule))
+        if polish:
+            with taken.get_lock():
+                to_beat, done = bar.value, done_rank.value
+            _speculate(graph, budget, mine, (to_beat, done), context.deadline, outbox)
     finally:
+        outbox.put(None)
+        sender.join()
         conn.close()
+
+
+#: The messages of the second process's speculation (:func:`_speculate`), in order.
+_SPECULATION = ("speculating", "polished", "improved", "failed")
+
+
+def _speculate(graph: Graph, budget: int | None, mine: list[tuple], parent: tuple[float, int], deadline: float | None, outbox: Any) -> None:
+    """In the second process, once its queue is done: the final passes of :func:`_polish`
+    and :func:`_improve` on the best plan it made (by cost, peak, registry order; a last
+    resort's only if nothing else fits), as they would run were it auto's winner:
+    twremat's memory-limit pass, then the improvement pass on the better of the two. Each
+    result goes to the parent as soon as it is made ("speculating" names the plan, or None:
+    no plan, or ``parent`` (the cost of its best plan, and the registry rank of the plan it
+    improved itself) says the parent knows a cheaper plan or has improved this one)."""
+    plain = [k for k in mine if k[3] not in _LAST_RESORT] or mine
+    cost, _, rank, name, schedule = min(plain, key=lambda k: k[:3]) if plain else (math.inf, 0, -1, "", None)
+    if budget is None or schedule is None or cost > parent[0] or rank == parent[1]:
+        outbox.put(("", "speculating", None))
+        return
+    outbox.put(("", "speculating", name))
+    try:
+        from remat_cli.algorithms.improve import improve_plan
+        from remat_cli.strategies.evict import memlimit_pass
+
+        polished = memlimit_pass(graph, schedule, budget)
+        pm = simulate(graph, polished).metrics
+        outbox.put(("", "polished", polished.ops, polished.nodes, pm))
+        better = pm is not None and pm.peak_bytes <= budget and pm.cost < cost
+        start = polished if better else schedule
+        imp = improve_plan(graph, start, budget, deadline=deadline, replay=True)
+        arrays = None if imp.schedule is start else (imp.schedule.ops, imp.schedule.nodes)
+        outbox.put(("", "improved", better, arrays, imp.metrics, imp.score, imp.restart, imp.ranking, imp.stopped))
+    except Exception:  # noqa: BLE001 - an optional speed-up: the parent makes the passes itself
+        outbox.put(("", "failed"))
 
 
 STRATEGY = Strategy(
