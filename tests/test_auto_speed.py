@@ -205,8 +205,14 @@ def test_the_second_process_takes_queued_strategies_only_while_this_one_is_busy(
         time.sleep(3.0)  # in whichever process takes it
         return tw.solve(graph, budget, options, context)
 
+    def slow_greedy(graph, budget, options, context):
+        time.sleep(1.0)  # here only (not queued): the second process, started just before it, takes treewidth meanwhile
+        return greedy.solve(graph, budget, options, context)
+
     tw = next(s for s in real() if s.name == "treewidth")
-    monkeypatch.setattr(registry, "fast_strategies", lambda: [replace(s, solve=slow_treewidth) if s is tw else s for s in real()])
+    greedy = next(s for s in real() if s.name == "greedy")
+    slow = {tw: slow_treewidth, greedy: slow_greedy}
+    monkeypatch.setattr(registry, "fast_strategies", lambda: [replace(s, solve=slow[s]) if s in slow else s for s in real()])
     monkeypatch.setattr(auto, "PARALLEL_NODES", 10)
     g = _graph("skip", 30, 2)
     budget = int(0.6 * store_all_peak(g))
