@@ -22,6 +22,19 @@ def forward_graph(kind: str, n: int, seed: int, *, grid_rows: int = 3, p: float 
     }[kind]()
 
 
+def shape(kind: str, n: int, seed: int, *, p: float = 0.3) -> Graph:
+    """A bare forward shape of about ``n`` nodes (the caller gives sizes and costs): a
+    chain, a skip chain (skips of 2–4 by ``seed``), n // 4 diamonds, or a random DAG with
+    edge probability ``p``."""
+    if kind == "chain":
+        return G.chain(n)
+    if kind == "skip":
+        return G.skip_chain(n, skip=2 + seed % 3)
+    if kind == "diamonds":
+        return G.diamonds(max(1, n // 4))
+    return G.random_dag(n, p=p, seed=seed)
+
+
 def training_graph(kind: str, n: int, seed: int, *, grid_rows: int = 3, p: float = 0.3) -> Graph:
     """The training graph of :func:`forward_graph`."""
     return checkmate_training_graph(forward_graph(kind, n, seed, grid_rows=grid_rows, p=p))

@@ -10,6 +10,7 @@ with its reference implementation's memory-limit pass).
 from __future__ import annotations
 
 import numpy as np
+from graphgen import shape
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -32,14 +33,7 @@ SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[Healt
 
 def _graph(kind: str, n: int, seed: int) -> Graph:
     """A small generated training graph with random sizes and costs."""
-    if kind == "chain":
-        fwd = G.chain(n)
-    elif kind == "skip":
-        fwd = G.skip_chain(n, skip=2 + seed % 3)
-    elif kind == "diamonds":
-        fwd = G.diamonds(max(1, n // 4))
-    else:
-        fwd = G.random_dag(n, p=0.3, seed=seed)
+    fwd = shape(kind, n, seed)
     rng = np.random.default_rng(seed)
     src, dst = fwd.edges()
     fwd = G.from_edges(fwd.n, np.stack([src, dst], axis=1), mem=rng.integers(1, 9, fwd.n), cost=rng.integers(1, 6, fwd.n).astype(float))

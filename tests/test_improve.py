@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from brute_force import optimal_cost
 from conftest import drop_schedule
-from graphgen import tiny_training_graph
+from graphgen import shape, tiny_training_graph
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -37,14 +37,7 @@ SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[Healt
 
 def _graph(kind: str, n: int, seed: int) -> Graph:
     """A small generated training graph with random sizes, costs and workspaces."""
-    if kind == "chain":
-        fwd = G.chain(n)
-    elif kind == "skip":
-        fwd = G.skip_chain(n, skip=2 + seed % 3)
-    elif kind == "diamonds":
-        fwd = G.diamonds(max(1, n // 4))
-    else:
-        fwd = G.random_dag(n, p=0.3, seed=seed)
+    fwd = shape(kind, n, seed)
     rng = np.random.default_rng(seed)
     src, dst = fwd.edges()
     fwd = G.from_edges(fwd.n, np.stack([src, dst], axis=1), mem=rng.integers(0, 9, fwd.n), cost=rng.integers(0, 6, fwd.n).astype(float))

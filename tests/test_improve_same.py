@@ -11,6 +11,7 @@ import math
 import random
 
 import improve_reference as reference
+from graphgen import shape
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -37,14 +38,7 @@ def graphs(draw) -> Graph:
     n = draw(st.integers(2, 16))
     seed = draw(st.integers(0, 10_000))
     huge = draw(st.integers(0, 9)) == 0
-    if kind == "chain":
-        fwd = G.chain(n)
-    elif kind == "skip":
-        fwd = G.skip_chain(n, skip=2 + seed % 3)
-    elif kind == "diamonds":
-        fwd = G.diamonds(max(1, n // 4))
-    else:
-        fwd = G.random_dag(n, p=draw(st.floats(0.1, 0.6)), seed=seed)
+    fwd = shape(kind, n, seed, p=draw(st.floats(0.1, 0.6)) if kind == "dag" else 0.3)
     rng = np.random.default_rng(seed)
     src, dst = fwd.edges()
     mem = rng.integers(0, 4, fwd.n) * (2**51 if huge else 1)
