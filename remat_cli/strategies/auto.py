@@ -466,13 +466,21 @@ class _Child:
         while kind not in self.spec:
             if "failed" in self.spec or self.spec.get("speculating", ("",))[0] is None:
                 return False
-            timeout = None if until is None else max(0.0, until - time.perf_counter())
-            try:
-                if not self.conn.poll(timeout):
-                    return False
-                self._receive()
-            except (EOFError, OSError):
+            if not self._read(until):
                 return False
+        return True
+
+    def _read(self, until: float | None) -> bool | None:
+        """Read one message, waiting until ``until`` (a ``time.perf_counter()`` value;
+        None: as long as it takes): True; False when none came by then; None when the
+        second process ended."""
+        timeout = None if until is None else max(0.0, until - time.perf_counter())
+        try:
+            if not self.conn.poll(timeout):
+                return False
+            self._receive()
+        except (EOFError, OSError):
+            return None
         return True
 
     def _speculated_on(self, fitting: list[tuple], deadline: float | None) -> tuple | None:
@@ -533,13 +541,11 @@ class _Child:
     def result(self, name: str, deadline: float | None) -> StrategyResult | RematError | None:
         """Strategy ``name``'s outcome; None if it is not done by ``deadline``."""
         while name not in self.received:
-            timeout = None if deadline is None else max(0.0, deadline - time.perf_counter())
-            try:
-                if not self.conn.poll(timeout):
-                    return None
-                self._receive()
-            except (EOFError, OSError):
+            read = self._read(deadline)
+            if read is None:
                 return RematError(f"{name} ended without an answer (its process died)")
+            if not read:
+                return None
         kind, *payload = self.received[name]
         if kind == "ok":
             ops, nodes, info, keep = payload
