@@ -1,6 +1,7 @@
-"""remat_cli/algorithms/improve.py's ``_reevict`` (and segments.py's ``prune_unread``) as of 3da6409 (before the issue 14 speed-up of
-the improvement pass): the reference its faster replay must equal, the same compute
-sequence, the same ``close`` set and the same work spent (tests/test_improve_same.py).
+"""Frozen copies of replaced code of the improvement pass, the references the faster code
+must equal (tests/test_improve_same.py): remat_cli/algorithms/improve.py's ``_reevict`` and
+segments.py's ``prune_unread`` as of 3da6409 (the same compute sequence, the same ``close``
+set and the same work spent), and ``_cover``'s greedy loop as of 79a3eaf (the same splits).
 Not used by the tool."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Sequence
 from remat_cli.algorithms.improve import _Limits
 from remat_cli.graph import Graph
 
-__all__ = ["_reevict", "prune_unread"]
+__all__ = ["_reevict", "greedy_cover", "prune_unread"]
 
 #: As in improve.py at that commit.
 _MAX_FACTOR = 20
@@ -203,3 +204,28 @@ def prune_unread(graph: Graph, seq: Sequence[int]) -> list[int]:
                 read[u] = True
         last_seen[v] = True
     return [v for i, v in enumerate(seq) if keep[i]]
+
+
+def greedy_cover(
+    splits: list[tuple[int, dict[int, int], list[int]]], need: dict[int, int], cost: list[float], allowance: float
+) -> dict[int, list[int]] | None:
+    """The greedy loop of improve.py's ``_cover`` as of 79a3eaf (a scan of every split per
+    pick), which ``_greedy_cover`` replaced: the splits it takes, or None. Uses ``splits``
+    and ``need`` up."""
+    spent = 0.0
+    chosen: dict[int, list[int]] = {}  # insert before index -> computes
+    while any(x > 0 for x in need.values()):
+        pick, ratio = -1, math.inf
+        for k, (_, relief, chain) in enumerate(splits):
+            gain = sum(min(need[j], x) for j, x in relief.items() if need[j] > 0)
+            price = sum(cost[x] for x in chain)
+            if gain > 0 and spent + price < allowance and price / gain < ratio:
+                pick, ratio = k, price / gain
+        if pick < 0:
+            return None
+        b, relief, chain = splits.pop(pick)
+        spent += sum(cost[x] for x in chain)
+        chosen.setdefault(b, []).extend(chain)
+        for j, x in relief.items():
+            need[j] -= x
+    return chosen

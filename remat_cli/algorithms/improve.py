@@ -1036,24 +1036,57 @@ def _cover(graph: Graph, seq: list[int], limit: int, allowance: float, extend: b
                     stretches += 1
     if extend and not stretches:
         return None  # nothing the plain cover has not tried
-    spent = 0.0
-    chosen: dict[int, list[int]] = {}  # insert before index -> computes
-    while any(x > 0 for x in need.values()):
-        pick, ratio = -1, math.inf
-        for k, (_, relief, chain) in enumerate(splits):
-            gain = sum(min(need[j], x) for j, x in relief.items() if need[j] > 0)
-            price = sum(cost[x] for x in chain)
-            if gain > 0 and spent + price < allowance and price / gain < ratio:
-                pick, ratio = k, price / gain
-        if pick < 0:
-            return None
-        b, relief, chain = splits.pop(pick)
-        spent += sum(cost[x] for x in chain)
-        chosen.setdefault(b, []).extend(chain)
-        for j, x in relief.items():
-            need[j] -= x
+    chosen = _greedy_cover(splits, need, [sum(cost[x] for x in chain) for _, _, chain in splits], allowance)
+    if chosen is None:
+        return None
     out: list[int] = []
     for j, x in enumerate(seq):
         out.extend(chosen.get(j, ()))
         out.append(x)
     return prune_unread(graph, out)
+
+
+def _greedy_cover(
+    splits: list[tuple[int, dict[int, int], list[int]]], need: dict[int, int], prices: list[float], allowance: float
+) -> dict[int, list[int]] | None:
+    """The splits :func:`_cover` takes, as {insert before index: computes}: greedily the
+    split of least price per byte of excess it still relieves (ties: the earliest), while
+    the prices stay under ``allowance``, until no step has excess left; None when the
+    splits cannot cover it.
+
+    Each round scores every split at once over flat arrays of (split, step, bytes): the
+    gains are exact integer sums, each ratio is the one float division ``price / gain``,
+    and argmin takes the first least ratio, so the picks are those of a scan in order."""
+    if not splits:
+        return None if any(x > 0 for x in need.values()) else {}
+    where = {j: i for i, j in enumerate(need)}
+    sizes = np.fromiter((len(relief) for _, relief, _ in splits), np.int64, len(splits))
+    total = int(sizes.sum())
+    step = np.fromiter((where[j] for _, relief, _ in splits for j in relief), np.int64, total)
+    most = max(max(need.values()), max(max(relief.values()) for _, relief, _ in splits))
+    # a gain sums at most one relief's bytes: exact in 64 bits unless that could overflow
+    exact = np.int64 if abs(most) * (int(sizes.max()) + 1) < 2**62 else object
+    left = np.array(list(need.values()), dtype=exact)
+    size = np.array([x for _, relief, _ in splits for x in relief.values()], dtype=exact)
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    price = np.asarray(prices, dtype=np.float64)
+    open_ = np.ones(len(splits), dtype=bool)  # not taken yet
+    spent = 0.0
+    chosen: dict[int, list[int]] = {}  # insert before index -> computes
+    while (left > 0).any():
+        short = left[step]
+        gain = np.add.reduceat(np.where(short > 0, np.minimum(short, size), 0), starts)
+        ok = open_ & np.asarray(gain > 0, dtype=bool) & (spent + price < allowance)
+        if not ok.any():
+            return None
+        ratio = np.full(len(splits), np.inf)
+        ratio[ok] = price[ok] / gain[ok]
+        k = int(np.argmin(ratio))
+        open_[k] = False
+        spent += prices[k]
+        b, _, chain = splits[k]
+        chosen.setdefault(b, []).extend(chain)
+        lo = int(starts[k])
+        at = slice(lo, lo + int(sizes[k]))
+        left[step[at]] -= size[at]
+    return chosen
