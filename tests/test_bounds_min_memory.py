@@ -7,6 +7,8 @@ these tests pin an optimum, not a figure. Every schedule goes through the simula
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -225,3 +227,35 @@ def test_idle_values_recomputed_bring_the_unet_onnx_within_1_05_of_the_bound() -
     assert lowest(g) <= 1.05 * bound
     plan = make_plan(g, get_strategy("min-memory"), lowest(g))
     assert plan.metrics.peak_bytes == lowest(g)
+
+
+@SETTINGS
+@given(tiny_graphs(), st.booleans())
+def test_lower_peak_past_its_deadline_keeps_at_most_the_round_under_way(g: Graph, memo: bool) -> None:
+    """Anytime: with its deadline passed, lower_peak stops after its first trial (a round
+    of BERT's took 1.9 s past a 1 s limit): at most one value recomputed, no more steps
+    rebuilt than without a deadline, and still a valid schedule that peaks no higher."""
+    order = sorted(g.targets.tolist(), key=g.topo_rank.tolist().__getitem__)
+    seed = min_memory.min_memory_schedule(g, order, memo, 10**6)
+    assert seed is not None
+    _, evicted_all, used_all = min_memory.lower_peak(g, seed, 50_000)
+    lowered, evicted, used = min_memory.lower_peak(g, seed, 50_000, deadline=0.0)
+    assert evicted <= min(1, evicted_all) and used <= used_all
+    result = simulate(g, lowered)
+    assert result.metrics is not None
+    assert set(g.targets.tolist()) <= set(lowered.compute_nodes.tolist())
+    assert result.metrics.peak_bytes <= simulate(g, seed).metrics.peak_bytes
+
+
+def test_a_recomputation_block_past_the_deadline_is_given_up() -> None:
+    """The block that recomputes an idle value stops at the deadline (looked at every
+    DEADLINE_EVERY steps) as it stops at its cap: given up, the value stays held."""
+    g = _idle_graph()
+    index = {v: i for i, v in enumerate(g.ids)}
+    order = [sorted(set(p)) for p in g.pred_lists]
+    block = min_memory._recompute(index["a"], set(), order, 100, True)
+    assert block is not None and block[0]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(min_memory, "DEADLINE_EVERY", 1)
+        assert min_memory._recompute(index["a"], set(), order, 100, True, deadline=0.0) is None
+        assert min_memory._recompute(index["a"], set(), order, 100, True, deadline=math.inf) == block

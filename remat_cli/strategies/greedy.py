@@ -298,7 +298,7 @@ def evict_schedule(
 
 
 #: How many computes a replay makes between two looks at its deadline.
-DEADLINE_EVERY = 4096
+DEADLINE_EVERY = 64
 #: The search for the smallest budget after a failed replay takes at most SEARCH_FACTOR
 #: times that replay's seconds, and never less than MIN_SEARCH_SECONDS (small graphs
 #: always finish it: a replay of 1,000 nodes takes milliseconds).

@@ -478,11 +478,13 @@ def _variants(graph: Graph, out: list[tuple[str, Schedule, Metrics]], deadline: 
             break
         if deadline is not None and time.perf_counter() > deadline:
             raise _Stopped
-        lowered, evicted, used = lower_peak(graph, schedule, left)
+        lowered, evicted, used = lower_peak(graph, schedule, left, deadline)
         left -= used
         lm = simulate(graph, lowered).metrics if evicted else None
         if lm is not None and lm.peak_bytes < m.peak_bytes:
             out.append((f"{name}, {evicted} idle value{'s' if evicted > 1 else ''} recomputed", lowered, lm))
+        if deadline is not None and time.perf_counter() > deadline:
+            raise _Stopped  # (what it lowered so far is kept, not cached)
 
 
 def _held_at_peak(graph: Graph, schedule: Schedule, drop: frozenset[int]) -> list[int]:
@@ -535,7 +537,7 @@ STRATEGY = Strategy(
 )
 
 
-def lower_peak(graph: Graph, schedule: Schedule, max_steps: int) -> tuple[Schedule, int, int]:
+def lower_peak(graph: Graph, schedule: Schedule, max_steps: int, deadline: float | None = None) -> tuple[Schedule, int, int]:
     """The schedule with values idle at its peak recomputed instead of held, how many, and
     the steps rebuilt to find it.
 
@@ -549,7 +551,8 @@ def lower_peak(graph: Graph, schedule: Schedule, max_steps: int) -> tuple[Schedu
     resident. Of the trials that lower the peak, or keep it and attain it at fewer steps,
     the lowest (then the cheapest) is kept; at most ``PEAK_TRIES`` values per round, rounds
     until none helps, the peak is LB, or ``max_steps`` steps were rebuilt (blocks given up
-    included, ``PEAK_BLOCK_STEPS_PER_NODE``) in all.
+    included, ``PEAK_BLOCK_STEPS_PER_NODE``) in all. Anytime: past ``deadline`` (a
+    ``time.perf_counter()`` value, looked at after each trial) it returns the rounds done.
     Cost: O(schedule length) numpy work per value tried, plus the inserted block.
     A heuristic: no optimality is claimed."""
     mem = graph.mem.astype(np.int64)
@@ -567,13 +570,16 @@ def lower_peak(graph: Graph, schedule: Schedule, max_steps: int) -> tuple[Schedu
     score = _peak_score(ops, nodes, mem, ws, cost)
     spent = 0
     evicted = 0
-    while spent < max_steps and score[0] > floor:
+    late = False
+    while spent < max_steps and score[0] > floor and not late:
         better = None
         at = score[3]
         for u in _idle_at_peak(ops, nodes, at, preds, mem_list)[:PEAK_TRIES]:
+            if late:
+                break
             for memo in (True, False):
                 cap = min(max_steps - spent, max(len(ops), block_steps))
-                trial = _evict(ops, nodes, at, u, succs[u], order, cap, memo)
+                trial = _evict(ops, nodes, at, u, succs[u], order, cap, memo, deadline)
                 if trial is None:
                     spent += cap
                     continue
@@ -582,7 +588,8 @@ def lower_peak(graph: Graph, schedule: Schedule, max_steps: int) -> tuple[Schedu
                 key = (got[0], got[1], got[2])
                 if got[:2] < score[:2] and (better is None or key < better[2]):
                     better = (trial, got, key)
-                if spent >= max_steps:
+                late = deadline is not None and time.perf_counter() > deadline
+                if spent >= max_steps or late:
                     break
         if better is None:
             break
@@ -621,11 +628,20 @@ def _idle_at_peak(ops: np.ndarray, nodes: np.ndarray, at: int, preds: list[set[i
 
 
 def _evict(
-    ops: np.ndarray, nodes: np.ndarray, at: int, u: int, readers: np.ndarray, order: list[list[int]], cap: int, memo: bool
+    ops: np.ndarray,
+    nodes: np.ndarray,
+    at: int,
+    u: int,
+    readers: np.ndarray,
+    order: list[list[int]],
+    cap: int,
+    memo: bool,
+    deadline: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """``ops``/``nodes`` with ``u`` (resident and idle at step ``at``) freed after its last
     read before ``at`` and recomputed before its first read after (:func:`lower_peak`);
-    None when the recomputation takes more than ``cap`` steps. ``readers``: u's consumers."""
+    None when the recomputation takes more than ``cap`` steps or runs past ``deadline``.
+    ``readers``: u's consumers."""
     mine = np.flatnonzero(nodes == u)
     start = int(mine[(mine < at) & (ops[mine] == COMPUTE)].max())
     later = mine[mine > at]
@@ -643,7 +659,7 @@ def _evict(
     nxt = int(after[0])
     resident = set(_resident_before(ops, nodes, nxt).tolist())
     resident.discard(u)
-    block = _recompute(u, resident, order, cap, memo)
+    block = _recompute(u, resident, order, cap, memo, deadline)
     if block is None:
         return None
     return (
@@ -652,9 +668,12 @@ def _evict(
     )
 
 
-def _recompute(u: int, resident: set[int], order: list[list[int]], cap: int, memo: bool) -> tuple[list[int], list[int]] | None:
+def _recompute(
+    u: int, resident: set[int], order: list[list[int]], cap: int, memo: bool, deadline: float | None = None
+) -> tuple[list[int], list[int]] | None:
     """Steps computing ``u`` from ``resident`` by the unfolded-tree recursion, freeing
-    every value they compute except ``u`` and nothing in ``resident``; None past ``cap``.
+    every value they compute except ``u`` and nothing in ``resident``; None past ``cap``
+    or ``deadline`` (looked at every ``DEADLINE_EVERY`` computes).
     ``memo``: each missing ancestor is computed once and freed after its last reader in the
     block (cheaper, more memory), else as soon as no pending compute holds it."""
     ops: list[int] = []
@@ -672,6 +691,7 @@ def _recompute(u: int, resident: set[int], order: list[list[int]], cap: int, mem
                     if w not in seen:
                         seen.add(w)
                         todo.append(w)
+    look = DEADLINE_EVERY  # the length at which the deadline is looked at next
     stack: list[list[int]] = [[u, 0]]
     while stack:
         frame = stack[-1]
@@ -707,4 +727,8 @@ def _recompute(u: int, resident: set[int], order: list[list[int]], cap: int, mem
             stack[-1][1] += 1
         if len(ops) > cap:
             return None
+        if deadline is not None and len(ops) >= look:
+            look += DEADLINE_EVERY
+            if time.perf_counter() > deadline:
+                return None
     return ops, nodes
