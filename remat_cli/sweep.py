@@ -74,6 +74,8 @@ __all__ = [
 ]
 
 RELATIVE_TOLERANCE = 0.001  # of the store-all peak
+#: The part of the time left that a probe of a stated budget gets (:func:`smallest_budget`).
+STATED_SHARE = 0.5
 # Strategies that tests/test_sweep.py shows fitting a budget and failing a larger one on
 # some graph: for them the search's figure is a budget found, and smaller ones may fit.
 NOT_MONOTONE = frozenset({"greedy", "dtr", "auto"})
@@ -156,7 +158,9 @@ def smallest_budget(
     the search). With a ``deadline``, a bisection probe starts only while at least the
     shortest such time (that one, or a probe's that failed since) is left: a probe cut
     short at the deadline is not counted, so one that would most likely be cut is not
-    started (the result says ``foreseen``). Probes of stated budgets are always started.
+    started (the result says ``foreseen``). Probes of stated budgets are always started,
+    each with ``STATED_SHARE`` of the time left: one cut short there settles nothing (it is
+    not probed again) and the bisection goes on without it.
     """
     from remat_cli.planner import make_plan, store_all_peak
 
@@ -171,15 +175,19 @@ def smallest_budget(
     hints: list[int] = [] if hint is None else [hint]
     failing = math.inf if failing_seconds is None else failing_seconds  # shortest failure seen
 
-    def probe(budget: int | None) -> Plan | None:
+    def probe(budget: int | None, share: float = 1.0) -> Plan | None:
+        """The plan at ``budget`` or None; a probe gets ``share`` of the time left (a
+        failure past its own limit is not kept: it was cut short, not proven)."""
         nonlocal probes, failing
         if budget is not None and budget in tried:
             return tried[budget]
         probes += 1
         started = time.perf_counter()
         ctx = context
+        end = deadline
         if deadline is not None:
-            left = max(0.1, deadline - time.perf_counter())
+            left = max(0.1, share * (deadline - started))
+            end = started + left
             ctx = replace(context, time_limit=min(left, float(context.time_limit or left)))
         try:
             plan = make_plan(graph, strat, budget, options, context=ctx, reference_peak=ref)
@@ -187,8 +195,9 @@ def smallest_budget(
             if exc.min_budget is not None:
                 hints.append(exc.min_budget)
             plan = None
-            if deadline is None or time.perf_counter() <= deadline:  # failed, not cut short
-                failing = min(failing, time.perf_counter() - started)
+            if end is not None and time.perf_counter() > end:
+                return None  # cut short: not a failure the strategy proved
+            failing = min(failing, time.perf_counter() - started)
         if budget is not None:
             tried[budget] = plan
         return plan
@@ -217,6 +226,7 @@ def smallest_budget(
             return _result(strat.name, best, failed=None, tol=tol, probes=probes, exact=False)
         best = at_grid
     lo = -1  # grid(-1) = LB - 1: proven, nothing fits below LB
+    unsettled: set[int] = set()  # stated budgets whose probe was cut short at its share
     complete = True
     foreseen = False
     while True:
@@ -224,10 +234,14 @@ def smallest_budget(
             complete = False
             break
         # a budget the strategy said it meets, snapped up to the grid, is probed first
-        pending = sorted({-(-(h - lb) // tol) for h in hints if lb <= h} & set(range(lo + 1, hi)))
+        pending = sorted({-(-(h - lb) // tol) for h in hints if lb <= h} & set(range(lo + 1, hi)) - unsettled)
         hints.clear()
+        share = 1.0
         if pending:
             mid = pending[0]
+            # a stated budget near the lower bound can take a whole plan's time to fail (BERT
+            # at its lower bound: 3 s): it gets half the time left, the bisection the rest
+            share = STATED_SHARE
         elif hi - lo > 1:
             mid = (lo + hi) // 2
             if deadline is not None and deadline - time.perf_counter() < failing:
@@ -235,10 +249,13 @@ def smallest_budget(
                 break
         else:
             break
-        plan = probe(grid(mid))
+        plan = probe(grid(mid), share)
         if plan is None and deadline is not None and time.perf_counter() > deadline:
             complete = False  # cut short by the deadline: not a failure the strategy proved
             break
+        if plan is None and grid(mid) not in tried:  # cut short at its share: unknown (the
+            unsettled.add(mid)  # bisection settles the answer without it: below hi, it is
+            continue  # at or below lo, which failed)
         if plan is None:
             lo = max(lo, mid)
         else:
