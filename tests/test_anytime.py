@@ -98,17 +98,43 @@ def test_chen_greedy_returns_its_first_fitting_grouping_past_the_deadline(monkey
     assert plan.metrics.cost >= full.metrics.cost  # the full search can only do better
 
 
-def test_chain_dp_solves_one_attachment_rule_past_the_deadline(monkeypatch):
+def test_chain_dp_solves_no_further_attachment_rule_past_the_deadline(monkeypatch):
+    """A table filled before the deadline passed gives its plan, and no other rule is
+    solved after it (the first table here ignores the deadline, as if it passed during it)."""
     g = _graph("skip", 20, 2)
     budget = int(0.6 * store_all_peak(g))
     calls = _counting(monkeypatch, chain_dp, "_best_plan")
     full = make_plan(g, "chain-dp", budget)
     assert calls[0] > 1
     calls[0] = 0
+    real = chain_dp.solve_chain
+    tables = [0]
+
+    def first_in_time(*args, deadline=None, **kwargs):
+        tables[0] += 1
+        return real(*args, deadline=None if tables[0] == 1 else deadline, **kwargs)
+
+    monkeypatch.setattr(chain_dp, "solve_chain", first_in_time)
     plan = make_plan(g, "chain-dp", budget, _past())
     assert calls[0] == 1
     _checked(g, plan.schedule, budget)
     assert plan.metrics.cost >= full.metrics.cost
+
+
+def test_chain_dp_stops_filling_a_table_past_the_deadline(monkeypatch):
+    """A table is O(L³·M) work (nn1000's took 1 s past a 0.2 s limit): past the deadline
+    its filling stops and its rule has no plan; with none, chain-dp says it stopped and
+    names a budget it meets (store-all's peak)."""
+    g = _graph("skip", 20, 2)
+    budget = int(0.6 * store_all_peak(g))
+    make_plan(g, "chain-dp", budget)  # it fits without a deadline
+    with pytest.raises(NoPlanError) as stopped:
+        make_plan(g, "chain-dp", budget, _past())
+    assert "found before its time limit" in stopped.value.message
+    assert stopped.value.min_budget == store_all_peak(g)
+    seg = chain_dp.segment(g)
+    with pytest.raises(chain_dp.TableStopped):
+        chain_dp.solve_chain(g, seg, deadline=time.perf_counter() - 1.0)
 
 
 @pytest.mark.parametrize("name", ["greedy", "dtr"])
@@ -151,3 +177,28 @@ def test_a_replay_stops_after_its_seconds_and_auto_gives_large_graphs_a_share(na
             assert sa <= budget
             _checked(g, plan.schedule, budget)
     assert auto.SCALE_REPLAY_SECONDS > 0 and auto.SCALE_NODES >= 10_000  # 10k replays keep the deadline
+
+
+@pytest.mark.parametrize("name", ["treewidth", "pathwidth"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_past_the_deadline_the_decompositions_make_no_pass_over_the_bare_run(monkeypatch, name, seed):
+    """The memory-limit pass over the bare recursion, and the clean-up its error message
+    measures, are O(steps) each (0.3-0.5 s on grid1000 at its lower bound, past a 1 s
+    limit): past the deadline neither is made, and the error names the bare recursion's
+    own peak, a budget the strategy meets."""
+    from remat_cli.strategies import evict, treewidth
+
+    g = _graph("dag", 24, seed)
+    calls = _counting(monkeypatch, evict, "cleanup")
+    with pytest.raises(NoPlanError) as full:
+        make_plan(g, name, g.lb)
+    assert calls[0] > 0 and "frees moved to last use" in full.value.message
+    calls[0] = 0
+    monkeypatch.setattr(treewidth, "_past", lambda deadline: True)  # (the recursion has no deadline)
+    g = _graph("dag", 24, seed)  # the same graph, nothing derived from it kept yet
+    with pytest.raises(NoPlanError) as late:
+        make_plan(g, name, g.lb)
+    assert calls[0] == 0 and "found by its time limit (the bare recursion)" in late.value.message
+    assert late.value.min_budget is not None and late.value.min_budget >= full.value.min_budget
+    plan = make_plan(g, name, late.value.min_budget)
+    _checked(g, plan.schedule, late.value.min_budget)

@@ -324,3 +324,30 @@ def test_lazy_eviction_is_the_reference_pass(g: Graph, where: float) -> None:
     got = lazy_eviction(g, bare, limit)
     want = _lazy_eviction_reference(g, bare, limit)
     assert got.ops.tolist() == want.ops.tolist() and got.nodes.tolist() == want.nodes.tolist()
+
+
+@SETTINGS
+@given(graphs, st.floats(0.0, 1.0))
+def test_the_pass_past_its_deadline_keeps_the_rounds_it_did(g: Graph, where: float) -> None:
+    """Anytime (a round on grid1000 at its lower bound: 0.3 s of clean-up and eviction past
+    a 1 s limit): with the deadline passed, a round looking at it every step stops (None)
+    and the pass returns its input cleaned up: valid, no compute added; with no deadline,
+    the same pass as before."""
+    import time
+
+    from remat_cli.strategies import evict
+
+    bare = _bare(g)
+    limit = int(g.lb + where * (store_all_peak(g) - g.lb))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(evict, "DEADLINE_EVERY", 1)
+        late = time.perf_counter() - 1.0
+        clean = cleanup(g, bare)
+        if len(clean) > 1:
+            assert evict.lazy_eviction(g, clean, limit, late) is None
+        stopped = memlimit_pass(g, bare, limit, deadline=late)
+    assert stopped.ops.tolist() == clean.ops.tolist() and stopped.nodes.tolist() == clean.nodes.tolist()
+    assert simulate(g, stopped).metrics is not None
+    full = memlimit_pass(g, bare, limit)
+    again = memlimit_pass(g, bare, limit, deadline=time.perf_counter() + 3600.0)
+    assert full.ops.tolist() == again.ops.tolist() and full.nodes.tolist() == again.nodes.tolist()

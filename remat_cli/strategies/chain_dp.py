@@ -30,10 +30,10 @@ O(L²·M) floats (one padded table, 75 MB at the default 40 segments and 500 slo
 than ``max_segments`` segments are merged into groups. Every plan is
 replayed by the simulator; if the model misjudged a general (non-chain) graph the next
 smaller memory level is tried. Anytime: past ``RunContext.deadline`` (a
-``time.perf_counter()`` value) no further attachment rule is solved (the first always is:
-its table is bounded by ``max_segments`` and ``max_slots``) and, after the plan at the
-budget, the replays jump to the smallest plan of the table; the cheapest fitting plan so
-far wins.
+``time.perf_counter()`` value) no further attachment rule is solved, a table being filled
+stops between two spans of segments (its rule then has no plan: a table is O(L³·M) work,
+1 s on nn1000's 500 segments) and, after the plan at the budget, the replays jump to the
+smallest plan of the table; the cheapest fitting plan so far wins.
 
 **Borrowed checkpoints (ours, beyond rotor).** Like revolve, rotor assumes that a
 checkpoint handed to ``Solve(s, t)`` serves the *whole* of it: a_{s-1} is read by the right
@@ -173,7 +173,18 @@ def _unborrow(code: int) -> tuple[int, int, int]:
     return (c // 2) // 1024, (c // 2) % 1024, c % 2
 
 
-def solve_chain(graph: Graph, seg: Segmentation, max_slots: int = 500, borrow: bool = True, max_bytes: int | None = None) -> ChainTable:
+class TableStopped(Exception):
+    """Filling the table passed its deadline (it looks between spans of segments)."""
+
+
+def solve_chain(
+    graph: Graph,
+    seg: Segmentation,
+    max_slots: int = 500,
+    borrow: bool = True,
+    max_bytes: int | None = None,
+    deadline: float | None = None,
+) -> ChainTable:
     """Fill the DP table for every memory level up to the sum of all values, or up to the
     level of ``max_bytes`` (activation bytes) when given.
 
@@ -336,6 +347,8 @@ def solve_chain(graph: Graph, seg: Segmentation, max_slots: int = 500, borrow: b
                     ch[better] = code
 
     for length in range(L):
+        if deadline is not None and time.perf_counter() > deadline:
+            raise TableStopped  # anytime: a table is O(L³·M) (nn1000's: 1 s past a 0.2 s limit)
         for s in range(L - length):
             t = s + length
             for sp in [s] if s > 0 and borrow else []:
@@ -528,6 +541,7 @@ def _run(graph: Graph, budget: int | None, options: ChainOptions, context: RunCo
             smallest = min(smallest, floor)
         if found is not None and (best is None or found[:2] < best[:2]):
             best = found
+    stopped = stopped or (deadline is not None and time.perf_counter() > deadline)
     if best is None:
         raise NoPlanError(
             f"chain-dp cannot fit budget {fmt_bytes_exact(budget)}; its smallest plan "
@@ -552,11 +566,14 @@ def _best_plan(
     borrow = seg.count <= int(options.borrow_segments)  # O(L⁴·M) instead of O(L³·M)
     # levels above the budget's are never read by a plan within it (solve_chain); the full
     # table only where none fits, for the smallest plan's peak
-    table = solve_chain(graph, seg, int(options.max_slots), borrow, max_bytes=budget - graph.fixed_mem)
-    m_min = table.min_slots()
-    if m_min is None:
-        table = solve_chain(graph, seg, int(options.max_slots), borrow)
+    try:
+        table = solve_chain(graph, seg, int(options.max_slots), borrow, max_bytes=budget - graph.fixed_mem, deadline=deadline)
         m_min = table.min_slots()
+        if m_min is None:
+            table = solve_chain(graph, seg, int(options.max_slots), borrow, deadline=deadline)
+            m_min = table.min_slots()
+    except TableStopped:
+        return None, None  # past the deadline: no plan of this rule
     final_cost = table.top
     info["slot_bytes"] = table.q
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import time
 
 import numpy as np
 
@@ -43,15 +44,25 @@ from remat_cli.schedule import COMPUTE, FREE, Schedule
 
 __all__ = ["memlimit_pass", "cleanup", "lazy_eviction"]
 
+#: Steps a round of lazy eviction replays between two looks at its deadline.
+DEADLINE_EVERY = 8192
 
-def memlimit_pass(graph: Graph, schedule: Schedule, limit: int, *, rounds: int = 4, cleaned: bool = False) -> Schedule:
+
+def memlimit_pass(
+    graph: Graph, schedule: Schedule, limit: int, *, rounds: int = 4, cleaned: bool = False, deadline: float | None = None
+) -> Schedule:
     """twremat's memory-limit post-processing of ``schedule`` for a peak of ``limit`` bytes
     (fixed memory included). Returns a valid schedule with no more computes than the input
     (given a valid input); its peak may exceed ``limit`` when nothing can be evicted.
-    ``cleaned``: ``schedule`` is already :func:`cleanup`'s output (the caller kept it)."""
+    ``cleaned``: ``schedule`` is already :func:`cleanup`'s output (the caller kept it).
+    Anytime: past ``deadline`` (a ``time.perf_counter()`` value) the rounds done so far
+    (none: the input cleaned up); a round looks at it every ``DEADLINE_EVERY`` steps."""
     current = schedule if cleaned else cleanup(graph, schedule)
     for _ in range(max(1, rounds)):
-        nxt = cleanup(graph, lazy_eviction(graph, current, limit))
+        evicted = lazy_eviction(graph, current, limit, deadline)
+        if evicted is None:
+            break  # past the deadline within the round
+        nxt = cleanup(graph, evicted)
         if len(nxt) == len(current) and (nxt.nodes == current.nodes).all() and (nxt.ops == current.ops).all():
             break
         current = nxt
@@ -66,10 +77,11 @@ def cleanup(graph: Graph, schedule: Schedule) -> Schedule:
     return schedule_from_sequence(graph, kept)
 
 
-def lazy_eviction(graph: Graph, schedule: Schedule, limit: int) -> Schedule:
+def lazy_eviction(graph: Graph, schedule: Schedule, limit: int, deadline: float | None = None) -> Schedule | None:
     """One round of lazy eviction of ``schedule`` under ``limit`` bytes (fixed included);
     see the module docstring. Frees become eviction candidates, recomputes of resident
-    values are dropped, candidates are evicted only when the next compute needs room."""
+    values are dropped, candidates are evicted only when the next compute needs room.
+    None once ``deadline`` has passed (looked at every ``DEADLINE_EVERY`` steps)."""
     mem = graph.mem.tolist()
     ws = graph.workspace.tolist()
     cost = graph.cost.tolist()
@@ -102,7 +114,12 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int) -> Schedule:
     # are the same.
     pending: list[tuple[int, int, int]] = []
     push = heapq.heappush
+    look = DEADLINE_EVERY if deadline is not None else len(ops)  # the next step that looks at the clock
     for pos, (op, v) in enumerate(zip(ops, nodes)):
+        if pos == look:
+            look += DEADLINE_EVERY
+            if time.perf_counter() > deadline:  # type: ignore[operator]
+                return None
         s = state[v]
         if op != COMPUTE:
             if s == 1:

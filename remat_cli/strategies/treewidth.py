@@ -1167,7 +1167,7 @@ def plan_over_separator_tree(
         jobs = [(p, e, ev) for p in reversed(points[1:]) for e, ev in variants if e or p >= bare_run.metrics.peak_bytes]
 
         def second(send: Any, cap: Any) -> None:
-            ops, nodes, metrics = _bare_pass_arrays(graph, cleaned_bare(bare_schedule), budget)
+            ops, nodes, metrics = _bare_pass_arrays(graph, cleaned_bare(bare_schedule), budget, deadline)
             send({"kind": "pass", "metrics": metrics}, ops, nodes)
             for point, eager, evict in jobs:
                 if (id(sep), point, eager, evict) in ladder_runs:
@@ -1195,10 +1195,11 @@ def plan_over_separator_tree(
 
     def absorb(wait: bool = False) -> None:
         """Keep what the second process has sent: ladder runs in ladder_runs (where this
-        process has none for the key), the bare run's pass in ``sent``."""
+        process has none for the key), the bare run's pass in ``sent`` (with ``wait``, at
+        least one message, waiting until the deadline at most)."""
         if forked is None:
             return
-        for msg, schedule in forked.messages(wait):
+        for msg, schedule in forked.messages(wait, deadline):
             metrics = None if msg.get("metrics") is None else Metrics(**msg["metrics"])
             if msg["kind"] == "pass":
                 sent.append(_Attempt(schedule, metrics, _BARE_PASS))
@@ -1277,13 +1278,16 @@ def plan_over_separator_tree(
             more = "; …" if len(stopped) > 3 else ""
             info["stopped runs"] = Phrase("{}: " + "; ".join("{}" for _ in shown) + more, (len(stopped), *shown))
         if options.memlimit:  # off only to test the monotone part on its own
-            while forked is not None and not sent and not forked.ended:
+            while forked is not None and not sent and not forked.ended and not _past(deadline):
                 absorb(wait=True)
             if forked is not None:
                 forked.stop()  # its other ladder runs are not needed any more
             bare_pass: _Attempt | None = sent[0] if sent else None  # (its clean-up stays there)
-            clean = None if bare_run is None or bare_pass is not None else cleaned_bare(bare_run.schedule)
-            candidates.extend(_memlimit_candidates(graph, candidates, clean, budget, bare_pass))
+            # past the deadline the bare run's pass is not made here (its clean-up alone is
+            # O(steps): 0.3 s on grid1000 at its lower bound)
+            late = _past(deadline)
+            clean = None if bare_run is None or bare_pass is not None or late else cleaned_bare(bare_run.schedule)
+            candidates.extend(_memlimit_candidates(graph, candidates, clean, budget, bare_pass, deadline))
     finally:
         if forked is not None:
             forked.stop()
@@ -1292,6 +1296,9 @@ def plan_over_separator_tree(
         if bare_run is None:
             least = sa.peak_bytes
             why = "its recursion stopped at its work or time limit; store-all"
+        elif _past(deadline) and (hit[3] is None or hit[1] is None or hit[1].schedule is not bare_run.schedule):
+            least = min(bare_run.metrics.peak_bytes, sa.peak_bytes)  # a candidate: it fits that
+            why = "its smallest plan found by its time limit (the bare recursion)"
         else:
             # the memory-limit pass over the bare recursion fits every budget at or above the
             # peak of the bare recursion cleaned up (evict.py), which is at most the bare peak
@@ -1314,46 +1321,56 @@ def plan_over_separator_tree(
     return _result(graph, best.schedule, best.metrics, info, started)
 
 
+def _past(deadline: float | None) -> bool:
+    """Whether ``deadline`` (a ``time.perf_counter()`` value, or None: none) has passed."""
+    return deadline is not None and time.perf_counter() > deadline
+
+
 def _memlimit_candidates(
-    graph: Graph, candidates: list[_Attempt], bare: Schedule | None, budget: int, bare_pass: _Attempt | None = None
+    graph: Graph,
+    candidates: list[_Attempt],
+    bare: Schedule | None,
+    budget: int,
+    bare_pass: _Attempt | None = None,
+    deadline: float | None = None,
 ) -> list[_Attempt]:
     """twremat's memory-limit pass (:mod:`remat_cli.strategies.evict`) at ``budget`` over the
     bare recursion (what the paper's reference code returns, already cleaned up; None when
     it stopped at a limit; ``bare_pass``: that pass made already, by :func:`_bare_pass`)
     and over the cheapest candidate that fits (the pass never raises a fitting schedule's
-    cost or peak)."""
+    cost or peak). Past ``deadline`` each pass keeps the rounds it has done."""
     from remat_cli.strategies.evict import memlimit_pass
 
     out = []
     if bare_pass is not None:
         out.append(bare_pass)
     elif bare is not None:
-        out.append(_bare_pass(graph, bare, budget))
+        out.append(_bare_pass(graph, bare, budget, deadline))
     fitting = [c for c in candidates if c.metrics.peak_bytes <= budget]
     if fitting:
         best = min(fitting, key=lambda c: (c.metrics.cost, c.metrics.peak_bytes))
         if best.metrics.recomputations:
-            polished = memlimit_pass(graph, best.schedule, budget)
+            polished = memlimit_pass(graph, best.schedule, budget, deadline=deadline)
             out.append(_Attempt(polished, _measure(graph, polished), Phrase("{} + memory-limit pass", (best.label,))))
     return out
 
 
-def _bare_pass(graph: Graph, clean: Schedule, budget: int) -> _Attempt:
+def _bare_pass(graph: Graph, clean: Schedule, budget: int, deadline: float | None = None) -> _Attempt:
     """twremat's memory-limit pass at ``budget`` over the bare recursion cleaned up
     (``clean``), measured: what :func:`_memlimit_candidates` adds for the bare run."""
     from remat_cli.strategies.evict import memlimit_pass
 
-    s = memlimit_pass(graph, clean, budget, cleaned=True)
+    s = memlimit_pass(graph, clean, budget, cleaned=True, deadline=deadline)
     return _Attempt(s, _measure(graph, s), _BARE_PASS)
 
 
 _BARE_PASS = "bare recursion + memory-limit pass (twremat)"
 
 
-def _bare_pass_arrays(graph: Graph, clean: Schedule, budget: int) -> tuple[Any, ...]:
+def _bare_pass_arrays(graph: Graph, clean: Schedule, budget: int, deadline: float | None = None) -> tuple[Any, ...]:
     """:func:`_bare_pass` as its schedule's arrays and metrics, as the second process sends
     it back."""
-    run = _bare_pass(graph, clean, budget)
+    run = _bare_pass(graph, clean, budget, deadline)
     return run.schedule.ops, run.schedule.nodes, run.metrics
 
 
@@ -1435,9 +1452,10 @@ class _Forked:
 
         self.shared[:8] = struct.pack("d", value)
 
-    def messages(self, wait: bool = False) -> list[tuple[dict[str, Any], Schedule | None]]:
+    def messages(self, wait: bool = False, until: float | None = None) -> list[tuple[dict[str, Any], Schedule | None]]:
         """The messages that have arrived, as (header, schedule or None) (with ``wait``, at
-        least one unless the second process has ended); a message cut short is dropped."""
+        least one unless the second process has ended or ``until``, a ``time.perf_counter()``
+        value, has passed); a message cut short is dropped."""
         import json
         import os
         import select
@@ -1445,7 +1463,8 @@ class _Forked:
 
         out: list[tuple[dict[str, Any], Schedule | None]] = []
         while not self.ended:
-            ready, _, _ = select.select([self.fd], [], [], None if wait and not out else 0)
+            timeout = (None if until is None else max(0.0, until - time.perf_counter())) if wait and not out else 0
+            ready, _, _ = select.select([self.fd], [], [], timeout)
             if not ready:
                 break
             try:
@@ -1531,7 +1550,7 @@ def _result(graph: Graph, schedule: Schedule, metrics: Metrics, info: dict[str, 
 
 def _run(graph: Graph, budget: int | None, options: DecompositionOptions, context: RunContext) -> StrategyResult:
     started = time.perf_counter()
-    td = shared_tree_decomposition(graph, context.shared, ("min-degree", "min-fill"))
+    td = shared_tree_decomposition(graph, context.shared, ("min-degree", "min-fill"), context.deadline)
     sep = shared(context.shared, graph, f"separator tree {id(td)}", lambda: separator_tree(graph, td))
     info_seconds = time.perf_counter() - started
     result = plan_over_separator_tree(graph, sep, budget, options, context, kind=f"tree ({td.method})", decompose_seconds=info_seconds)
