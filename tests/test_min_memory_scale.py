@@ -127,3 +127,57 @@ def test_a_run_that_passes_the_cap_says_in_which_turn(kind, n, seed, memo, data)
     other = order[:k] + sorted(rest, key=rank.__getitem__) if data.draw(st.booleans(), label="topo") else order[:k] + rest
     again: list[int] = []
     assert M.min_memory_schedule(g, other, memo, cap, turns=again) is None and again == [k]
+
+
+def _counted(fn, steps: list[int]):
+    def counted(*args, **kwargs):
+        steps[0] += 1
+        return fn(*args, **kwargs)
+
+    return counted
+
+
+class _Clock:
+    """A clock for min_memory that moves one tick per reading: a deadline k ticks ahead
+    lets the making read it k times, wherever those readings fall."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+@SETTINGS
+@given(
+    kind=st.sampled_from(["chain", "skip", "grid", "dag"]),
+    n=st.integers(2, 14),
+    seed=st.integers(0, 60),
+    ticks=st.integers(1, 6),
+)
+def test_variants_made_in_pieces_are_those_made_at_once(kind, n, seed, ticks):
+    """Paused at each deadline and resumed by the next call, the making ends with the very
+    variants one call without a deadline makes (each pause redoes only the variant it was
+    in), and every call before that returns valid variants, store-all first, none kept.
+    (A step longer than every call's time never ends: calls here get longer and longer.)"""
+    steps = [0]  # the making's steps started (a variant's replay, lowering a peak)
+    with pytest.MonkeyPatch.context() as mp:
+        for name in ("min_memory_schedule", "scratch_schedule", "_lowering"):
+            mp.setattr(M, name, _counted(getattr(M, name), steps))
+        whole = M.min_memory_variants(_graph(kind, n, seed))
+        once, steps[0] = steps[0], 0
+        g = _graph(kind, n, seed)
+        clock = _Clock()
+        mp.setattr(M, "DEADLINE_EVERY", 1)
+        mp.setattr(M, "time", clock)
+        for call in range(64):  # each call a little longer: every step fits one at last
+            got = M.min_memory_variants(g, clock.now + ticks * 2 ** (call // 2))
+            if M.variants_made(g):
+                break
+            assert got[0][0].startswith("store-all")
+            for _, schedule, metrics in got:
+                assert simulate(g, schedule).metrics.peak_bytes == metrics.peak_bytes
+        assert M.variants_made(g)
+    assert steps[0] <= once + call  # a pause redoes one step at most: nothing done is redone
+    assert [(v[0], v[1].ops.tolist(), v[1].nodes.tolist()) for v in got] == [(v[0], v[1].ops.tolist(), v[1].nodes.tolist()) for v in whole]

@@ -388,16 +388,26 @@ def min_memory_variants(graph: Graph, deadline: float | None = None) -> list[tup
     its simulated metrics. They do not depend on the budget, so they are made once per
     graph and cached on it (as ``store_all_plan`` is): a budget search replays none.
     Anytime: past ``deadline`` (a ``time.perf_counter()`` value) the variants made so far
-    (store-all at least), which are then not cached."""
+    (store-all at least, and what lowering a peak had reached), not cached as the graph's
+    variants; the making pauses there and the next call on the graph resumes it, redoing
+    only the variant it was in, so the variants it ends with are those of one call
+    without a deadline (a search's probes of BERT at its lower bound, each given half the
+    time left, made none before)."""
     kept = graph.derived("_min_memory_variants", dict)
-    if "all" not in kept:
+    if "all" in kept:
+        return kept["all"]
+    making = graph.derived("_min_memory_making", dict)  # not handed back by auto (a generator)
+    if "run" not in making:
         out: list[tuple[str, Schedule, Metrics]] = []
-        try:
-            _variants(graph, out, deadline)
-        except _Stopped:
-            return out
-        kept["all"] = out
-    return kept["all"]
+        clock = [deadline]
+        making["run"] = (_variants(graph, out, clock), out, clock)
+    run, out, clock = making["run"]
+    clock[0] = deadline
+    for partial in run:  # paused at the deadline: what it has, not kept
+        return out + partial
+    del making["run"]
+    kept["all"] = out
+    return out
 
 
 def variants_made(graph: Graph) -> bool:
@@ -415,9 +425,27 @@ class _Stopped(Exception):
 #: Computes between two looks at the deadline.
 DEADLINE_EVERY = 4096
 
+_Variant = tuple[str, Schedule, Metrics]
 
-def _variants(graph: Graph, out: list[tuple[str, Schedule, Metrics]], deadline: float | None) -> None:
+
+def _until_done(make: Any) -> Any:
+    """``make()`` (which reads the current deadline), paused (a yield of no partial
+    variant) each time it stops at the deadline and started again when resumed."""
+    while True:
+        try:
+            return make()
+        except _Stopped:
+            yield []
+
+
+def _variants(graph: Graph, out: list[_Variant], clock: list[float | None]) -> Any:
+    """Make the variants into ``out``, in order; a generator that yields (the partial
+    variants usable now, not in ``out``) wherever it pauses at the deadline ``clock[0]``,
+    which the caller sets before each resumption."""
     from remat_cli.strategies.store_all import store_all_plan
+
+    def late() -> bool:
+        return clock[0] is not None and time.perf_counter() > clock[0]
 
     needed = int(graph.needed.sum())
     rank = graph.topo_rank.tolist()
@@ -434,14 +462,18 @@ def _variants(graph: Graph, out: list[tuple[str, Schedule, Metrics]], deadline: 
         return
     orders = [("file order", file_order)] + ([("store-all order", sa_order)] if sa_order != file_order else [])
     spent = 0
-    seeds: list[tuple[str, Schedule, Metrics]] = []  # before the rounds below: lower_peak's inputs
+    seeds: list[_Variant] = []  # before the rounds below: lower_peak's inputs
     passed: dict[bool, tuple[list[int], int]] = {}  # per memo: an order whose run passed the cap, and in which turn
     for order_name, order in orders:
         for memo in (True, False):
             if memo in passed and order[: passed[memo][1]] == passed[memo][0][: passed[memo][1]]:
                 continue  # the same first turns as a run that passed the cap: it passes it there too
-            turns: list[int] = []
-            schedule = min_memory_schedule(graph, order, memo, cap, deadline=deadline, turns=turns)
+
+            def whole(order: list[int] = order, memo: bool = memo) -> tuple[Schedule | None, list[int]]:
+                turns: list[int] = []
+                return min_memory_schedule(graph, order, memo, cap, deadline=clock[0], turns=turns), turns
+
+            schedule, turns = yield from _until_done(whole)
             if turns:
                 passed[memo] = (order, turns[0])
             m = None if schedule is None else simulate(graph, schedule).metrics
@@ -456,7 +488,9 @@ def _variants(graph: Graph, out: list[tuple[str, Schedule, Metrics]], deadline: 
                     break
                 better = None
                 for u in _held_at_peak(graph, schedule, drop)[:TRIES]:
-                    trial = min_memory_schedule(graph, order, memo, cap, drop | {u}, deadline)
+                    trial = yield from _until_done(
+                        lambda order=order, memo=memo, drop=drop, u=u: min_memory_schedule(graph, order, memo, cap, drop | {u}, clock[0])
+                    )
                     tm = None if trial is None else simulate(graph, trial).metrics
                     spent += 0 if trial is None else len(trial)
                     if trial is not None and tm is not None and tm.peak_bytes < m.peak_bytes:
@@ -468,7 +502,7 @@ def _variants(graph: Graph, out: list[tuple[str, Schedule, Metrics]], deadline: 
             if drop:
                 name += f", {len(drop)} target{'s' if len(drop) > 1 else ''} recomputed"
             out.append((name, schedule, m))
-    scratch = scratch_schedule(graph, file_order, cap, deadline)
+    scratch = yield from _until_done(lambda: scratch_schedule(graph, file_order, cap, clock[0]))
     if scratch is not None:
         out.append(("every target from scratch", scratch, simulate(graph, scratch).metrics))
         seeds.append(out[-1])
@@ -476,15 +510,26 @@ def _variants(graph: Graph, out: list[tuple[str, Schedule, Metrics]], deadline: 
     for name, schedule, m in sorted(seeds, key=lambda v: (v[2].peak_bytes, v[2].cost)):
         if left <= 0 or min(v[2].peak_bytes for v in out) <= graph.lb:
             break
-        if deadline is not None and time.perf_counter() > deadline:
-            raise _Stopped
-        lowered, evicted, used = lower_peak(graph, schedule, left, deadline)
+        while late():
+            yield []
+        lowering = _lowering(graph, schedule, left, clock)
+        while True:
+            try:
+                paused = next(lowering)
+            except StopIteration as done:
+                lowered, evicted, used = done.value
+                break
+            yield _lowered(graph, name, m, *paused[:2])  # usable now; resumed from its round
         left -= used
-        lm = simulate(graph, lowered).metrics if evicted else None
-        if lm is not None and lm.peak_bytes < m.peak_bytes:
-            out.append((f"{name}, {evicted} idle value{'s' if evicted > 1 else ''} recomputed", lowered, lm))
-        if deadline is not None and time.perf_counter() > deadline:
-            raise _Stopped  # (what it lowered so far is kept, not cached)
+        out.extend(_lowered(graph, name, m, lowered, evicted))
+
+
+def _lowered(graph: Graph, name: str, m: Metrics, lowered: Schedule, evicted: int) -> list[_Variant]:
+    """The variant a lowering of variant ``name`` (peak in ``m``) made, if it lowered the peak."""
+    lm = simulate(graph, lowered).metrics if evicted else None
+    if lm is None or lm.peak_bytes >= m.peak_bytes:
+        return []
+    return [(f"{name}, {evicted} idle value{'s' if evicted > 1 else ''} recomputed", lowered, lm)]
 
 
 def _held_at_peak(graph: Graph, schedule: Schedule, drop: frozenset[int]) -> list[int]:
@@ -552,9 +597,23 @@ def lower_peak(graph: Graph, schedule: Schedule, max_steps: int, deadline: float
     the lowest (then the cheapest) is kept; at most ``PEAK_TRIES`` values per round, rounds
     until none helps, the peak is LB, or ``max_steps`` steps were rebuilt (blocks given up
     included, ``PEAK_BLOCK_STEPS_PER_NODE``) in all. Anytime: past ``deadline`` (a
-    ``time.perf_counter()`` value, looked at after each trial) it returns the rounds done.
+    ``time.perf_counter()`` value, looked at after each trial) it returns the rounds done
+    and the best trial of the round under way (:func:`_lowering`, which pauses there).
     Cost: O(schedule length) numpy work per value tried, plus the inserted block.
     A heuristic: no optimality is claimed."""
+    lowering = _lowering(graph, schedule, max_steps, [deadline])
+    try:
+        return next(lowering)  # paused at the deadline
+    except StopIteration as done:
+        return done.value
+
+
+def _lowering(graph: Graph, schedule: Schedule, max_steps: int, clock: list[float | None]) -> Any:
+    """:func:`lower_peak` as a generator that pauses at the deadline ``clock[0]`` (read at
+    each look; the caller may move it before resuming), yielding what it has then (the
+    rounds done, with the best trial of the round under way: valid, usable now), and
+    returns its result. Resumed, it starts the round under way again with the steps it had
+    spent at its start, so its result is the one a run without a deadline returns."""
     mem = graph.mem.astype(np.int64)
     ws = graph.workspace.astype(np.int64)
     cost = graph.cost.astype(np.float64)
@@ -570,34 +629,47 @@ def lower_peak(graph: Graph, schedule: Schedule, max_steps: int, deadline: float
     score = _peak_score(ops, nodes, mem, ws, cost)
     spent = 0
     evicted = 0
-    late = False
-    while spent < max_steps and score[0] > floor and not late:
-        better = None
+
+    def result(ops: np.ndarray, nodes: np.ndarray, evicted: int, spent: int) -> tuple[Schedule, int, int]:
+        if not evicted:
+            return schedule, 0, spent
+        return Schedule(ops.astype(np.int8), nodes.astype(np.int32)), evicted, spent
+
+    while spent < max_steps and score[0] > floor:
         at = score[3]
-        for u in _idle_at_peak(ops, nodes, at, preds, mem_list)[:PEAK_TRIES]:
-            if late:
-                break
-            for memo in (True, False):
-                cap = min(max_steps - spent, max(len(ops), block_steps))
-                trial = _evict(ops, nodes, at, u, succs[u], order, cap, memo, deadline)
-                if trial is None:
-                    spent += cap
-                    continue
-                spent += len(trial[0])
-                got = _peak_score(trial[0], trial[1], mem, ws, cost)
-                key = (got[0], got[1], got[2])
-                if got[:2] < score[:2] and (better is None or key < better[2]):
-                    better = (trial, got, key)
-                late = deadline is not None and time.perf_counter() > deadline
-                if spent >= max_steps or late:
+        begun = spent
+        while True:  # the round, again from its start after each pause
+            spent = begun
+            better = None
+            late = False
+            for u in _idle_at_peak(ops, nodes, at, preds, mem_list)[:PEAK_TRIES]:
+                if late:
                     break
+                for memo in (True, False):
+                    cap = min(max_steps - spent, max(len(ops), block_steps))
+                    deadline = clock[0]
+                    trial = _evict(ops, nodes, at, u, succs[u], order, cap, memo, deadline)
+                    late = deadline is not None and time.perf_counter() > deadline
+                    if trial is None:
+                        spent += cap
+                        if late:
+                            break
+                        continue
+                    spent += len(trial[0])
+                    got = _peak_score(trial[0], trial[1], mem, ws, cost)
+                    key = (got[0], got[1], got[2])
+                    if got[:2] < score[:2] and (better is None or key < better[2]):
+                        better = (trial, got, key)
+                    if spent >= max_steps or late:
+                        break
+            if not late:
+                break
+            yield result(*better[0], evicted + 1, spent) if better is not None else result(ops, nodes, evicted, spent)
         if better is None:
             break
         (ops, nodes), score, _ = better
         evicted += 1
-    if not evicted:
-        return schedule, 0, spent
-    return Schedule(ops.astype(np.int8), nodes.astype(np.int32)), evicted, spent
+    return result(ops, nodes, evicted, spent)
 
 
 def _peak_score(ops: np.ndarray, nodes: np.ndarray, mem: np.ndarray, ws: np.ndarray, cost: np.ndarray) -> tuple[int, int, float, int]:
