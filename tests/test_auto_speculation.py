@@ -25,17 +25,24 @@ from remat_cli.simulate import simulate
 from remat_cli.strategies import auto
 
 
-def _hold_up_here(monkeypatch, seconds: float) -> None:
+def _hold_up_here(monkeypatch, seconds: float, until: Path | None = None) -> None:
     """greedy sleeps ``seconds`` first in this process (not in a one-process run), so
     that the second process takes every queued strategy, is done with its queue while
-    this one still runs greedy, and speculates."""
+    this one still runs greedy, and speculates; with ``until`` (an improvement log), it
+    waits instead, ``seconds`` at most, until the second process has begun to improve
+    (on a loaded machine its queue can take longer than any fixed sleep)."""
     parent = os.getpid()
     real = registry.fast_strategies
     slow = next(s for s in real() if s.name == "greedy")
 
+    def begun() -> bool:
+        return until is not None and until.exists() and any(p != str(parent) for p in until.read_text().split())
+
     def held(graph, budget, options, context):
         if os.getpid() == parent and context.parallel:
-            time.sleep(seconds)
+            end = time.perf_counter() + seconds
+            while (until is None or not begun()) and time.perf_counter() < end:
+                time.sleep(0.01 if until is not None else max(0.0, end - time.perf_counter()))
         return slow.solve(graph, budget, options, context)
 
     monkeypatch.setattr(registry, "fast_strategies", lambda: [replace(s, solve=held) if s is slow else s for s in real()])
@@ -80,8 +87,8 @@ def test_the_second_process_polishes_its_winning_plan_and_this_one_uses_it(monke
     budget = max(g.lb, int(ratio * store_all_peak(g)))
     one = make_plan(g, "auto", budget, {"parallel": False})
     assert one.info["winner"] in ("treewidth", "pathwidth", "chain-dp")  # queued: the second process's
-    _hold_up_here(monkeypatch, 1.0)
     log = tmp_path / "improve.log"
+    _hold_up_here(monkeypatch, 30.0, until=log)
     _count_improvements(monkeypatch, log)
     two = make_plan(g, "auto", budget, {"parallel": True})
     _same_plan(two, one, g, budget)
