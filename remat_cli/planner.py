@@ -222,8 +222,9 @@ def _with_smallest(
         context=context,
         reference_peak=reference_peak,
         deadline=begun + limit,
-        hint=exc.min_budget,
+        hint=None if budget_bytes < graph.lb else exc.min_budget,
         failing_seconds=spent,
+        guess=graph.lb if budget_bytes < graph.lb else None,  # (below it, exc names it)
     )
     if found.foreseen:  # stopped before its limit: the seconds it took, and why
         stop = (

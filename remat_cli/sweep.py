@@ -74,8 +74,8 @@ __all__ = [
 ]
 
 RELATIVE_TOLERANCE = 0.001  # of the store-all peak
-#: The part of the time left that a probe of a stated budget gets (:func:`smallest_budget`).
-STATED_SHARE = 0.5
+#: The part of the time left that a probe of a guessed budget gets (:func:`smallest_budget`).
+GUESS_SHARE = 0.5
 # Strategies that tests/test_sweep.py shows fitting a budget and failing a larger one on
 # some graph: for them the search's figure is a budget found, and smaller ones may fit.
 NOT_MONOTONE = frozenset({"greedy", "dtr", "auto"})
@@ -138,6 +138,7 @@ def smallest_budget(
     deadline: float | None = None,
     hint: int | None = None,
     failing_seconds: float | None = None,
+    guess: int | None = None,
 ) -> SmallestBudget:
     """Search the smallest budget ``strategy`` meets on ``graph`` (see the module doc).
 
@@ -158,9 +159,11 @@ def smallest_budget(
     the search). With a ``deadline``, a bisection probe starts only while at least the
     shortest such time (that one, or a probe's that failed since) is left: a probe cut
     short at the deadline is not counted, so one that would most likely be cut is not
-    started (the result says ``foreseen``). Probes of stated budgets are always started,
-    each with ``STATED_SHARE`` of the time left: one cut short there settles nothing (it is
-    not probed again) and the bisection goes on without it.
+    started (the result says ``foreseen``). Probes of stated budgets are always started.
+    ``guess``: a budget no plan stated but worth a probe first (below the lower bound, the
+    lower bound itself: the answer if it fits); its probe gets ``GUESS_SHARE`` of the time
+    left, and cut short there it settles nothing (it is not probed again) and the
+    bisection goes on without it.
     """
     from remat_cli.planner import make_plan, store_all_peak
 
@@ -173,6 +176,8 @@ def smallest_budget(
     probes = 0
     tried: dict[int, Plan | None] = {}
     hints: list[int] = [] if hint is None else [hint]
+    hints += [] if guess is None else [guess]
+    claimed: set[int] = set()  # grid points some plan said it meets (the others: the guess)
     failing = math.inf if failing_seconds is None else failing_seconds  # shortest failure seen
 
     def probe(budget: int | None, share: float = 1.0) -> Plan | None:
@@ -194,6 +199,7 @@ def smallest_budget(
         except NoPlanError as exc:
             if exc.min_budget is not None:
                 hints.append(exc.min_budget)
+                claimed.add(-(-(exc.min_budget - lb) // tol))
             plan = None
             if end is not None and time.perf_counter() > end:
                 return None  # cut short: not a failure the strategy proved
@@ -208,6 +214,9 @@ def smallest_budget(
         best = probe(free.metrics.peak_bytes)
         assert best is not None
         return _result(strat.name, best, failed=None, tol=tol, probes=probes, exact=True)
+
+    if hint is not None:
+        claimed.add(-(-(hint - lb) // tol))
 
     def grid(k: int) -> int:
         return min(lb + k * tol, top)
@@ -239,9 +248,10 @@ def smallest_budget(
         share = 1.0
         if pending:
             mid = pending[0]
-            # a stated budget near the lower bound can take a whole plan's time to fail (BERT
-            # at its lower bound: 3 s): it gets half the time left, the bisection the rest
-            share = STATED_SHARE
+            if mid not in claimed:
+                # a guess (the lower bound) can take a whole plan's time to fail (auto on
+                # BERT at its lower bound: 3 s): half the time left, the bisection the rest
+                share = GUESS_SHARE
         elif hi - lo > 1:
             mid = (lo + hi) // 2
             if deadline is not None and deadline - time.perf_counter() < failing:

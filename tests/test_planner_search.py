@@ -242,32 +242,41 @@ def test_a_fit_probe_asks_min_memory_first_once_its_variants_are_made(monkeypatc
         assert not fits
 
 
-def test_a_stated_budget_slow_to_fail_leaves_the_bisection_time():
-    """The budget an error states (below the lower bound: the lower bound itself) can take
-    a whole plan's time to fail (BERT at its lower bound: 3 s of a 2 s search, which then
-    named the store-all peak). Its probe gets half the time left; cut short there it
-    settles nothing, and the bisection still finds the smallest budget that fits."""
+def test_a_guess_slow_to_fail_leaves_the_bisection_time():
+    """Below the lower bound the search guesses the lower bound first (the answer, if it
+    fits), but that probe can take a whole plan's time to fail (auto on BERT: 3 s of a 2 s
+    search, which then named the store-all peak). It gets half the time left; cut short
+    there it settles nothing, and the bisection still finds the smallest budget that fits.
+    A budget a plan stated is no guess: its probe gets all the time left."""
     g = _graph()
     peak = store_all_peak(g)
     enough = (g.lb + peak) // 2
     store = store_all_plan(g)
     tol = search_tolerance(peak)
+    limits: dict[int, float] = {}
+    wait = [True]
 
     def solve(graph, budget, options, context):
+        limits.setdefault(budget, context.deadline - time.perf_counter())
         if budget is None or budget >= enough:
             return StrategyResult(store.schedule if budget is None or budget >= peak else _fitting(graph, budget))
-        if budget == graph.lb:
+        if budget == graph.lb and wait[0]:
             while context.deadline is not None and time.perf_counter() < context.deadline:
                 time.sleep(0.01)
             raise NoPlanError("stopped at its deadline")
         raise NoPlanError("no plan")
 
     strat = Strategy(name="slow-at-lb", summary="test", solve=solve, uses_budget=True)
-    found = smallest_budget(g, strat, reference_peak=peak, deadline=time.perf_counter() + 1.0, hint=g.lb, failing_seconds=0.0)
+    found = smallest_budget(g, strat, reference_peak=peak, deadline=time.perf_counter() + 2.0, guess=g.lb, failing_seconds=0.0)
     assert found.complete and found.budget_bytes is not None
     assert enough <= found.budget_bytes < enough + tol  # the grid's first fitting budget
     assert found.failed_bytes is not None and found.failed_bytes < enough  # a proven failure, not the cut one
     assert found.failed_bytes != g.lb
+    assert limits[g.lb] <= 1.0  # half of what was left of 2 s
+    limits.clear()
+    wait[0] = False  # (a failure at once: the search goes on)
+    stated = smallest_budget(g, strat, reference_peak=peak, deadline=time.perf_counter() + 2.0, hint=g.lb, failing_seconds=0.0)
+    assert limits[g.lb] > 1.0 and stated.budget_bytes == found.budget_bytes  # all that was left
 
 
 def _fitting(graph, budget: int):
