@@ -4,7 +4,8 @@
 dimensions a file states are checked, and :func:`infer_shapes` gives every value its
 element type and shape: ONNX shape inference with data propagation, then a pass in
 topological order that evaluates small tensors computable at load time (shape
-arithmetic, with ONNX's reference ops) and re-infers the shapes still unknown.
+arithmetic, with the numpy ops of :mod:`.onnx_fold`, which compute what ONNX's reference
+ops do) and re-infers the shapes still unknown.
 :func:`foldable` says which such results become constants (fixed memory) instead of
 nodes. Used by :mod:`remat_cli.loaders.onnx`; built on :mod:`remat_cli.loaders.onnx_file`.
 """
@@ -18,6 +19,7 @@ import numpy as np
 
 from remat_cli.errors import InputError
 from remat_cli.graph import MAX_VALUE_BYTES
+from remat_cli.loaders import onnx_fold
 from remat_cli.loaders.onnx_file import CONTROL_FLOW, DEFAULT_DOMAINS, attributes, subgraphs, tensor_bytes, utf8
 
 __all__ = [
@@ -165,8 +167,8 @@ def infer_shapes(model, nodes_pb, order: list[int], trainable: set[str], source:
     ONNX shape inference (with data propagation) runs first on a copy without large
     weights (only their shapes matter). Its data propagation misses much shape arithmetic
     (``Div``, ``Where``, ``Range``, ``Expand``, …), so a second pass in topological order
-    evaluates every small tensor whose inputs are all known (with ONNX's reference
-    implementation of the op), and re-infers the shapes that are still unknown one node at
+    evaluates every small tensor whose inputs are all known (:func:`_run_op`: the op as
+    ONNX's reference implementation computes it), and re-infers the shapes that are still unknown one node at
     a time, now with those values. Returns ``{name: (elem_type, dims or None)}`` (dims
     None unless every dimension is a number) and ``{name: ndarray}`` of known values.
     Trainable parameters are never treated as known values.
@@ -348,7 +350,12 @@ def _infer_node(nd, present, shapes, types, values, opset, opset_imports, ir_ver
 
 
 def _run_op(nd, inputs: list[np.ndarray | None], opset: int, runners: dict[str, Any]):
-    """Run one op with ONNX's reference implementation; None if it cannot."""
+    """Run one op: with :mod:`.onnx_fold`'s numpy table (the reference's results, without
+    importing it), else with ONNX's reference implementation; None if it cannot."""
+    try:
+        return onnx_fold.run(nd, inputs, opset)
+    except onnx_fold.NotHandled:
+        pass
     try:
         from onnx.reference.ops import load_op
 
