@@ -355,7 +355,11 @@ def _run_op(nd, inputs: list[np.ndarray | None], opset: int, runners: dict[str, 
     try:
         return onnx_fold.run(nd, inputs, opset)
     except onnx_fold.NotHandled:
-        pass
+        return _run_reference(nd, inputs, opset, runners)
+
+
+def _run_reference(nd, inputs: list[np.ndarray | None], opset: int, runners: dict[str, Any]):
+    """Run one op with ONNX's reference implementation; None if it cannot."""
     try:
         from onnx.reference.ops import load_op
 
