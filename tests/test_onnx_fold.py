@@ -397,3 +397,17 @@ def test_samples_fold_the_same_as_with_the_reference(name: str, monkeypatch: pyt
     assert table.ids == reference.ids and table.fixed_mem == reference.fixed_mem and table.lb == reference.lb
     assert np.array_equal(table.mem, reference.mem) and np.array_equal(table.cost, reference.cost)
     assert table.meta == reference.meta
+
+
+@pytest.mark.parametrize("dtype", [*ALL, np.uint16, np.int16, np.uint32, np.uint64, np.longlong, np.intc, np.str_, np.object_])
+def test_element_types_of_results_are_onnx_helpers(dtype: Any) -> None:
+    """The loader's dtype -> ONNX element type shortcut gives onnx.helper's answer."""
+    from remat_cli.loaders.onnx_shapes import _elem_type
+
+    try:
+        expected = int(helper.np_dtype_to_tensor_dtype(np.dtype(dtype)))
+    except Exception:  # noqa: BLE001 - onnx has no element type for it: neither may the shortcut
+        with pytest.raises(Exception):  # noqa: B017
+            _elem_type(np.dtype(dtype))
+        return
+    assert _elem_type(np.dtype(dtype)) == expected

@@ -125,18 +125,21 @@ def check_declared_dims(g, source: str) -> None:
 
 def check_shapes(shapes, nodes_pb, source: str) -> None:
     """After inference: no value has a negative dimension or more than MAX_VALUE_BYTES."""
-    made_by = {o: nd for nd in nodes_pb for o in nd.output if o}
+
+    def where(value: str) -> str:  # only for the message: the producer is looked up then
+        made_by = next((nd for nd in nodes_pb for o in nd.output if o and o == value), None)
+        if made_by is None:
+            return f"value {value!r}"
+        return f"value {value!r} (output of node {(utf8(made_by.name) or utf8(made_by.op_type))!r})"
+
     for value, (elem, dims) in shapes.items():
         if dims is None:
             continue
-        where = f"value {value!r}"
-        if value in made_by:
-            where += f" (output of node {(utf8(made_by[value].name) or utf8(made_by[value].op_type))!r})"
         for axis, d in enumerate(dims):
             if d < 0:
-                raise InputError(f"{source}: {where}: dimension #{axis} is {d} (negative)")
+                raise InputError(f"{source}: {where(value)}: dimension #{axis} is {d} (negative)")
         if tensor_bytes(elem or 1, dims) > MAX_VALUE_BYTES:
-            raise InputError(f"{source}: {where}: shape {list(dims)} is above {MAX_VALUE_BYTES} B (2**53)")
+            raise InputError(f"{source}: {where(value)}: shape {list(dims)} is above {MAX_VALUE_BYTES} B (2**53)")
 
 
 def check_unresolved(graph_inputs, used: set[str], source: str) -> None:
@@ -282,8 +285,6 @@ def _refine(nodes_pb, order, shapes, types, values, opset: int, opset_imports, i
 
 def _evaluate(nd, ins, outs, shapes, types, values, opset, runners) -> bool:
     """Compute a small node's outputs from known inputs; False when it cannot."""
-    from onnx import helper
-
     if any(_numel_dims(s) > VALUE_LIMIT for s in (shapes.get(o, (0, None))[1] for o in outs) if s is not None):
         return False
     result = _run_op(nd, [values.get(x) if x else None for x in ins], opset, runners)
@@ -294,7 +295,7 @@ def _evaluate(nd, ins, outs, shapes, types, values, opset, runners) -> bool:
             continue
         arr = np.asarray(r)
         try:
-            elem = int(helper.np_dtype_to_tensor_dtype(arr.dtype))
+            elem = _elem_type(arr.dtype)
         except Exception:
             elem = shapes.get(o, (1, None))[0]
         shapes[o] = (elem, tuple(int(d) for d in arr.shape))
@@ -302,6 +303,21 @@ def _evaluate(nd, ins, outs, shapes, types, values, opset, runners) -> bool:
         if arr.size <= VALUE_LIMIT:
             values[o] = arr
     return True
+
+
+#: numpy dtype (``dtype.str``) -> ONNX element type, as onnx.helper.np_dtype_to_tensor_dtype maps them
+_ELEM_TYPES = {"<f4": 1, "|u1": 2, "|i1": 3, "<u2": 4, "<i2": 5, "<i4": 6, "<i8": 7, "|b1": 9, "<f2": 10, "<f8": 11, "<u4": 12, "<u8": 13}
+
+
+def _elem_type(dtype: np.dtype) -> int:
+    """The ONNX element type of a numpy dtype: onnx.helper's answer, without its per-call
+    cost for the common types."""
+    elem = _ELEM_TYPES.get(dtype.str)
+    if elem is None:
+        from onnx import helper
+
+        elem = int(helper.np_dtype_to_tensor_dtype(dtype))
+    return elem
 
 
 def _infer_node(nd, present, shapes, types, values, opset, opset_imports, ir_version, schemas) -> None:
