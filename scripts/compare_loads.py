@@ -16,6 +16,9 @@ has it), loaded the way ``remat plan`` does; and, with ``--cases``, every model 
 suite hands to the ONNX reader, recorded by ``--capture`` (which runs the ONNX tests with
 this file as a pytest plugin that saves each ``read_model`` call's model and arguments).
 Whichever ``remat_cli`` is first on ``sys.path`` is the version measured.
+
+``--bench OLD_ROOT`` times both versions instead (alternating runs, medians): one
+``load_graph`` per fresh process, and the whole ``remat plan -s auto -b 0.7x``.
 """
 
 from __future__ import annotations
@@ -183,13 +186,70 @@ def _capture(folder: Path) -> int:
     return subprocess.call(cmd, cwd=ROOT, env=env)
 
 
+# ---------------------------------------------------------------------------- timing
+_LOAD_ONCE = """
+import sys, time
+t0, c0 = time.perf_counter(), time.process_time()
+from remat_cli.loaders import LoadOptions, load_graph
+t1, c1 = time.perf_counter(), time.process_time()
+load_graph(sys.argv[1], LoadOptions(dims=(("batch", 8), ("sequence", 128)), strict_dims=False))
+t2, c2 = time.perf_counter(), time.process_time()
+print(t2 - t1, c2 - c1)
+"""
+BENCH_SAMPLES = ("bert", "gpt2", "mobilenet_v2", "vit_b16")
+
+
+def _bench(old: Path, runs: int) -> None:
+    """Seconds, old version against this one, alternating runs: ``load_graph`` in a fresh
+    process (onnx imports included, remat_cli.loaders already imported), and the whole
+    ``remat plan X.onnx --dim batch=8 [--dim sequence=128] -s auto -b 0.7x --format json``.
+    Medians of wall and CPU seconds; timings vary with the machine's load."""
+    import resource
+    import statistics
+    import time
+
+    versions = {"old": old.resolve(), "new": ROOT}
+    print(f"{'sample':<14}{'what':<8}" + "".join(f"{v + ' wall':>11}{v + ' cpu':>10}" for v in versions))
+    for name in BENCH_SAMPLES:
+        path = ROOT / "sample_graphs" / f"{name}.onnx"
+        dims = ["--dim", "batch=8"] + (["--dim", "sequence=128"] if name in ("bert", "gpt2") else [])
+        plan = ["-m", "remat_cli", "plan", str(path), *dims, "-s", "auto", "-b", "0.7x", "--format", "json"]
+        found: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        for _ in range(runs):
+            for label, root in versions.items():
+                env = dict(os.environ, PYTHONPATH=str(root))
+                out = subprocess.run(
+                    [sys.executable, "-c", _LOAD_ONCE, str(path)], cwd=root, env=env, capture_output=True, text=True, check=True
+                )
+                wall, cpu = (float(x) for x in out.stdout.split())
+                found.setdefault((label, "load"), []).append((wall, cpu))
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                t0 = time.perf_counter()
+                subprocess.run([sys.executable, *plan], cwd=root, env=env, capture_output=True, check=True)
+                wall = time.perf_counter() - t0
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+                found.setdefault((label, "plan"), []).append((wall, cpu))
+        for what in ("load", "plan"):
+            cells = ""
+            for label in versions:
+                rows = found[(label, what)]
+                cells += f"{statistics.median(r[0] for r in rows):>11.3f}{statistics.median(r[1] for r in rows):>10.3f}"
+            print(f"{name:<14}{what:<8}{cells}", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--capture", type=Path, help="run the ONNX tests and record their models into this folder")
     parser.add_argument("--cases", type=Path, help="also replay the models recorded in this folder")
+    parser.add_argument("--bench", type=Path, metavar="OLD_ROOT", help="time loads and plans: the checkout at OLD_ROOT against this one")
+    parser.add_argument("--runs", type=int, default=6, help="runs per version with --bench (default 6)")
     args = parser.parse_args()
     if args.capture:
         return _capture(args.capture)
+    if args.bench:
+        _bench(args.bench, args.runs)
+        return 0
     import remat_cli
 
     print(f"# remat_cli from {Path(remat_cli.__file__).parent}", file=sys.stderr)
