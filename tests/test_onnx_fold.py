@@ -356,10 +356,40 @@ def test_constant_of_shape_and_range_equal_the_reference(data: st.DataObject) ->
         assert outcome == ("failed" if delta == 0 else "result")
 
 
+@FEW
+@given(st.data())
+def test_reductions_and_trilu_equal_the_reference(data: st.DataObject) -> None:
+    op = data.draw(st.sampled_from(["ReduceProd", "ReduceSum", "Trilu"]))
+    dtype = data.draw(st.sampled_from(ALL))
+    if op == "Trilu":
+        x = data.draw(_array(dtype, data.draw(hnp.array_shapes(min_dims=2, max_dims=3, min_side=0, max_side=4))))
+        k = data.draw(st.none() | st.integers(-5, 5))
+        attrs = {"upper": data.draw(st.integers(0, 1))} if data.draw(st.booleans()) else {}
+        ins = [x] if k is None else [x, np.array(k, dtype=np.int64)]
+        assert _compare(_node(op, len(ins), **attrs), ins, 14) == "result"
+        return
+    x = data.draw(_array(dtype, data.draw(shapes)))
+    axes = data.draw(st.none() | st.lists(st.integers(-x.ndim - 1, x.ndim), max_size=3))
+    attrs = {"keepdims": data.draw(st.integers(0, 1))} if data.draw(st.booleans()) else {}
+    opset = data.draw(st.sampled_from([11, 13, 18]))
+    if opset < (18 if op == "ReduceProd" else 13):
+        if axes is not None:
+            attrs["axes"] = axes
+        outcome = _compare(_node(op, 1, **attrs), [x], opset)
+    else:
+        if data.draw(st.booleans()):
+            attrs["noop_with_empty_axes"] = data.draw(st.integers(0, 1))
+        ins = [x] if axes is None else [x, np.array(axes, dtype=np.int64)]
+        outcome = _compare(_node(op, len(ins), **attrs), ins, opset)
+    valid = axes is None or (all(-x.ndim <= i < x.ndim for i in axes) and len({i % max(x.ndim, 1) for i in axes}) == len(axes))
+    if valid and dtype in TYPICAL:
+        assert outcome == "result", (op, outcome)
+
+
 def test_ops_outside_the_table_and_odd_calls_go_to_the_reference() -> None:
     x = np.arange(4, dtype=np.int64)
     with pytest.raises(onnx_fold.NotHandled):
-        onnx_fold.run(_node("ReduceProd", 1), [x], 18)
+        onnx_fold.run(_node("CumSum", 2), [x, np.array(0)], 14)
     with pytest.raises(onnx_fold.NotHandled):  # an attribute Add does not take
         onnx_fold.run(_node("Add", 2, alpha=1.0), [x, x], 17)
     with pytest.raises(onnx_fold.NotHandled):  # strings

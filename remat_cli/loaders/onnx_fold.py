@@ -431,8 +431,52 @@ def _range(_v: int | None, _a: dict[str, Any], inputs: Inputs) -> Result:
     return (np.arange(start.item(), limit.item(), delta.item()).astype(start.dtype),)
 
 
-def _no_attrs(_v: int | None) -> dict[str, Any]:
-    return {}
+def _trilu(_v: int | None, a: dict[str, Any], inputs: Inputs) -> Result:
+    x, k = _arity(inputs, 1, 2)
+    k = 0 if k is None else k.item()
+    if a["upper"]:
+        return (np.triu(x, k),)
+    return (np.tril(x, k).astype(x.dtype),)
+
+
+# ---------------------------------------------------------------------------- reductions
+def _reduce(f: Callable[..., Any], axes_input_since: int, bool_keepdims: bool) -> Callable[..., Result]:
+    """ReduceProd and ReduceSum: ``axes`` an attribute before ``axes_input_since``, an
+    input from then on (``bool_keepdims``: that version compares keepdims with 0 first)."""
+
+    def run_reduce(v: int | None, a: dict[str, Any], inputs: Inputs) -> Result:
+        keepdims = a["keepdims"]
+        if v is not None and v < axes_input_since:
+            (data,) = _arity(inputs, 1)
+            axes = tuple(a["axes"]) if a["axes"] else None
+        else:
+            data, given = _arity(inputs, 1, 2)
+            axes = _handle_axes(given, a["noop_with_empty_axes"])
+            if bool_keepdims:
+                keepdims = keepdims != 0
+        return (f(data, axis=axes, keepdims=keepdims, dtype=data.dtype),)
+
+    return run_reduce
+
+
+def _handle_axes(axes: np.ndarray | None, noop_with_empty_axes: int) -> Any:
+    """The axes input as the reference's reductions read it."""
+    if axes is None:
+        return () if noop_with_empty_axes else None
+    if axes.ndim == 0:
+        return int(axes)
+    if 0 in axes.shape:
+        return () if noop_with_empty_axes else None
+    return tuple(axes.ravel().tolist())
+
+
+def _reduce_attrs(axes_input_since: int) -> Callable[[int | None], dict[str, Any]]:
+    def attrs(v: int | None) -> dict[str, Any]:
+        if v is not None and v < axes_input_since:
+            return {"axes": None, "keepdims": 1}
+        return {"keepdims": 1, "noop_with_empty_axes": 0}
+
+    return attrs
 
 
 OPS: dict[str, _Op] = {
@@ -479,4 +523,7 @@ OPS: dict[str, _Op] = {
     "Tile": _Op(_tile),
     "ConstantOfShape": _Op(_constant_of_shape, attrs=lambda _v: {"value": None}),
     "Range": _Op(_range, attrs=lambda _v: {"stash_type": 1}),
+    "Trilu": _Op(_trilu, attrs=lambda _v: {"upper": 1}),
+    "ReduceProd": _Op(_reduce(np.prod, 18, True), versions=(1, 18), attrs=_reduce_attrs(18)),
+    "ReduceSum": _Op(_reduce(np.sum, 13, False), versions=(1, 13), attrs=_reduce_attrs(13)),
 }
