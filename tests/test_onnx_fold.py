@@ -394,6 +394,11 @@ def test_ops_outside_the_table_and_odd_calls_go_to_the_reference() -> None:
         onnx_fold.run(_node("Add", 2, alpha=1.0), [x, x], 17)
     with pytest.raises(onnx_fold.NotHandled):  # strings
         onnx_fold.run(_node("Identity", 1), [np.array(["a"])], 17)
+    bad = _node("Cast", 1, to=7)  # an attribute string that is not UTF-8 (a hostile file)
+    bad.attribute.append(helper.make_attribute("round_mode", b"\xff\xfe"))
+    with pytest.raises(onnx_fold.NotHandled):
+        onnx_fold.run(bad, [x], 24)
+    assert _run_reference(bad, [x], 24, {}) is None  # ... which the reference refuses
 
 
 # ---------------------------------------------------------------------------- the samples

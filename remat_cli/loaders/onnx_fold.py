@@ -100,7 +100,12 @@ def run(nd: Any, inputs: Inputs, opset: int) -> Result | None:
         version = max((v for v in op.versions if v <= opset), default=None)
         if version is None:
             return None  # the reference has no implementation this old
-    attrs = _attributes(nd, op.attrs(version))
+    try:
+        attrs = _attributes(nd, op.attrs(version))
+    except NotHandled:
+        raise
+    except Exception as exc:  # noqa: BLE001 - e.g. a string that is not UTF-8: the reference decides
+        raise NotHandled("unreadable attribute") from exc
     for x in inputs:
         if x is not None and (not isinstance(x, np.ndarray) or x.dtype not in _DTYPES):
             raise NotHandled("dtype")
