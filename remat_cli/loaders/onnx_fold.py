@@ -119,12 +119,17 @@ def run(nd: Any, inputs: Inputs, opset: int) -> Result | None:
     return tuple(np.asarray(r) for r in out)
 
 
+#: the AttributeProto type each attribute of the table has (INT when not named here):
+#: another type (a malformed file) is left to the reference
+_ATTRIBUTE_TYPES = {"axes": 7, "perm": 7, "starts": 7, "ends": 7, "value": 4, "round_mode": 3}
+
+
 def _attributes(nd: Any, allowed: dict[str, Any]) -> dict[str, Any]:
     """The node's attributes as the reference reads them, with the schema's defaults;
     NotHandled for an attribute the version does not take or a required one missing."""
     found: dict[str, Any] = {}
     for a in nd.attribute:
-        if a.name not in allowed or a.ref_attr_name:
+        if a.name not in allowed or a.ref_attr_name or a.type != _ATTRIBUTE_TYPES.get(a.name, 2):
             raise NotHandled(f"attribute {a.name}")
         if a.type == 2:  # INT
             found[a.name] = int(a.i)
