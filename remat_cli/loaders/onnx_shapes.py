@@ -171,8 +171,8 @@ def infer_shapes(model, nodes_pb, order: list[int], trainable: set[str], source:
     weights (only their shapes matter). Its data propagation misses much shape arithmetic
     (``Div``, ``Where``, ``Range``, ``Expand``, …), so a second pass in topological order
     evaluates every small tensor whose inputs are all known (:func:`_run_op`: the op as
-    ONNX's reference implementation computes it), and re-infers the shapes that are still unknown one node at
-    a time, now with those values. Returns ``{name: (elem_type, dims or None)}`` (dims
+    ONNX's reference implementation computes it), and re-infers the shapes that are still
+    unknown one node at a time, now with those values. Returns ``{name: (elem_type, dims or None)}`` (dims
     None unless every dimension is a number) and ``{name: ndarray}`` of known values.
     Trainable parameters are never treated as known values.
     """
