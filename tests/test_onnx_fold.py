@@ -450,3 +450,104 @@ def test_element_types_of_results_are_onnx_helpers(dtype: Any) -> None:
             _elem_type(np.dtype(dtype))
         return
     assert _elem_type(np.dtype(dtype)) == expected
+
+
+# ---------------------------------------------------------------------------- whole models
+def _shape_model(opset: int, blocks: list[str]) -> onnx.ModelProto:
+    """A model whose activations are reshaped, sliced and masked through shape arithmetic
+    on a symbolic ``[batch, seq, 8]`` input, as exporters write it (attribute forms of
+    Unsqueeze, Slice and ReduceProd below the opsets that made them inputs)."""
+    from tests._onnx_models import init, model, tensor
+
+    nodes: list[onnx.NodeProto] = []
+    inits = [init("i0", (), np.int64, 0), init("i1", (), np.int64, 1), init("two", (1,), np.int64, [2]), init("m1", (1,), np.int64, [-1])]
+    inits += [init("ax0", (1,), np.int64, [0]), init("ax1", (1,), np.int64, [1]), init("one_f", (), np.float32, 1.0)]
+    outputs = []
+
+    def unsqueeze(x: str, y: str) -> None:
+        if opset < 13:
+            nodes.append(helper.make_node("Unsqueeze", [x], [y], axes=[0]))
+        else:
+            nodes.append(helper.make_node("Unsqueeze", [x, "ax0"], [y]))
+
+    nodes += [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "i0"], ["b"], axis=0)]
+    nodes += [helper.make_node("Gather", ["s", "i1"], ["t"], axis=0)]
+    unsqueeze("b", "bu")
+    unsqueeze("t", "tu")
+    if "heads" in blocks:  # x.view(b, t, 2, -1).transpose(1, 2) * (1 / sqrt(head_dim))
+        nodes += [helper.make_node("Concat", ["bu", "tu", "two", "m1"], ["hs"], axis=0), helper.make_node("Reshape", ["x", "hs"], ["h"])]
+        nodes += [helper.make_node("Transpose", ["h"], ["ht"], perm=[0, 2, 1, 3]), helper.make_node("Shape", ["h"], ["hsh"])]
+        nodes += [helper.make_node("Gather", ["hsh", "m1"], ["hd"], axis=0), helper.make_node("Cast", ["hd"], ["hdf"], to=1)]
+        nodes += [helper.make_node("Sqrt", ["hdf"], ["sq"]), helper.make_node("Div", ["one_f", "sq"], ["scale"])]
+        nodes += [helper.make_node("Mul", ["ht", "scale"], ["heads"])]
+        outputs.append(tensor("heads", None))
+    if "half" in blocks:  # x[:, : (b * t) // (2 * b)] through integer Div and Slice
+        nodes += [helper.make_node("Mul", ["b", "t"], ["bt"]), helper.make_node("Mul", ["b", "two"], ["b2"])]
+        nodes += [helper.make_node("Div", ["bt", "b2"], ["half"]), helper.make_node("Mod", ["bt", "two"], ["rem"])]
+        nodes += [helper.make_node("Add", ["half", "rem"], ["end"])]
+        nodes += [helper.make_node("Slice", ["x", "ax0", "end", "ax1"], ["sl"]), helper.make_node("Relu", ["sl"], ["half_out"])]
+        outputs.append(tensor("half_out", None))
+    if "mask" in blocks:  # a causal mask from Range, Where and Expand
+        nodes += [helper.make_node("Range", ["i0", "t", "i1"], ["r"])]
+        unsqueeze("r", "ru")
+        nodes += [
+            helper.make_node("Unsqueeze", ["r"], ["rc"], axes=[1]) if opset < 13 else helper.make_node("Unsqueeze", ["r", "ax1"], ["rc"])
+        ]
+        nodes += [helper.make_node("Less", ["ru", "rc"], ["lt"]), helper.make_node("Cast", ["lt"], ["ltf"], to=1)]
+        nodes += [helper.make_node("Concat", ["tu", "tu"], ["tt"], axis=0), helper.make_node("Expand", ["ltf", "tt"], ["mk"])]
+        nodes += [helper.make_node("MatMul", ["mk", "x"], ["masked"])]
+        outputs.append(tensor("masked", None))
+    if "numel" in blocks:  # x.flatten(1) sized through ReduceProd of the shape
+        if opset < 18:  # axes an attribute, then an input
+            nodes += [helper.make_node("ReduceProd", ["s"], ["n"], keepdims=1, axes=[0])]
+        else:
+            nodes += [helper.make_node("ReduceProd", ["s", "ax0"], ["n"], keepdims=1)]
+        nodes += [helper.make_node("Div", ["n", "bu"], ["per"]), helper.make_node("Concat", ["bu", "per"], ["fs"], axis=0)]
+        nodes += [helper.make_node("Reshape", ["x", "fs"], ["flat"]), helper.make_node("Sigmoid", ["flat"], ["numel_out"])]
+        outputs.append(tensor("numel_out", None))
+    return model(nodes, [tensor("x", ["batch", "seq", 8])], outputs, inits, opset=opset)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    opset=st.sampled_from([11, 13, 17, 18, 20]),
+    blocks=st.lists(st.sampled_from(["heads", "half", "mask", "numel"]), min_size=1, max_size=4, unique=True),
+    batch=st.integers(1, 9),
+    seq=st.integers(1, 40),
+)
+def test_models_load_to_the_same_graph_as_with_the_reference(opset: int, blocks: list[str], batch: int, seq: int) -> None:
+    """Generated shape-arithmetic models: the forward graph, its facts and meta (folded
+    counts included), and the values folded are the same whether the table or
+    ``onnx.reference`` evaluates the ops."""
+    import dataclasses
+
+    from remat_cli.loaders import onnx as onnx_loader
+
+    def read(m: onnx.ModelProto) -> tuple[Any, Any, list[str]]:
+        said: list[str] = []
+        copy = onnx.ModelProto()
+        copy.CopyFrom(m)
+        g, facts = onnx_loader.read_model(copy, dims={"batch": batch, "seq": seq}, warn=said.append)
+        return g, facts, said
+
+    m = _shape_model(opset, blocks)
+    table = read(m)
+    original = onnx_fold.run
+    try:
+
+        def nothing_handled(*_a: Any) -> Any:
+            raise onnx_fold.NotHandled("test")
+
+        onnx_fold.run = nothing_handled  # type: ignore[assignment]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            reference = read(m)
+    finally:
+        onnx_fold.run = original  # type: ignore[assignment]
+    (g1, f1, w1), (g2, f2, w2) = table, reference
+    assert g1.sha256 == g2.sha256 and g1.meta == g2.meta and w1 == w2
+    assert g1.ids == g2.ids and np.array_equal(g1.mem, g2.mem) and np.array_equal(g1.cost, g2.cost)
+    for field in dataclasses.fields(f1):
+        a, b = getattr(f1, field.name), getattr(f2, field.name)
+        assert np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b, field.name
+    assert g1.meta["info"]["folded"] and "Shape" not in g1.ops  # shape arithmetic did fold
