@@ -12,6 +12,7 @@ nodes. Used by :mod:`remat_cli.loaders.onnx`; built on :mod:`remat_cli.loaders.o
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -384,7 +385,9 @@ def _run_reference(nd, inputs: list[np.ndarray | None], opset: int, runners: dic
             cls = load_op("", nd.op_type, opset)
             runners[nd.op_type] = cls
         inst = cls(nd, {"log": lambda *a, **k: None, "opsets": {"": opset}, "new_ops": None, "verbose": 0})
-        out = inst.run(*inputs)
+        with warnings.catch_warnings(), np.errstate(all="ignore"):  # its numpy warnings are no news to the user
+            warnings.simplefilter("ignore")
+            out = inst.run(*inputs)
     except Exception:
         return None
     return out if isinstance(out, (tuple, list)) else (out,)
