@@ -201,9 +201,10 @@ def inference_export_signs(model) -> list[str]:
     BatchNormalization is folded into the convolution before it, which no file shows).
     """
     bn = dropout = 0
-    constants = {t.name: t for t in model.graph.initializer}
-    for nd in model.graph.node:
-        if nd.op_type == "Constant" and nd.output:
+    flags = {nd.input[2] for nd in model.graph.node if nd.op_type == "Dropout" and len(nd.input) > 2 and nd.input[2]}
+    constants = {t.name: t for t in model.graph.initializer if t.name in flags}
+    for nd in model.graph.node:  # (only the constants a Dropout reads as its training flag)
+        if nd.op_type == "Constant" and nd.output and nd.output[0] in flags:
             value = next((a.t for a in nd.attribute if a.name == "value"), None)
             if value is not None:
                 constants[nd.output[0]] = value

@@ -4,13 +4,15 @@
 dimensions a file states are checked, and :func:`infer_shapes` gives every value its
 element type and shape: ONNX shape inference with data propagation, then a pass in
 topological order that evaluates small tensors computable at load time (shape
-arithmetic, with ONNX's reference ops) and re-infers the shapes still unknown.
+arithmetic, with the numpy ops of :mod:`.onnx_fold`, which compute what ONNX's reference
+ops do) and re-infers the shapes still unknown.
 :func:`foldable` says which such results become constants (fixed memory) instead of
 nodes. Used by :mod:`remat_cli.loaders.onnx`; built on :mod:`remat_cli.loaders.onnx_file`.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +20,7 @@ import numpy as np
 
 from remat_cli.errors import InputError
 from remat_cli.graph import MAX_VALUE_BYTES
+from remat_cli.loaders import onnx_fold
 from remat_cli.loaders.onnx_file import CONTROL_FLOW, DEFAULT_DOMAINS, attributes, subgraphs, tensor_bytes, utf8
 
 __all__ = [
@@ -123,18 +126,21 @@ def check_declared_dims(g, source: str) -> None:
 
 def check_shapes(shapes, nodes_pb, source: str) -> None:
     """After inference: no value has a negative dimension or more than MAX_VALUE_BYTES."""
-    made_by = {o: nd for nd in nodes_pb for o in nd.output if o}
+
+    def where(value: str) -> str:  # only for the message: the producer is looked up then
+        made_by = next((nd for nd in nodes_pb for o in nd.output if o and o == value), None)
+        if made_by is None:
+            return f"value {value!r}"
+        return f"value {value!r} (output of node {(utf8(made_by.name) or utf8(made_by.op_type))!r})"
+
     for value, (elem, dims) in shapes.items():
         if dims is None:
             continue
-        where = f"value {value!r}"
-        if value in made_by:
-            where += f" (output of node {(utf8(made_by[value].name) or utf8(made_by[value].op_type))!r})"
         for axis, d in enumerate(dims):
             if d < 0:
-                raise InputError(f"{source}: {where}: dimension #{axis} is {d} (negative)")
+                raise InputError(f"{source}: {where(value)}: dimension #{axis} is {d} (negative)")
         if tensor_bytes(elem or 1, dims) > MAX_VALUE_BYTES:
-            raise InputError(f"{source}: {where}: shape {list(dims)} is above {MAX_VALUE_BYTES} B (2**53)")
+            raise InputError(f"{source}: {where(value)}: shape {list(dims)} is above {MAX_VALUE_BYTES} B (2**53)")
 
 
 def check_unresolved(graph_inputs, used: set[str], source: str) -> None:
@@ -165,9 +171,9 @@ def infer_shapes(model, nodes_pb, order: list[int], trainable: set[str], source:
     ONNX shape inference (with data propagation) runs first on a copy without large
     weights (only their shapes matter). Its data propagation misses much shape arithmetic
     (``Div``, ``Where``, ``Range``, ``Expand``, …), so a second pass in topological order
-    evaluates every small tensor whose inputs are all known (with ONNX's reference
-    implementation of the op), and re-infers the shapes that are still unknown one node at
-    a time, now with those values. Returns ``{name: (elem_type, dims or None)}`` (dims
+    evaluates every small tensor whose inputs are all known (:func:`_run_op`: the op as
+    ONNX's reference implementation computes it), and re-infers the shapes that are still
+    unknown one node at a time, now with those values. Returns ``{name: (elem_type, dims or None)}`` (dims
     None unless every dimension is a number) and ``{name: ndarray}`` of known values.
     Trainable parameters are never treated as known values.
     """
@@ -280,8 +286,6 @@ def _refine(nodes_pb, order, shapes, types, values, opset: int, opset_imports, i
 
 def _evaluate(nd, ins, outs, shapes, types, values, opset, runners) -> bool:
     """Compute a small node's outputs from known inputs; False when it cannot."""
-    from onnx import helper
-
     if any(_numel_dims(s) > VALUE_LIMIT for s in (shapes.get(o, (0, None))[1] for o in outs) if s is not None):
         return False
     result = _run_op(nd, [values.get(x) if x else None for x in ins], opset, runners)
@@ -292,7 +296,7 @@ def _evaluate(nd, ins, outs, shapes, types, values, opset, runners) -> bool:
             continue
         arr = np.asarray(r)
         try:
-            elem = int(helper.np_dtype_to_tensor_dtype(arr.dtype))
+            elem = _elem_type(arr.dtype)
         except Exception:
             elem = shapes.get(o, (1, None))[0]
         shapes[o] = (elem, tuple(int(d) for d in arr.shape))
@@ -300,6 +304,21 @@ def _evaluate(nd, ins, outs, shapes, types, values, opset, runners) -> bool:
         if arr.size <= VALUE_LIMIT:
             values[o] = arr
     return True
+
+
+#: numpy dtype (``dtype.str``) -> ONNX element type, as onnx.helper.np_dtype_to_tensor_dtype maps them
+_ELEM_TYPES = {"<f4": 1, "|u1": 2, "|i1": 3, "<u2": 4, "<i2": 5, "<i4": 6, "<i8": 7, "|b1": 9, "<f2": 10, "<f8": 11, "<u4": 12, "<u8": 13}
+
+
+def _elem_type(dtype: np.dtype) -> int:
+    """The ONNX element type of a numpy dtype: onnx.helper's answer, without its per-call
+    cost for the common types."""
+    elem = _ELEM_TYPES.get(dtype.str)
+    if elem is None:
+        from onnx import helper
+
+        elem = int(helper.np_dtype_to_tensor_dtype(dtype))
+    return elem
 
 
 def _infer_node(nd, present, shapes, types, values, opset, opset_imports, ir_version, schemas) -> None:
@@ -348,6 +367,15 @@ def _infer_node(nd, present, shapes, types, values, opset, opset_imports, ir_ver
 
 
 def _run_op(nd, inputs: list[np.ndarray | None], opset: int, runners: dict[str, Any]):
+    """Run one op: with :mod:`.onnx_fold`'s numpy table (the reference's results, without
+    importing it), else with ONNX's reference implementation; None if it cannot."""
+    try:
+        return onnx_fold.run(nd, inputs, opset)
+    except onnx_fold.NotHandled:
+        return _run_reference(nd, inputs, opset, runners)
+
+
+def _run_reference(nd, inputs: list[np.ndarray | None], opset: int, runners: dict[str, Any]):
     """Run one op with ONNX's reference implementation; None if it cannot."""
     try:
         from onnx.reference.ops import load_op
@@ -357,7 +385,9 @@ def _run_op(nd, inputs: list[np.ndarray | None], opset: int, runners: dict[str, 
             cls = load_op("", nd.op_type, opset)
             runners[nd.op_type] = cls
         inst = cls(nd, {"log": lambda *a, **k: None, "opsets": {"": opset}, "new_ops": None, "verbose": 0})
-        out = inst.run(*inputs)
+        with warnings.catch_warnings(), np.errstate(all="ignore"):  # its numpy warnings are no news to the user
+            warnings.simplefilter("ignore")
+            out = inst.run(*inputs)
     except Exception:
         return None
     return out if isinstance(out, (tuple, list)) else (out,)
