@@ -102,13 +102,13 @@ COMMANDS: list[tuple[str, list[str]]] = [
 
 # wall-clock figures only (estimated seconds are deterministic and compared): solve times
 _SOLVE = re.compile(r'("(?:solve_seconds|\w+ seconds)": )[-\d.e+]+')  # not est_/base_seconds
-_SECONDS_ROW = re.compile(r"^(\w[\w ]* seconds +)[\d.e+-]+", re.M)  # info: "treewidth seconds  0.002"
+_SECONDS_ROW = re.compile(r"^(\w[\w ]* seconds +)[\d.e+-]+ *$", re.M)  # info: "treewidth seconds  0.002"
 
 
 def _mask(text: str) -> str:
     text = _SOLVE.sub(r"\1T", text)
     text = _SECONDS_ROW.sub(r"\1T", text)
-    text = re.sub(r"(solve time\s+)\S+ \S+", r"\1T", text)
+    text = re.sub(r"(solve time +)\S+ \S+ *$", r"\1T", text, flags=re.M)
     return text
 
 

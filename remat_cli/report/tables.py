@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
 from remat_cli.plandoc import Plan, metrics_to_json, plan_to_json
 from remat_cli.report.facts import PlanFacts, plan_facts
+from remat_cli.schedule import Schedule
 from remat_cli.units import fmt_bytes, fmt_cost, fmt_count, fmt_pct, fmt_ratio, fmt_seconds, say, shorten_all
 
 if TYPE_CHECKING:
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
 
 # rich is imported where a table is drawn, not at import: `remat plan --format json`
 # never draws one, and rich.console + rich.table cost 60-100 ms of start-up (issue 14).
+
+_NO_STEPS = Schedule.from_steps(())
 
 __all__ = [
     "render_info",
@@ -267,7 +270,7 @@ def plan_report_json(plan: Plan, facts: PlanFacts | None = None) -> dict[str, An
     """The report of ``remat plan --format json``: the plan document without its schedule,
     plus the report's derived facts (raw bytes, counts and seconds)."""
     facts = facts or plan_facts(plan)
-    doc = plan_to_json(plan)
+    doc = plan_to_json(replace(plan, schedule=_NO_STEPS))  # not a name per step, to drop
     doc.pop("schedule")
     doc["fits"] = plan.fits
     doc["activation_peak_bytes"] = plan.metrics.activation_peak_bytes
