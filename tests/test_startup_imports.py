@@ -145,3 +145,14 @@ def test_the_entry_point_leaves_without_collecting_what_it_made() -> None:
     assert "plan for" in out.stdout and "overhead" in out.stdout
     frozen = int(out.stderr.split("frozen")[-1])
     assert frozen > 10_000  # numpy, click and the plan's objects, at least
+
+
+def test_piped_table_reports_import_no_rich() -> None:
+    """`remat plan` and `remat info` tables on a pipe are drawn without rich (what they
+    print is rich's text: tests/test_plain_tables.py)."""
+    for args in (
+        ["plan", "sample_graphs/training_chain_32.json", "-s", "chen-sqrt", "-b", "0.6x"],
+        ["info", "sample_graphs/unet_train.json"],
+    ):
+        mods = _modules_after(args)
+        assert not any(m == "rich" or m.startswith("rich.") for m in mods), args

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from remat_cli.plandoc import Plan, metrics_to_json, plan_to_json
 from remat_cli.report.facts import PlanFacts, plan_facts
+from remat_cli.report.plain import PlainConsole, PlainTable
 from remat_cli.schedule import Schedule
 from remat_cli.units import fmt_bytes, fmt_cost, fmt_count, fmt_pct, fmt_ratio, fmt_seconds, say, shorten_all
 
@@ -59,8 +60,13 @@ def _plain_table(**kwargs: Any) -> Table:
     return _plain_table_class()(**kwargs)
 
 
-def kv_table(console: Console, title: str | None = None) -> Table:
+def kv_table(console: Console | PlainConsole, title: str | None = None) -> Table | PlainTable:
     """A two-column key/value table that reads well on a terminal and when piped."""
+    if isinstance(console, PlainConsole):  # drawn without rich where it can be
+        table: Any = PlainTable(title=title, escape_title=True, show_header=False, box=None, pad_edge=False, title_justify="left")
+        table.add_column(style=None, no_wrap=True)
+        table.add_column(overflow="fold")
+        return table
     from rich import box
     from rich.markup import escape
 
@@ -76,7 +82,12 @@ def kv_table(console: Console, title: str | None = None) -> Table:
     return table
 
 
-def _list_table(console: Console, title: str, columns: list[tuple[str, str]]) -> Table:
+def _list_table(console: Console | PlainConsole, title: str, columns: list[tuple[str, str]]) -> Table | PlainTable:
+    if isinstance(console, PlainConsole):  # drawn without rich where it can be
+        plain: Any = PlainTable(title=title, box=None, pad_edge=False, title_justify="left")
+        for name, justify in columns:
+            plain.add_column(name, justify=justify)
+        return plain
     from rich import box
 
     table = _plain_table(
@@ -90,7 +101,7 @@ def _list_table(console: Console, title: str, columns: list[tuple[str, str]]) ->
     return table
 
 
-def render_info(s: GraphSummary, console: Console) -> None:
+def render_info(s: GraphSummary, console: Console | PlainConsole) -> None:
     """``remat info``: counts, bounds, store-all, memory by op, largest values."""
     t = kv_table(console, f"graph {s.name}")
     t.add_row("nodes", f"{fmt_count(s.nodes)} ({', '.join(f'{v} {k}' for k, v in s.kinds.items())})")
@@ -152,7 +163,9 @@ def summary_to_json(s: GraphSummary) -> dict[str, Any]:
     return out
 
 
-def render_metrics(m: Metrics, console: Console, cost_unit: str, title: str, *, base_seconds: float | None = None) -> Table:
+def render_metrics(
+    m: Metrics, console: Console | PlainConsole, cost_unit: str, title: str, *, base_seconds: float | None = None
+) -> Table | PlainTable:
     """Peak, bounds, cost and overhead of one valid schedule, as a key/value table.
 
     ``base_seconds`` (one pass of every needed node) adds the time overhead in seconds.
@@ -188,7 +201,7 @@ _INFO_LABELS = {
 }
 
 
-def render_plan(plan: Plan, console: Console, facts: PlanFacts | None = None, *, verbose: bool = False) -> None:
+def render_plan(plan: Plan, console: Console | PlainConsole, facts: PlanFacts | None = None, *, verbose: bool = False) -> None:
     """``remat plan``: the plan's metrics against its budget, what it recomputes most and
     how much of the forward pass it keeps. Strategy internals only with ``verbose``."""
     facts = facts or plan_facts(plan)
