@@ -70,7 +70,7 @@ def _plain_output(width: int, draw: Callable[[Any], None]) -> tuple[str, str]:
     data=st.data(),
 )
 def test_tables_print_as_rich_prints_them(kind: str, awkward: bool, justify: list[str], width: int, data: st.DataObject) -> None:
-    text = _TEXT if awkward else st.text(_PLAIN, max_size=12)
+    text = _TEXT if awkward else st.text(_PLAIN, max_size=12) | st.text(_PLAIN, max_size=90)  # long: wrapped
     title = data.draw(st.none() | text)
     headers = data.draw(st.lists(text, min_size=5, max_size=5))
     rows = data.draw(st.lists(st.lists(text, min_size=1, max_size=5), max_size=6))
@@ -84,6 +84,29 @@ def test_tables_print_as_rich_prints_them(kind: str, awkward: bool, justify: lis
             t = tables._list_table(console, title or "", list(zip(headers, justify)))
         for row in rows:
             t.add_row(*row[:n])
+        console.print(t)
+
+    got, want = _plain_output(width, draw)
+    assert got == want
+
+
+_WORDS = st.lists(st.text(st.sampled_from("abc…µ"), min_size=1, max_size=30), max_size=12).map(" ".join)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    title=st.none() | st.text(_PLAIN, max_size=30),
+    rows=st.lists(st.tuples(st.text(_PLAIN, max_size=20), _WORDS | st.text(_PLAIN, max_size=120)), min_size=1, max_size=5),
+    width=st.integers(8, 90),
+)
+def test_long_values_wrap_as_rich_wraps_them(title: str | None, rows: list[tuple[str, str]], width: int) -> None:
+    """A key/value table wider than the console: rich narrows the value column and wraps
+    its words (folding longer ones); the plain table does the same, or leaves it to rich."""
+
+    def draw(console: Any) -> None:
+        t = tables.kv_table(console, title)
+        for row in rows:
+            t.add_row(*row)
         console.print(t)
 
     got, want = _plain_output(width, draw)

@@ -4,8 +4,9 @@ importing rich (rich.console and rich.table cost 50-70 ms of every `remat plan`;
 :class:`PlainConsole` stands in for rich's ``Console`` where a report only prints
 :class:`PlainTable` objects and plain lines. It draws them itself exactly as rich draws
 them on a non-terminal (no box, no styles; cells padded to their column; lines as wide as
-the table) and hands anything outside that simple case to a real rich console, where
-rich's layout decides: a table or line wider than the console (rich wraps it), a title
+the table; a key/value table wider than the console narrowed by wrapping its values as
+rich wraps them) and hands anything outside that simple case to a real rich console,
+where rich's layout decides: another table or a line wider than the console, a title
 wider than its table, text rich would read differently (emoji codes like ``:x:``,
 brackets, tabs, control or wide characters), a cell holding a newline. Tests compare the
 two renderings on generated tables (tests/test_plain_tables.py).
@@ -53,6 +54,42 @@ def _simple(text: str) -> bool:
     return _SIMPLE.fullmatch(text) is not None and _EMOJI_CODE.search(text) is None and "[" not in text
 
 
+_WORD = re.compile(r"\s*\S+\s*")
+
+
+def _fold(text: str, width: int) -> list[str]:
+    """``text`` (one cell per character) wrapped at words into lines of at most ``width``,
+    words longer than that folded: rich's ``divide_line`` with ``fold=True``, then its
+    ``rstrip_end`` (trailing blanks beyond the width dropped)."""
+    breaks: list[int] = []
+    offset = 0
+    for match in _WORD.finditer(text):
+        start, word = match.start(), match.group(0)
+        length = len(word.rstrip())
+        if width - offset >= length:
+            offset += len(word)
+        elif length > width:
+            chunks = [word[i : i + width] for i in range(0, len(word), width)]
+            for k, chunk in enumerate(chunks):
+                if start:
+                    breaks.append(start)
+                if k == len(chunks) - 1:
+                    offset = len(chunk)
+                else:
+                    start += len(chunk)
+        elif offset and start:
+            breaks.append(start)
+            offset = len(word)
+    lines = [text[a:b] for a, b in zip([0, *breaks], [*breaks, len(text)])]
+    out = []
+    for line in lines:
+        if len(line) > width:
+            blanks = len(line) - len(line.rstrip())
+            line = line[: len(line) - min(blanks, len(line) - width)]
+        out.append(line[:width])
+    return out
+
+
 class PlainTable:
     """The part of ``rich.table.Table`` the reports use: a title, columns (header, justify
     and rich's other column options, kept for :meth:`to_rich`), rows of strings."""
@@ -84,27 +121,38 @@ class PlainTable:
         widths = [max((len(row[c]) for row in rows), default=0) for c in range(n)]
         widths = [w + (c > 0) + (c < n - 1) for c, w in enumerate(widths)]  # padding
         total = sum(widths)
-        if total > width or total == 0:
+        if total == 0:
             return None
+        if total > width:  # rich narrows the one column that may wrap, if that is enough
+            if not self._wraps_last() or widths[-1] - (total - width) < 2:
+                return None
+            widths[-1] -= total - width
+            total = width
         out = []
         if self.title:
             if not _simple(self.title) or "\\" in self.title or len(self.title) > total:
                 return None  # rich would wrap it, or read markup in it
             out.append(self.title.ljust(total))
         for row in rows:
-            parts = []
+            cells: list[list[str]] = []
             for c, (cell, (_, opts)) in enumerate(zip(row, self._columns)):
                 inner = widths[c] - (c > 0) - (c < n - 1)
                 justify = opts.get("justify", "left")
-                if justify == "right":
-                    text = cell.rstrip().rjust(inner)
-                elif justify == "left":
-                    text = cell.ljust(inner)
-                else:
+                if justify not in ("left", "right"):
                     return None
-                parts.append((" " if c > 0 else "") + text + (" " if c < n - 1 else ""))
-            out.append("".join(parts))
+                pieces = _fold(cell, inner) if len(cell) > inner else [cell]
+                pad = (" " if c > 0 else "", " " if c < n - 1 else "")
+                cells.append([pad[0] + (p.rstrip().rjust(inner) if justify == "right" else p.ljust(inner)) + pad[1] for p in pieces])
+            height = max(len(lines) for lines in cells)
+            for k in range(height):
+                out.append("".join(lines[k] if k < len(lines) else " " * widths[c] for c, lines in enumerate(cells)))
         return out
+
+    def _wraps_last(self) -> bool:
+        """Only the last column may wrap (folding words longer than it), as in a key/value
+        table: rich then narrows that column alone to fit the console."""
+        *fixed, (_, last) = self._columns
+        return all(opts.get("no_wrap") for _, opts in fixed) and last.get("overflow") == "fold" and not last.get("no_wrap")
 
     def to_rich(self) -> Any:
         """The same table as the rich table the reports would have made (plain cells)."""
