@@ -29,6 +29,8 @@ NN1000 = "/work/graphs19/nn1000.json"
 
 # (name, arguments); {out} is a fresh per-checkout output directory.
 COMMANDS: list[tuple[str, list[str]]] = [
+    ("plan-narrow", ["plan", "sample_graphs/unet_train.json", "-s", "treewidth", "-b", "0.7x", "--columns", "50"]),
+    ("info-narrow", ["info", "sample_graphs/unet_train.json", "--columns", "44"]),
     ("plan-table", ["plan", "sample_graphs/training_chain_32.json", "-b", "0.5x"]),
     ("plan-json", ["plan", "sample_graphs/training_chain_32.json", "-b", "0.5x", "--format", "json"]),
     ("plan-verbose", ["plan", "sample_graphs/unet_train.json", "-s", "treewidth", "-b", "0.7x", "-v"]),
@@ -61,6 +63,24 @@ COMMANDS: list[tuple[str, list[str]]] = [
         ],
     ),
     ("plan-gpt2-table", ["plan", "sample_graphs/gpt2.onnx", "--dim", "batch=1", "--dim", "sequence=64", "-s", "chen-sqrt", "-b", "0.8x"]),
+    ("plan-bert-table", ["plan", "sample_graphs/bert.onnx", "--dim", "batch=1", "--dim", "sequence=128", "-s", "chen-sqrt", "-b", "0.95x"]),
+    (
+        "plan-bert-json",
+        [
+            "plan",
+            "sample_graphs/bert.onnx",
+            "--dim",
+            "batch=1",
+            "--dim",
+            "sequence=128",
+            "-s",
+            "treewidth",
+            "-b",
+            "0.5act",
+            "--format",
+            "json",
+        ],
+    ),
     ("plan-below-lb", ["plan", "sample_graphs/training_chain_32.json", "-s", "chen-sqrt", "-b", "1"]),
     ("plan-no-fit", ["plan", "sample_graphs/unet_train.json", "-s", "store-all", "-b", "0.5x"]),
     ("plan-bad-file", ["plan", "sample_graphs/README.md", "-b", "0.5x"]),
@@ -129,6 +149,10 @@ def _mask_csv(text: str) -> str:
 
 def _run(root: Path, out: Path, args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
     argv = [a.replace("{out}", str(out)) for a in args]
+    if "--columns" in argv:  # the console width rich reads from the environment
+        k = argv.index("--columns")
+        env = {**env, "COLUMNS": argv[k + 1]}
+        del argv[k : k + 2]
     p = subprocess.run([sys.executable, "-m", "remat_cli", *argv], cwd=root, capture_output=True, text=True, env=env, timeout=600)
     norm = lambda s: _mask_csv(_mask(s.replace(str(out), "OUT")))  # noqa: E731
     return p.returncode, norm(p.stdout), norm(p.stderr)
