@@ -29,8 +29,10 @@ NN1000 = "/work/graphs19/nn1000.json"
 
 # (name, arguments); {out} is a fresh per-checkout output directory.
 COMMANDS: list[tuple[str, list[str]]] = [
-    ("plan-narrow", ["plan", "sample_graphs/unet_train.json", "-s", "treewidth", "-b", "0.7x", "--columns", "50"]),
-    ("info-narrow", ["info", "sample_graphs/unet_train.json", "--columns", "44"]),
+    ("plan-narrow", ["plan", "sample_graphs/unet_train.json", "-s", "treewidth", "-b", "0.7x", "--env", "COLUMNS=50"]),
+    ("info-narrow", ["info", "sample_graphs/unet_train.json", "--env", "COLUMNS=44"]),
+    ("plan-terminal", ["plan", "sample_graphs/unet_train.json", "-s", "treewidth", "-b", "0.7x", "--env", "FORCE_COLOR=1"]),
+    ("info-terminal", ["info", "sample_graphs/training_chain_32.json", "--env", "TTY_COMPATIBLE=1"]),
     ("plan-table", ["plan", "sample_graphs/training_chain_32.json", "-b", "0.5x"]),
     ("plan-json", ["plan", "sample_graphs/training_chain_32.json", "-b", "0.5x", "--format", "json"]),
     ("plan-verbose", ["plan", "sample_graphs/unet_train.json", "-s", "treewidth", "-b", "0.7x", "-v"]),
@@ -122,13 +124,13 @@ COMMANDS: list[tuple[str, list[str]]] = [
 
 # wall-clock figures only (estimated seconds are deterministic and compared): solve times
 _SOLVE = re.compile(r'("(?:solve_seconds|\w+ seconds)": )[-\d.e+]+')  # not est_/base_seconds
-_SECONDS_ROW = re.compile(r"^(\w[\w ]* seconds +)[\d.e+-]+ *$", re.M)  # info: "treewidth seconds  0.002"
+_SECONDS_ROW = re.compile(r"^((?: |\x1b\[[\d;]*m)*\w[\w ]* seconds(?: |\x1b\[[\d;]*m)+)[\d.e+-]+ *$", re.M)  # info rows
 
 
 def _mask(text: str) -> str:
     text = _SOLVE.sub(r"\1T", text)
     text = _SECONDS_ROW.sub(r"\1T", text)
-    text = re.sub(r"(solve time +)\S+ \S+ *$", r"\1T", text, flags=re.M)
+    text = re.sub(r"(solve time(?: |\x1b\[[\d;]*m)+)\S+ \S+ *$", r"\1T", text, flags=re.M)  # ANSI too
     return text
 
 
@@ -149,9 +151,10 @@ def _mask_csv(text: str) -> str:
 
 def _run(root: Path, out: Path, args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
     argv = [a.replace("{out}", str(out)) for a in args]
-    if "--columns" in argv:  # the console width rich reads from the environment
-        k = argv.index("--columns")
-        env = {**env, "COLUMNS": argv[k + 1]}
+    if "--env" in argv:  # e.g. the console width, or a terminal, as rich reads them
+        k = argv.index("--env")
+        key, value = argv[k + 1].split("=", 1)
+        env = {**env, key: value}
         del argv[k : k + 2]
     p = subprocess.run([sys.executable, "-m", "remat_cli", *argv], cwd=root, capture_output=True, text=True, env=env, timeout=600)
     norm = lambda s: _mask_csv(_mask(s.replace(str(out), "OUT")))  # noqa: E731

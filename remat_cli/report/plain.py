@@ -156,12 +156,9 @@ class PlainTable:
 
     def to_rich(self) -> Any:
         """The same table as the rich table the reports would have made (plain cells)."""
-        from rich.markup import escape
+        from remat_cli.report.tables import rich_table
 
-        from remat_cli.report.tables import _plain_table
-
-        title = escape(self.title) if self._escape_title and self.title is not None else self.title
-        table = _plain_table(title=title, **self._options)
+        table = rich_table(self.title, escape_title=self._escape_title, **self._options)
         for header, opts in self._columns:
             table.add_column(header, **opts)
         for row in self._rows:

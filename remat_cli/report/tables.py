@@ -62,43 +62,57 @@ def _plain_table(**kwargs: Any) -> Table:
 
 def kv_table(console: Console | PlainConsole, title: str | None = None) -> Table | PlainTable:
     """A two-column key/value table that reads well on a terminal and when piped."""
-    if isinstance(console, PlainConsole):  # drawn without rich where it can be
-        table: Any = PlainTable(title=title, escape_title=True, show_header=False, box=None, pad_edge=False, title_justify="left")
-        table.add_column(style=None, no_wrap=True)
-        table.add_column(overflow="fold")
-        return table
-    from rich import box
-    from rich.markup import escape
-
-    table = _plain_table(
-        title=None if title is None else escape(title),  # titles name files and graphs
+    terminal = console.is_terminal
+    table = _new_table(
+        console,
+        title,
+        escape_title=True,  # titles name files and graphs
         show_header=False,
-        box=box.SIMPLE if console.is_terminal else None,
+        box=_box("SIMPLE") if terminal else None,
         pad_edge=False,
         title_justify="left",
     )
-    table.add_column(style="bold" if console.is_terminal else None, no_wrap=True)
+    table.add_column(style="bold" if terminal else None, no_wrap=True)
     table.add_column(overflow="fold")
     return table
 
 
 def _list_table(console: Console | PlainConsole, title: str, columns: list[tuple[str, str]]) -> Table | PlainTable:
-    if isinstance(console, PlainConsole):  # drawn without rich where it can be
-        plain: Any = PlainTable(title=title, box=None, pad_edge=False, title_justify="left")
-        for name, justify in columns:
-            plain.add_column(name, justify=justify)
-        return plain
-    from rich import box
-
-    table = _plain_table(
-        title=title,
-        box=box.SIMPLE_HEAD if console.is_terminal else None,
+    table = _new_table(
+        console,
+        title,
+        box=_box("SIMPLE_HEAD") if console.is_terminal else None,
         pad_edge=False,
         title_justify="left",
     )
     for name, justify in columns:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     return table
+
+
+def _new_table(console: Console | PlainConsole, title: str | None, *, escape_title: bool = False, **options: Any) -> Any:
+    """A table for ``console``: a :class:`PlainTable` for a plain console (drawn without
+    rich where it can be), else rich's table with plain cells."""
+    if isinstance(console, PlainConsole):
+        return PlainTable(title=title, escape_title=escape_title, **options)
+    return rich_table(title, escape_title=escape_title, **options)
+
+
+def rich_table(title: str | None, *, escape_title: bool = False, **options: Any) -> Table:
+    """rich's table with plain cells, its title escaped where it names files or graphs
+    (rich reads titles as markup)."""
+    if escape_title and title is not None:
+        from rich.markup import escape
+
+        title = escape(title)
+    return _plain_table(title=title, **options)
+
+
+def _box(name: str) -> Any:
+    """A rich box style by name (rich is imported only for a terminal)."""
+    from rich import box
+
+    return getattr(box, name)
 
 
 def render_info(s: GraphSummary, console: Console | PlainConsole) -> None:
