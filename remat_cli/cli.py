@@ -190,7 +190,7 @@ def _stdout() -> Console:
 def _table_stdout() -> Console | PlainConsole:
     """The console for a report of plain tables: rich's on a terminal; elsewhere one that
     draws simple tables without importing rich (rich still draws the rest)."""
-    if not _stdout_may_be_terminal():
+    if sys.stdout is not None and not _stdout_may_be_terminal():  # (rich drops output to None)
         from remat_cli.report.plain import PlainConsole, plain_width
 
         width = plain_width()
