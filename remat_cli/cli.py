@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from remat_cli.loaders import LoadOptions
+    from remat_cli.report.plain import PlainConsole
 
 # Commands import what they use inside their bodies: `remat --version` and `--help`
 # must not pay for numpy, rich tables and every strategy (start-up time matters).
@@ -184,6 +185,28 @@ def _stderr() -> Console:
 def _stdout() -> Console:
     """The invocation's one console for output (stdout), made on first use."""
     return _console("stdout")
+
+
+def _table_stdout() -> Console | PlainConsole:
+    """The console for a report of plain tables: rich's on a terminal; elsewhere one that
+    draws simple tables without importing rich (rich still draws the rest)."""
+    if sys.stdout is not None and not _stdout_may_be_terminal():  # (rich drops output to None)
+        from remat_cli.report.plain import PlainConsole, plain_width
+
+        width = plain_width()
+        if width is not None:
+            return PlainConsole(width, _stdout)
+    return _stdout()
+
+
+def _stdout_may_be_terminal() -> bool:
+    """False where rich's stdout console surely is not a terminal (as for stderr)."""
+    if "TTY_COMPATIBLE" in os.environ or "FORCE_COLOR" in os.environ:
+        return True
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def _console(stream: str) -> Console:
@@ -557,7 +580,7 @@ def info(graph_file: str, fmt: str, decompose: bool, **graph_kw: Any) -> None:
     if fmt == "json":
         click.echo(json.dumps(summary_to_json(summary), indent=1, allow_nan=False))
     else:
-        render_info(summary, _stdout())
+        render_info(summary, _table_stdout())
 
 
 @cli.command(context_settings=CONTEXT)
@@ -680,7 +703,7 @@ def plan(
         for line in written:
             _stderr().print(line, markup=False)
     else:
-        console = _stdout()
+        console = _table_stdout()
         render_plan(result, console, facts, verbose=verbose)
         if attention is not None and (attention.blocks or attention.native_ops):
             console.print(f"attention: {say(attention.phrase())}", markup=False, highlight=False)

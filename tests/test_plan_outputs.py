@@ -98,6 +98,35 @@ def test_store_all_keeps_the_whole_forward_pass():
     assert doc["forward_kept"]["fraction"] == 1.0 and doc["recomputed_most"] == []
 
 
+def test_report_is_the_plan_document_without_its_schedule(plan):
+    from remat_cli.plandoc import plan_to_json
+
+    doc = plan_to_json(plan)
+    doc.pop("schedule")
+    report = plan_report_json(plan)
+    assert list(report)[: len(doc)] == list(doc)  # same keys in the same order, then the facts
+    assert {k: report[k] for k in doc} == doc
+
+
+def test_the_report_replays_no_plan_the_planner_replayed(plan, monkeypatch):
+    """Tables and JSON need no per-step replay (the planner validated the plan); the
+    timeline and the trace replay it on first use, once, to the simulator's memory."""
+    from rich.console import Console
+
+    import remat_cli.report.facts as facts_mod
+
+    calls = []
+    real = facts_mod.simulate
+    monkeypatch.setattr(facts_mod, "simulate", lambda *a, **k: calls.append(k) or real(*a, **k))
+    facts = facts_mod.plan_facts(plan)
+    plan_report_json(plan, facts)
+    render_plan(plan, Console(file=open(os.devnull, "w")), facts)
+    assert calls == []
+    want = simulate(plan.graph, plan.schedule, per_step=True).memory.tolist()
+    assert facts.memory.tolist() == want and facts.memory.tolist() == want
+    assert calls == [{"per_step": True}]
+
+
 def test_render_plan_fits_80_columns(plan):
     from rich.console import Console
 

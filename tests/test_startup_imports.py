@@ -128,3 +128,31 @@ def test_plan_with_auto_does_not_import_numpy_ma(tmp_path: Path) -> None:
     path = tmp_path / "g.json"
     path.write_text(text)
     assert "numpy.ma" not in _modules_after(["plan", str(path), "-s", "auto", "-b", "0.6x", "--format", "json"])
+
+
+def test_the_entry_point_leaves_without_collecting_what_it_made() -> None:
+    """`remat` (remat_cli.__main__.main) freezes the objects alive at exit, so the
+    collections of interpreter shutdown skip them; the output is as before."""
+    code = (
+        "import atexit, gc, sys\n"
+        "atexit.register(lambda: print('frozen', gc.get_freeze_count(), file=sys.stderr))\n"  # runs after main's
+        "sys.argv = ['remat', 'plan', 'sample_graphs/training_chain_32.json', '-s', 'chen-sqrt', '-b', '0.6x']\n"
+        "from remat_cli.__main__ import main\n"
+        "main()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "plan for" in out.stdout and "overhead" in out.stdout
+    frozen = int(out.stderr.split("frozen")[-1])
+    assert frozen > 10_000  # numpy, click and the plan's objects, at least
+
+
+def test_piped_table_reports_import_no_rich() -> None:
+    """`remat plan` and `remat info` tables on a pipe are drawn without rich (what they
+    print is rich's text: tests/test_plain_tables.py)."""
+    for args in (
+        ["plan", "sample_graphs/training_chain_32.json", "-s", "chen-sqrt", "-b", "0.6x"],
+        ["info", "sample_graphs/unet_train.json"],
+    ):
+        mods = _modules_after(args)
+        assert not any(m == "rich" or m.startswith("rich.") for m in mods), args

@@ -3,12 +3,15 @@ recomputed most, how much of the forward pass is kept, and the simulator's per-s
 
 Every byte figure comes from the simulator (:func:`remat_cli.simulate.simulate` with
 ``per_step=True``); the per-node counts are read off the schedule's compute steps, which
-is exactly what the simulator counts too.
+is exactly what the simulator counts too. The per-step replay runs when a report first
+asks for it (the timeline and the trace do; tables and JSON do not): the planner has
+already replayed the plan once to validate it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -60,23 +63,30 @@ class PlanFacts:
     """Derived facts about a validated plan (see module docstring)."""
 
     counts: np.ndarray  # int64 per node: number of compute steps
-    memory: np.ndarray  # int64 per step: the simulator's memory at that step
     recomputed_most: tuple[Recomputed, ...]
     forward: ForwardKept
     base_seconds: float | None  # Σ seconds of the needed nodes, once each
     bound: StructuralBound | None = None  # proven lower bound on any schedule's peak
+    plan: Plan | None = field(default=None, repr=False)  # replayed for :attr:`memory`
 
     @property
     def recomputed_nodes(self) -> int:
         return int(np.count_nonzero(self.counts > 1))
 
+    @cached_property
+    def memory(self) -> np.ndarray:
+        """int64 per step: the simulator's memory at that step (replayed on first use)."""
+        if self.plan is None:
+            raise ValueError("PlanFacts made without its plan has no per-step memory")
+        sim = simulate(self.plan.graph, self.plan.schedule, per_step=True)
+        if sim.error is not None or sim.memory is None:  # plans are validated; this is a bug
+            raise InvalidScheduleError(f"plan is invalid at {sim.error}")
+        return sim.memory
+
 
 def plan_facts(plan: Plan, *, top: int = 5) -> PlanFacts:
-    """Replay ``plan`` with per-step memory and derive the shared report facts."""
+    """Derive the shared report facts of ``plan`` (a plan the planner has validated)."""
     graph = plan.graph
-    sim = simulate(graph, plan.schedule, per_step=True)
-    if sim.error is not None or sim.memory is None:  # plans are validated; this is a bug
-        raise InvalidScheduleError(f"plan is invalid at {sim.error}")
     counts = np.bincount(plan.schedule.compute_nodes, minlength=graph.n).astype(np.int64)
     again = np.flatnonzero(counts > 1)
     order = again[np.lexsort((again, -graph.mem[again], -counts[again]))][:top]
@@ -89,7 +99,7 @@ def plan_facts(plan: Plan, *, top: int = 5) -> PlanFacts:
         bytes=int(graph.mem[forward].sum()),
         kept_bytes=int(graph.mem[once].sum()),
     )
-    return PlanFacts(counts, sim.memory, most, kept, graph.base_seconds, structural_lower_bound(graph))
+    return PlanFacts(counts, most, kept, graph.base_seconds, structural_lower_bound(graph), plan)
 
 
 def _forward_mask(graph: Graph) -> np.ndarray:

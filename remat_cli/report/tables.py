@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
 from remat_cli.plandoc import Plan, metrics_to_json, plan_to_json
 from remat_cli.report.facts import PlanFacts, plan_facts
+from remat_cli.report.plain import PlainConsole, PlainTable
+from remat_cli.schedule import Schedule
 from remat_cli.units import fmt_bytes, fmt_cost, fmt_count, fmt_pct, fmt_ratio, fmt_seconds, say, shorten_all
 
 if TYPE_CHECKING:
@@ -23,6 +25,8 @@ if TYPE_CHECKING:
 
 # rich is imported where a table is drawn, not at import: `remat plan --format json`
 # never draws one, and rich.console + rich.table cost 60-100 ms of start-up (issue 14).
+
+_NO_STEPS = Schedule.from_steps(())
 
 __all__ = [
     "render_info",
@@ -56,29 +60,28 @@ def _plain_table(**kwargs: Any) -> Table:
     return _plain_table_class()(**kwargs)
 
 
-def kv_table(console: Console, title: str | None = None) -> Table:
+def kv_table(console: Console | PlainConsole, title: str | None = None) -> Table | PlainTable:
     """A two-column key/value table that reads well on a terminal and when piped."""
-    from rich import box
-    from rich.markup import escape
-
-    table = _plain_table(
-        title=None if title is None else escape(title),  # titles name files and graphs
+    terminal = console.is_terminal
+    table = _new_table(
+        console,
+        title,
+        escape_title=True,  # titles name files and graphs
         show_header=False,
-        box=box.SIMPLE if console.is_terminal else None,
+        box=_box("SIMPLE") if terminal else None,
         pad_edge=False,
         title_justify="left",
     )
-    table.add_column(style="bold" if console.is_terminal else None, no_wrap=True)
+    table.add_column(style="bold" if terminal else None, no_wrap=True)
     table.add_column(overflow="fold")
     return table
 
 
-def _list_table(console: Console, title: str, columns: list[tuple[str, str]]) -> Table:
-    from rich import box
-
-    table = _plain_table(
-        title=title,
-        box=box.SIMPLE_HEAD if console.is_terminal else None,
+def _list_table(console: Console | PlainConsole, title: str, columns: list[tuple[str, str]]) -> Table | PlainTable:
+    table = _new_table(
+        console,
+        title,
+        box=_box("SIMPLE_HEAD") if console.is_terminal else None,
         pad_edge=False,
         title_justify="left",
     )
@@ -87,7 +90,32 @@ def _list_table(console: Console, title: str, columns: list[tuple[str, str]]) ->
     return table
 
 
-def render_info(s: GraphSummary, console: Console) -> None:
+def _new_table(console: Console | PlainConsole, title: str | None, *, escape_title: bool = False, **options: Any) -> Any:
+    """A table for ``console``: a :class:`PlainTable` for a plain console (drawn without
+    rich where it can be), else rich's table with plain cells."""
+    if isinstance(console, PlainConsole):
+        return PlainTable(title=title, escape_title=escape_title, **options)
+    return rich_table(title, escape_title=escape_title, **options)
+
+
+def rich_table(title: str | None, *, escape_title: bool = False, **options: Any) -> Table:
+    """rich's table with plain cells, its title escaped where it names files or graphs
+    (rich reads titles as markup)."""
+    if escape_title and title is not None:
+        from rich.markup import escape
+
+        title = escape(title)
+    return _plain_table(title=title, **options)
+
+
+def _box(name: str) -> Any:
+    """A rich box style by name (rich is imported only for a terminal)."""
+    from rich import box
+
+    return getattr(box, name)
+
+
+def render_info(s: GraphSummary, console: Console | PlainConsole) -> None:
     """``remat info``: counts, bounds, store-all, memory by op, largest values."""
     t = kv_table(console, f"graph {s.name}")
     t.add_row("nodes", f"{fmt_count(s.nodes)} ({', '.join(f'{v} {k}' for k, v in s.kinds.items())})")
@@ -149,7 +177,9 @@ def summary_to_json(s: GraphSummary) -> dict[str, Any]:
     return out
 
 
-def render_metrics(m: Metrics, console: Console, cost_unit: str, title: str, *, base_seconds: float | None = None) -> Table:
+def render_metrics(
+    m: Metrics, console: Console | PlainConsole, cost_unit: str, title: str, *, base_seconds: float | None = None
+) -> Table | PlainTable:
     """Peak, bounds, cost and overhead of one valid schedule, as a key/value table.
 
     ``base_seconds`` (one pass of every needed node) adds the time overhead in seconds.
@@ -185,7 +215,7 @@ _INFO_LABELS = {
 }
 
 
-def render_plan(plan: Plan, console: Console, facts: PlanFacts | None = None, *, verbose: bool = False) -> None:
+def render_plan(plan: Plan, console: Console | PlainConsole, facts: PlanFacts | None = None, *, verbose: bool = False) -> None:
     """``remat plan``: the plan's metrics against its budget, what it recomputes most and
     how much of the forward pass it keeps. Strategy internals only with ``verbose``."""
     facts = facts or plan_facts(plan)
@@ -267,7 +297,7 @@ def plan_report_json(plan: Plan, facts: PlanFacts | None = None) -> dict[str, An
     """The report of ``remat plan --format json``: the plan document without its schedule,
     plus the report's derived facts (raw bytes, counts and seconds)."""
     facts = facts or plan_facts(plan)
-    doc = plan_to_json(plan)
+    doc = plan_to_json(replace(plan, schedule=_NO_STEPS))  # not a name per step, to drop
     doc.pop("schedule")
     doc["fits"] = plan.fits
     doc["activation_peak_bytes"] = plan.metrics.activation_peak_bytes
