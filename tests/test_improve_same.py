@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from remat_cli import generators as G
+from remat_cli.algorithms import improve
 from remat_cli.algorithms.improve import SCORES, _first_computes, _greedy_cover, _Limits, _reevict
 from remat_cli.algorithms.segments import prune_unread, schedule_from_sequence
 from remat_cli.errors import RematError
@@ -75,17 +76,22 @@ def _orders(g: Graph, seed: int) -> list[list[int]]:
 
 
 def _same(g: Graph, order: list[int], limit: int, score: str, work: int, weight: list[float] | None, linger: bool) -> None:
-    """The new replay equals the reference: sequence, close set, work left; and what it
+    """The new replay equals the reference: sequence, close set, work left, whether it
+    scores the live values in numpy or in plain Python (``_SCAN_LIVE``); and what it
     returns replays within the limit."""
     old_close: set[int] = set()
-    new_close: set[int] = set()
-    old_limits, new_limits = _Limits(None, work), _Limits(None, work)
+    old_limits = _Limits(None, work)
     old = reference._reevict(g, order, limit, score, old_limits, weight, linger, old_close)
-    new = _reevict(g, order, limit, score, new_limits, weight, linger, new_close)
-    what = f"{score} linger={linger} limit={limit} work={work} weight={'none' if weight is None else 'given'}"
-    assert new == old, what
-    assert new_close == old_close, what
-    assert new_limits.work == old_limits.work, what
+    for scan in (0, 10**9):  # numpy scans of the live values, and plain Python ones
+        new_close: set[int] = set()
+        new_limits = _Limits(None, work)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(improve, "_SCAN_LIVE", scan)
+            new = _reevict(g, order, limit, score, new_limits, weight, linger, new_close)
+        what = f"{score} linger={linger} limit={limit} work={work} weight={'none' if weight is None else 'given'} scan={scan}"
+        assert new == old, what
+        assert new_close == old_close, what
+        assert new_limits.work == old_limits.work, what
     if new is not None:
         m = simulate(g, schedule_from_sequence(g, new)).metrics
         assert m is not None, what

@@ -109,7 +109,7 @@ replayed by the simulator; one that failed (a bug) would never be returned.
 
 **Cost.** A round is O(steps + Σ gap lengths) with numpy slices for the checks, plus a
 replay; a re-eviction is O(evictions · resident values) in numpy (one expression scores
-every live value) plus O(edges · degree) per pass over the order to keep next uses, lingering
+every live value; a plain scan, the same keys, where at most 48 values are live) plus O(edges · degree) per pass over the order to keep next uses, lingering
 next uses and r up to date, and is charged as the per-value scan it replaced was
 (resident values, plus their out-degrees when lingering), so the same work limit stops it
 at the same point; a hoist round simulates at most 8 candidates, O(steps) each (counted as 4
@@ -431,7 +431,8 @@ def _reevict(
     passes a use), with ``linger`` the earliest next use of its successors that are not
     resident, and its recomputation cost r (cached until a value its search looked at
     changes residency); the keys of all live values are then one numpy expression, in the
-    same float operations as one value's: cost / (size · d^p), times its weight."""
+    same float operations as one value's: cost / (size · d^p), times its weight (:func:`_key`).
+    Up to :data:`_SCAN_LIVE` live values a plain Python scan makes the same choice faster."""
     n = graph.n
     mem = graph.mem.tolist()
     ws = graph.workspace.tolist()
@@ -445,11 +446,9 @@ def _reevict(
             uses_at[u].append(p)
     ptr = [0] * n
     nxt = [lst[0] if lst else never for lst in uses_at]  # next use at or after pos
-    nxt_a = np.array(nxt, dtype=np.int64)
     resident = [False] * n
     pins = [0] * n
     live: list[int] = []  # resident values of nonzero size (eviction candidates)
-    live_a = np.zeros(n, dtype=np.int64)  # the same, as an array
     where = [-1] * n
     out: list[int] = []
     cur = graph.fixed_mem
@@ -458,27 +457,37 @@ def _reevict(
     max_computes = _MAX_FACTOR * max(len(order), 1)
     use_r = score.startswith("r")
     power = 0 if score == "r/size" else 2 if score == "r/size/d2" else 1
-    mem_a = graph.mem.astype(np.int64)
-    cost_a = graph.cost.astype(np.float64)
-    weight_a = None if weight is None else np.asarray(weight, dtype=np.float64)
-    # keys in int64 while size · d^p cannot overflow (d <= never + 1), else per value
-    exact = int(graph.mem.max(initial=0)) * (never + 1) ** power < 2**62
     degree = [len(s) for s in succs]
     # linger: per value, the earliest next use of a successor that is not resident
     soon = [min((nxt[s] for s in succs[u]), default=never) for u in range(n)] if linger else nxt
     # what a scan reads, per value: its wanted position (-1 while pinned), and the work
     # its successors add to a lingering scan (0 while pinned)
-    want_a = np.minimum(nxt_a, np.array(soon, dtype=np.int64)) if linger else nxt_a.copy()
-    units_a = np.array(degree, dtype=np.int64)
+    want = [a if a < b else b for a, b in zip(nxt, soon)]
+    units = list(degree)
     # r cache: valid until a value its search looked at changes residency
-    r_a = np.zeros(n, dtype=np.float64)
-    r_ok = np.zeros(n, dtype=bool)
+    r = [0.0] * n
+    r_ok = [False] * n
+    # the same as arrays, for numpy scans of long live lists (None: never that long)
+    arrays = sum(1 for x in mem if x > 0) > _SCAN_LIVE
+    if arrays:
+        live_a = np.zeros(n, dtype=np.int64)
+        want_a = np.array(want, dtype=np.int64)
+        units_a = np.array(degree, dtype=np.int64)
+        r_a = np.zeros(n, dtype=np.float64)
+        r_ok_a = np.zeros(n, dtype=bool)
+        mem_a = graph.mem.astype(np.int64)
+        cost_a = graph.cost.astype(np.float64)
+        weight_a = None if weight is None else np.asarray(weight, dtype=np.float64)
+        # keys in int64 while size · d^p cannot overflow (d <= never + 1), else per value
+        exact = int(graph.mem.max(initial=0)) * (never + 1) ** power < 2**62
     watchers: list[list[int]] = [[] for _ in range(n)]  # value -> cached r that looked at it
 
     def settle(u: int) -> None:
         """``u``'s next use or its successors' changed: what a scan reads of it."""
         if not pins[u]:
-            want_a[u] = nxt[u] if nxt[u] < soon[u] else soon[u]
+            w = want[u] = nxt[u] if nxt[u] < soon[u] else soon[u]
+            if arrays:
+                want_a[u] = w
 
     def rise(s: int, old: int) -> None:
         """Successor ``s``'s lingering next use rose from ``old``: the predecessors whose
@@ -499,6 +508,8 @@ def _reevict(
         if watchers[v]:
             for u in watchers[v]:
                 r_ok[u] = False
+                if arrays:
+                    r_ok_a[u] = False
             watchers[v] = []
         if linger and nxt[v] != never:
             if now:
@@ -557,32 +568,68 @@ def _reevict(
             last = live.pop()
             if last != u:
                 live[k] = last
-                live_a[k] = last
+                if arrays:
+                    live_a[k] = last
                 where[last] = k
             where[u] = -1
         cur -= mem[u]
+
+    def r_of(u: int) -> float:
+        """``u``'s r, from the cache or computed (and cached)."""
+        if not r_ok[u]:
+            x = r[u] = recompute_cost(u)
+            r_ok[u] = True
+            if arrays:
+                r_a[u] = x
+                r_ok_a[u] = True
+        return r[u]
+
+    def scan() -> tuple[int, int, int]:
+        """The victim, the runner-up (-1: none) and the work units of one eviction, by a
+        plain scan of the live values in order: what :func:`pick` and ``room``'s numpy
+        expressions choose (a value never read again outright, else the first of least key,
+        then the first of least key among the others; strict ``<`` in live order), with
+        the same keys (:func:`_key`, the same float operations) but no fixed overhead per
+        numpy call, which dominates on short live lists."""
+        spent = len(live)
+        for i, u in enumerate(live):
+            if want[u] == never:
+                if linger:
+                    spent += sum(units[x] for x in live[: i + 1])
+                return u, -1, spent
+        if linger:
+            spent += sum(units[x] for x in live)
+        victim, key, runner_up, key2 = -1, math.inf, -1, math.inf
+        for u in live:
+            w = want[u]
+            if w < 0:
+                continue  # pinned
+            k = _key(r_of(u) if use_r else cost[u], mem[u], w - pos + 1, power)
+            if weight is not None:
+                k *= weight[u]
+            if k < key:
+                victim, key, runner_up, key2 = u, k, victim, key
+            elif k < key2:
+                runner_up, key2 = u, k
+        return victim, runner_up, spent
 
     def pick(lv: np.ndarray, want: np.ndarray, unpinned: np.ndarray) -> tuple[int, int]:
         """The victim and the runner-up (-1: none) among the live values ``lv`` (their
         wanted positions ``want``) by least key: the first of the least, then the first of
         the least among the others."""
         if use_r:
-            for i in np.flatnonzero(unpinned & ~r_ok[lv]).tolist():
-                u = live[i]
-                r_a[u] = recompute_cost(u)
-                r_ok[u] = True
+            for i in np.flatnonzero(unpinned & ~r_ok_a[lv]).tolist():
+                r_of(live[i])
             num = r_a[lv]
         else:
             num = cost_a[lv]
         with np.errstate(all="ignore"):
             if exact:
-                d = want - (pos - 1)
-                size = mem_a[lv] if power == 0 else mem_a[lv] * d if power == 1 else mem_a[lv] * d * d
-                key = num / size
+                key = _key(num, mem_a[lv], want - (pos - 1), power)
             else:  # as Python does it: the exact integer, then one rounding
                 key = np.array(
                     [
-                        x / (mem[u] * (w - pos + 1) ** power) if w >= 0 else math.inf
+                        _key(x, mem[u], w - pos + 1, power) if w >= 0 else math.inf
                         for x, u, w in zip(num.tolist(), lv.tolist(), want.tolist())
                     ]
                 )
@@ -601,20 +648,23 @@ def _reevict(
             m = len(live)
             if not m:
                 return False  # nothing to evict
-            lv = live_a[:m]
-            want = want_a[lv]
-            gone = want == never
-            units = m
-            if gone.any():  # never read again: free the first such value
-                i = int(gone.argmax())
-                victim, runner_up = live[i], -1
-                if linger:
-                    units += int(units_a[lv[: i + 1]].sum())
+            if m <= _SCAN_LIVE:
+                victim, runner_up, spent = scan()
             else:
-                if linger:
-                    units += int(units_a[lv].sum())
-                victim, runner_up = pick(lv, want, want >= 0)
-            if victim < 0 or limits.spend(units):
+                lv = live_a[:m]
+                wanted = want_a[lv]
+                gone = wanted == never
+                spent = m
+                if gone.any():  # never read again: free the first such value
+                    i = int(gone.argmax())
+                    victim, runner_up = live[i], -1
+                    if linger:
+                        spent += int(units_a[lv[: i + 1]].sum())
+                else:
+                    if linger:
+                        spent += int(units_a[lv].sum())
+                    victim, runner_up = pick(lv, wanted, wanted >= 0)
+            if victim < 0 or limits.spend(spent):
                 return False
             if close is not None and runner_up >= 0:
                 close.update((victim, runner_up))  # a choice a small change of weights flips
@@ -630,18 +680,24 @@ def _reevict(
         cur += mem[v]
         if mem[v] > 0:
             where[v] = len(live)
-            live_a[len(live)] = v
+            if arrays:
+                live_a[len(live)] = v
             live.append(v)
         return True
 
     def pin(u: int, by: int) -> None:
         pins[u] += by
         if not pins[u]:
-            units_a[u] = degree[u]
+            units[u] = degree[u]
+            if arrays:
+                units_a[u] = degree[u]
             settle(u)
         elif by > 0 and pins[u] == 1:
-            want_a[u] = -1
-            units_a[u] = 0
+            want[u] = -1
+            units[u] = 0
+            if arrays:
+                want_a[u] = -1
+                units_a[u] = 0
 
     def release(u: int) -> None:
         pin(u, -1)
@@ -682,6 +738,19 @@ def _reevict(
         if pins[v] == 0 and dead(v):
             free(v)
     return out
+
+
+#: Live values up to which a re-eviction scans them in plain Python (:func:`_reevict`'s
+#: ``scan``) rather than in numpy, whose fixed cost per call dominates on short lists. The
+#: choice is the same either way: this only sets the speed.
+_SCAN_LIVE = 48
+
+
+def _key(num: float | np.ndarray, size: int | np.ndarray, d: int | np.ndarray, power: int) -> float | np.ndarray:
+    """A re-eviction key before its weight: ``num`` (r or c) / (size · d^power), the exact
+    integer divisor (Python integers, or int64 arrays where they cannot overflow) and then one
+    division, so a value gets the same float whether scored alone or in an array."""
+    return num / (size if power == 0 else size * d if power == 1 else size * d * d)
 
 
 def _keep_round(
