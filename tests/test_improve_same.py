@@ -141,14 +141,15 @@ def _fresh_replay(graph: Graph, seq: list[int], sims: dict):
 
 
 def _same_fresh(g: Graph, plan, budget: int, work: int | None, restarts: int) -> None:
-    """improve_plan as it is, and with every round run afresh and nothing kept: the same
-    plan, found the same way, stopped at the same point."""
+    """improve_plan as it is, and with every round and every re-eviction run afresh and
+    nothing kept: the same plan, found the same way, stopped at the same point."""
     import remat_cli.algorithms.improve as improve
 
     kept = improve.improve_plan(g, plan, budget, replay=True, max_work=work, restarts=restarts)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(improve, "_replayed", _fresh_round)
         mp.setattr(improve, "_simulated", _fresh_replay)
+        mp.setattr(improve, "_rechosen", lambda trace, old, new: None)  # every replay runs
         fresh = improve.improve_plan(g, plan, budget, replay=True, max_work=work, restarts=restarts)
     what = f"{g.name} budget={budget} work={work}"
     assert np.array_equal(kept.schedule.ops, fresh.schedule.ops), what
@@ -188,6 +189,55 @@ def test_kept_rounds_change_nothing_where_the_work_limit_binds() -> None:
         plan = make_plan(g, "greedy", budget, {}).schedule
         for work in works:
             _same_fresh(g, plan, budget, work, 64)
+
+
+@SETTINGS
+@given(graphs(), st.integers(0, 10_000), st.floats(0.0, 1.0), st.booleans())
+def test_a_rechosen_trace_is_the_replay(g: Graph, seed: int, where: float, linger: bool) -> None:
+    """Where _rechosen says a re-eviction under perturbed weights evicts what the traced
+    one did, running it gives that trace: the same sequence, close set, work and choices
+    (runners-up included), so a hill climb may step on it; and where it says None, some
+    victim differs. Each replay goes through the simulator."""
+    rng = random.Random(seed)
+    peak = store_all_peak(g)
+    limit = int(g.lb + where * (peak - g.lb))
+    order = g.needed_nodes.tolist()
+    movable = [v for v in order if g.mem[v] > 0]
+    for score in SCORES:
+        weight = [rng.choice((0.1, 1.0, 1.0, 3.0)) for _ in range(g.n)]
+        base = improve._Trace()
+        if _reevict(g, order, limit, score, _Limits(None, 10**9), weight, linger, set(), base) is None:
+            continue
+        for _ in range(4):
+            new = improve._perturb(weight, movable, rng)
+            got = improve._rechosen(base, weight, new)
+            run = improve._Trace()
+            close: set[int] = set()
+            limits = _Limits(None, 10**9)
+            seq = _reevict(g, order, limit, score, limits, new, linger, close, run)
+            if got is None:
+                assert seq is None or [c[3] for c in run.choices] != [c[3] for c in base.choices]
+                continue
+            assert seq == got.seq and close == got.close
+            assert 10**9 - limits.work == sum(got.spends) and run.spends == got.spends
+            assert run.choices == got.choices
+            m = simulate(g, schedule_from_sequence(g, seq)).metrics
+            assert m is not None and m.peak_bytes <= limit
+
+
+def test_rechosen_skips_replays_on_a_chain() -> None:
+    """On a training chain at half its store-all peak, a hill climb's perturbations often
+    leave every victim as it was: _rechosen finds such replays (it is not vacuous)."""
+    g = checkmate_training_graph(G.chain(24))
+    limit = store_all_peak(g) // 2
+    order = g.needed_nodes.tolist()
+    movable = [v for v in order if g.mem[v] > 0]
+    rng = random.Random(1)
+    weight = [1.0] * g.n
+    base = improve._Trace()
+    assert _reevict(g, order, limit, "r/size/d", _Limits(None, 10**9), weight, True, set(), base) is not None
+    found = sum(improve._rechosen(base, weight, improve._perturb(weight, movable, rng)) is not None for _ in range(40))
+    assert found > 0
 
 
 @SETTINGS

@@ -94,7 +94,10 @@ values by a factor in {0.01, 0.1, 0.3, 3, 10, 100}, and the step is kept when th
 after keep moves costs no more (sideways steps cross plateaus). The values whose weights
 change are drawn from the victims and runners-up of the chain's last kept replay (the
 choices that a small change flips), with a seeded generator: the same plan every run.
-The two climbs take turns until the work limit. At 0.5× of the store-all peak this
+The two climbs take turns until the work limit. A climb's replay is not run again
+where, at every eviction of the replay it stands on, the new weights choose the same
+victim (the candidates' keys before weights are kept): it is that very replay, and its
+work is spent as if it ran. At 0.5× of the store-all peak this
 takes auto from 1.126 to 1.105 times the base cost on the SegNet shape (the exact
 solver's best in Checkmate's model) and, with the hoist moves, from 1.190 to 1.157 on
 the U-Net shape (the swap moves then reach 1.149, below the exact solver's 1.151)
@@ -127,7 +130,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -305,8 +308,13 @@ def improve_plan(
             else:
                 chain = climbs[(attempt - len(chains)) % len(climbs)]
                 weight = _perturb(chain.weight, chain.close or movable, rng)
-            close: set[int] = set()
-            seq = _reevict(graph, order, limit, chain.score, limits, weight, chain.linger, close)
+            same = None if chain.trace is None else _rechosen(chain.trace, chain.weight, weight)
+            if same is not None:  # the very replay: not run again (its work is spent)
+                trace = same
+                seq, close = trace.replay(limits), set(trace.close)
+            else:
+                trace, close = _Trace(), set()
+                seq = _reevict(graph, order, limit, chain.score, limits, weight, chain.linger, close, trace)
             if seq is None:
                 if late():
                     finished = False
@@ -315,7 +323,7 @@ def improve_plan(
             label = chain.score + (" lingering" if chain.linger else "")
             reached, finished = descend(prune_unread(graph, seq), label, max(0, attempt - len(chains) + 1))
             if reached <= chain.cost:  # sideways steps too: plateaus are wide
-                chain.weight, chain.cost, chain.close = weight, reached, sorted(close)
+                chain.weight, chain.cost, chain.close, chain.trace = weight, reached, sorted(close), trace
             if not finished:
                 break
         if finished and best.restart:  # a climb's plan has had no hoist moves yet
@@ -380,6 +388,7 @@ class _Chain:
     weight: list[float]
     cost: float = math.inf
     close: list[int] | None = None
+    trace: _Trace | None = None  # the replay with ``weight``
 
 
 #: Hoist moves a round simulates at most (the recomputations whose recomputed inputs cost
@@ -419,10 +428,12 @@ def _reevict(
     weight: list[float] | None = None,
     linger: bool = False,
     close: set[int] | None = None,
+    trace: _Trace | None = None,
 ) -> list[int] | None:
     """The compute sequence of replaying ``order`` (each node's inputs before it) within
     ``limit`` bytes, evicting by ``score`` with knowledge of every future use; None when
     it cannot fit (a compute finds nothing evictable), thrashes, or runs out of ``limits``.
+    ``trace`` (empty) records what the weights could change (:class:`_Trace`).
 
     The victim is the resident value (not pinned: not an input of the compute under way) of
     least key, the first in the live order among equals; a value nobody reads again wins
@@ -599,18 +610,12 @@ def _reevict(
                 return u, -1, spent
         if linger:
             spent += sum(units[x] for x in live)
-        victim, key, runner_up, key2 = -1, math.inf, -1, math.inf
-        for u in live:
-            w = want[u]
-            if w < 0:
-                continue  # pinned
-            k = _key(r_of(u) if use_r else cost[u], mem[u], w - pos + 1, power)
-            if weight is not None:
-                k *= weight[u]
-            if k < key:
-                victim, key, runner_up, key2 = u, k, victim, key
-            elif k < key2:
-                runner_up, key2 = u, k
+        cands = [u for u in live if want[u] >= 0]  # not pinned
+        raw = [_key(r_of(u) if use_r else cost[u], mem[u], want[u] - pos + 1, power) for u in cands]
+        i, j = _least_two(raw if weight is None else [k * weight[u] for k, u in zip(raw, cands)])
+        victim, runner_up = (cands[i] if i >= 0 else -1), (cands[j] if j >= 0 else -1)
+        if trace is not None and victim >= 0:
+            trace.choices.append((len(trace.spends), cands, raw, victim, runner_up))
         return victim, runner_up, spent
 
     def pick(lv: np.ndarray, want: np.ndarray, unpinned: np.ndarray) -> tuple[int, int]:
@@ -623,6 +628,7 @@ def _reevict(
             num = r_a[lv]
         else:
             num = cost_a[lv]
+        raw = None
         with np.errstate(all="ignore"):
             if exact:
                 key = _key(num, mem_a[lv], want - (pos - 1), power)
@@ -633,6 +639,8 @@ def _reevict(
                         for x, u, w in zip(num.tolist(), lv.tolist(), want.tolist())
                     ]
                 )
+            if trace is not None:
+                raw = key[unpinned].tolist()
             if weight_a is not None:
                 key *= weight_a[lv]
             key[~(unpinned & (key < math.inf))] = math.inf  # pinned, and NaN: never chosen
@@ -641,7 +649,10 @@ def _reevict(
             return -1, -1
         key[i] = math.inf
         j = int(key.argmin())
-        return live[i], live[j] if key[j] < math.inf else -1
+        victim, runner_up = live[i], live[j] if key[j] < math.inf else -1
+        if trace is not None:
+            trace.choices.append((len(trace.spends), lv[unpinned].tolist(), raw, victim, runner_up))
+        return victim, runner_up
 
     def room(need: int) -> bool:
         while cur + need > limit:
@@ -664,7 +675,11 @@ def _reevict(
                     if linger:
                         spent += int(units_a[lv].sum())
                     victim, runner_up = pick(lv, wanted, wanted >= 0)
-            if victim < 0 or limits.spend(spent):
+            if victim < 0:
+                return False
+            if trace is not None:
+                trace.spends.append(spent)
+            if limits.spend(spent):
                 return False
             if close is not None and runner_up >= 0:
                 close.update((victim, runner_up))  # a choice a small change of weights flips
@@ -737,7 +752,72 @@ def _reevict(
             release(u)
         if pins[v] == 0 and dead(v):
             free(v)
+    if trace is not None:
+        trace.seq = out
+        trace.close = set(close) if close is not None else set()
     return out
+
+
+def _least_two(keys: list[float]) -> tuple[int, int]:
+    """Positions of the least key and of the least among the others (-1: none; inf and
+    NaN never count), the first of equals: what two argmins over the keys take."""
+    i = j = -1
+    a = b = math.inf
+    for k, x in enumerate(keys):
+        if x < a:
+            i, a, j, b = k, x, i, a
+        elif x < b:
+            j, b = k, x
+    return i, j
+
+
+@dataclass
+class _Trace:
+    """What a re-eviction did that its weights could change: the work units of each
+    eviction (``spends``) and, per eviction chosen by key, (index in ``spends``, the
+    candidates in live order, their keys before weights, the victim, the runner-up); its
+    sequence and ``close`` set. A replay under other weights that evicts the same values
+    is this very replay, but for its runners-up (:func:`_rechosen`)."""
+
+    spends: list[int] = field(default_factory=list)
+    choices: list[tuple[int, list[int], list[float], int, int]] = field(default_factory=list)
+    seq: list[int] | None = None
+    close: set[int] = field(default_factory=set)
+
+    def replay(self, limits: _Limits) -> list[int] | None:
+        """The sequence, after spending the work the replay spent (None where it runs out,
+        as the replay would have stopped there)."""
+        for units in self.spends:
+            if limits.spend(units):
+                return None
+        return None if self.seq is None else list(self.seq)
+
+
+def _rechosen(trace: _Trace, old: list[float], new: list[float]) -> _Trace | None:
+    """The trace of re-evicting with weights ``new`` where it evicts the same values as
+    ``trace``, a replay with weights ``old`` (of the same order, limit, score and
+    lingering); None where a victim changes. The keys before weights and the candidates of
+    each eviction are those of the replay so far, so where each victim under ``new`` is
+    the same, so is the next eviction's state (by induction): the same sequence and work;
+    only runners-up may differ, and with them the ``close`` set. Only evictions among
+    whose candidates a weight changed are looked at again."""
+    changed = {u for u, (a, b) in enumerate(zip(old, new)) if a != b}
+    choices = trace.choices
+    for c, (at, cands, raw, victim, runner_up) in enumerate(trace.choices):
+        if changed.isdisjoint(cands):
+            continue
+        i, j = _least_two([k * new[u] for k, u in zip(raw, cands)])
+        if i < 0 or cands[i] != victim:
+            return None
+        second = cands[j] if j >= 0 else -1
+        if second != runner_up:
+            if choices is trace.choices:
+                choices = list(choices)
+            choices[c] = (at, cands, raw, victim, second)
+    if choices is trace.choices:
+        return trace
+    close = {x for _, _, _, victim, runner_up in choices if runner_up >= 0 for x in (victim, runner_up)}
+    return _Trace(trace.spends, choices, trace.seq, close)
 
 
 #: Live values up to which a re-eviction scans them in plain Python (:func:`_reevict`'s
