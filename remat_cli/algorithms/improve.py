@@ -127,6 +127,8 @@ content; a kept hoist round is charged again, spend by spend). Everything stops 
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 import random
 import time
@@ -1063,12 +1065,13 @@ def _swap_round(
         return None
     if replayed is not None:
         replayed["swap"] = (seq, moves)
+    covers = None if replayed is None else replayed.setdefault("cover", {})
     for _, cand in moves[: _SWAP_TRIES * (2 if extend else 1)]:
         for _ in range(_COVER_PASSES):
             if limits.spend(6 * L):  # rebuild and simulate, splits, prune
                 return None
             allowance = base - sum(cost[x] for x in cand)
-            nxt = _cover(graph, cand, limit, allowance, extend) if allowance > 0 else None
+            nxt = _cover(graph, cand, limit, allowance, extend, covers) if allowance > 0 else None
             if nxt is None:
                 break
             if nxt is cand:  # it fits: the replay is the proof
@@ -1117,7 +1120,7 @@ def _swap_candidates(graph: Graph, seq: list[int], base: float, limits: _Limits)
     return moves
 
 
-def _cover(graph: Graph, seq: list[int], limit: int, allowance: float, extend: bool = False) -> list[int] | None:
+def _cover(graph: Graph, seq: list[int], limit: int, allowance: float, extend: bool = False, kept: dict | None = None) -> list[int] | None:
     """``seq`` itself when its replay fits ``limit``; otherwise ``seq`` with *splits* that
     cover each step's excess (by the replay's memory profile): a copy of w not read
     between two of its reads is freed after the first and computed again (with those of
@@ -1126,19 +1129,30 @@ def _cover(graph: Graph, seq: list[int], limit: int, allowance: float, extend: b
     the new sequence (unread computes deleted; not yet replayed), or None when no such
     cover exists. With ``extend``, each split also comes as a *stretch*: w alone is
     computed again, reading the latest copies of its inputs, which then stay until it
-    (their extra memory is what the next replay checks)."""
-    schedule = schedule_from_sequence(graph, seq)
-    sim = simulate(graph, schedule, per_step=True)
-    if sim.memory is None:
-        return None
-    at = sim.memory[schedule.ops == COMPUTE].tolist()  # memory at each compute
+    (their extra memory is what the next replay checks). ``kept`` keeps, by content, the
+    replay and the copies of the sequences covered (the plain cover and the one with
+    stretches start from the same candidates)."""
+    key = tuple(seq)
+    hit = None if kept is None else kept.get(key)
+    if hit is None:
+        schedule = schedule_from_sequence(graph, seq)
+        sim = simulate(graph, schedule, per_step=True)
+        if sim.memory is None:
+            return None
+        at = sim.memory[schedule.ops == COMPUTE].tolist()  # memory at each compute
+        src, reads = _copies(graph, seq)
+        hit = (at, src, reads, {c: r[-1] for c, r in reads.items()})
+        if kept is not None:
+            if len(kept) >= _KEPT:
+                kept.clear()
+            kept[key] = hit
+    at, src, reads, last = hit
     need = {j: x - limit for j, x in enumerate(at) if x > limit}
     if not need:
         return seq
     cost = graph.cost.tolist()
     mem = graph.mem.tolist()
-    src, reads = _copies(graph, seq)
-    last = {c: r[-1] for c, r in reads.items()}
+    steps = list(need)  # ascending
 
     def regrow(c: int, b: int) -> list[int] | None:
         """The computes that rebuild copy ``c`` right before index ``b``: its inputs whose
@@ -1171,15 +1185,22 @@ def _cover(graph: Graph, seq: list[int], limit: int, allowance: float, extend: b
         for a, b in zip(points, points[1:]):
             if b <= lo or a >= hi:
                 continue
-            covered = [j for j in range(max(a + 1, lo), min(b, hi + 1)) if j in need]
+            covered = steps[bisect.bisect_right(steps, a) : bisect.bisect_left(steps, b)]  # a < j < b
             chain = regrow(c, b) if covered else None
             if chain is not None:
                 splits.append((b, dict.fromkeys(covered, w), chain))
             if extend and covered and (chain is None or len(chain) > 1):
-                # the stretch: inputs whose copies would be gone stay until b instead
-                gone = [(u, last.get(u, u)) for u in src[c] if u >= 0 and last.get(u, u) < b]
-                relief = {j: w - sum(mem[seq[u]] for u, e in gone if e < j) for j in covered}
-                relief = {j: x for j, x in relief.items() if x > 0}
+                # the stretch: inputs whose copies would be gone stay until b instead; at
+                # step j it relieves w less the inputs whose last read is before j
+                gone = sorted((last.get(u, u), mem[seq[u]]) for u in src[c] if u >= 0 and last.get(u, u) < b)
+                relief = {}
+                k, held = 0, 0
+                for j in covered:
+                    while k < len(gone) and gone[k][0] < j:
+                        held += gone[k][1]
+                        k += 1
+                    if w - held > 0:
+                        relief[j] = w - held
                 if relief:
                     splits.append((b, relief, [seq[c]]))
                     stretches += 1
@@ -1208,15 +1229,22 @@ def _greedy_cover(
     and argmin takes the first least ratio, so the picks are those of a scan in order."""
     if not splits:
         return None if any(x > 0 for x in need.values()) else {}
-    where = {j: i for i, j in enumerate(need)}
-    sizes = np.fromiter((len(relief) for _, relief, _ in splits), np.int64, len(splits))
+    reliefs = [relief for _, relief, _ in splits]
+    sizes = np.fromiter(map(len, reliefs), np.int64, len(splits))
     total = int(sizes.sum())
-    step = np.fromiter((where[j] for _, relief, _ in splits for j in relief), np.int64, total)
-    most = max(max(need.values()), max(max(relief.values()) for _, relief, _ in splits))
+    # each relief's steps as positions in ``need``: found by a sort, not a lookup per step
+    keys = np.fromiter(need, np.int64, len(need))
+    by_key = np.argsort(keys, kind="stable")
+    at = np.fromiter(itertools.chain.from_iterable(reliefs), np.int64, total)
+    step = by_key[np.searchsorted(keys[by_key], at)]
+    most = max(max(need.values()), max(map(max, map(dict.values, reliefs))))
     # a gain sums at most one relief's bytes: exact in 64 bits unless that could overflow
     exact = np.int64 if abs(most) * (int(sizes.max()) + 1) < 2**62 else object
     left = np.array(list(need.values()), dtype=exact)
-    size = np.array([x for _, relief, _ in splits for x in relief.values()], dtype=exact)
+    if exact is object:
+        size = np.array(list(itertools.chain.from_iterable(map(dict.values, reliefs))), dtype=object)
+    else:
+        size = np.fromiter(itertools.chain.from_iterable(map(dict.values, reliefs)), np.int64, total)
     starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
     price = np.asarray(prices, dtype=np.float64)
     open_ = np.ones(len(splits), dtype=bool)  # not taken yet
