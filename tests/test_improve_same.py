@@ -141,7 +141,7 @@ def _fresh_replay(graph: Graph, seq: list[int], sims: dict):
 
 
 def _same_fresh(g: Graph, plan, budget: int, work: int | None, restarts: int) -> None:
-    """improve_plan as it is, and with every round and every re-eviction run afresh and
+    """improve_plan as it is, and with every round, re-eviction and descent run afresh and
     nothing kept: the same plan, found the same way, stopped at the same point."""
     import remat_cli.algorithms.improve as improve
 
@@ -150,6 +150,7 @@ def _same_fresh(g: Graph, plan, budget: int, work: int | None, restarts: int) ->
         mp.setattr(improve, "_replayed", _fresh_round)
         mp.setattr(improve, "_simulated", _fresh_replay)
         mp.setattr(improve, "_rechosen", lambda trace, old, new: None)  # every replay runs
+        mp.setattr(improve, "_descended", lambda kept, seq, limits, run: run())  # every descent runs
         fresh = improve.improve_plan(g, plan, budget, replay=True, max_work=work, restarts=restarts)
     what = f"{g.name} budget={budget} work={work}"
     assert np.array_equal(kept.schedule.ops, fresh.schedule.ops), what
