@@ -640,15 +640,17 @@ def _reevict(
         the same keys (:func:`_key`, the same float operations) but no fixed overhead per
         numpy call, which dominates on short live lists."""
         spent = len(live)
-        for i, u in enumerate(live):
-            if want[u] == never:
-                if linger:
-                    spent += sum(units[x] for x in live[: i + 1])
-                return u, -1, spent
+        wanted = list(map(want.__getitem__, live))
+        if never in wanted:
+            i = wanted.index(never)
+            if linger:
+                spent += sum(map(units.__getitem__, live[: i + 1]))
+            return live[i], -1, spent
         if linger:
-            spent += sum(units[x] for x in live)
-        cands = [u for u in live if want[u] >= 0]  # not pinned
-        raw = [_key(r_of(u) if use_r else cost[u], mem[u], want[u] - pos + 1, power) for u in cands]
+            spent += sum(map(units.__getitem__, live))
+        cands = [u for u, w in zip(live, wanted) if w >= 0]  # not pinned
+        nums = [r[u] if r_ok[u] else r_of(u) for u in cands] if use_r else list(map(cost.__getitem__, cands))
+        raw = [_key(x, mem[u], want[u] - pos + 1, power) for x, u in zip(nums, cands)]
         i, j = _least_two(raw if weight is None else [k * weight[u] for k, u in zip(raw, cands)])
         victim, runner_up = (cands[i] if i >= 0 else -1), (cands[j] if j >= 0 else -1)
         if trace is not None and victim >= 0:
@@ -725,7 +727,8 @@ def _reevict(
 
     def compute(v: int) -> bool:
         nonlocal cur
-        if len(out) >= max_computes or not room(mem[v] + ws[v]):
+        need = mem[v] + ws[v]
+        if len(out) >= max_computes or (cur + need > limit and not room(need)):
             return False
         out.append(v)
         residency(v, True)
@@ -737,14 +740,10 @@ def _reevict(
             live.append(v)
         return True
 
-    def pin(u: int, by: int) -> None:
-        pins[u] += by
-        if not pins[u]:
-            units[u] = degree[u]
-            if arrays:
-                units_a[u] = degree[u]
-            settle(u)
-        elif by > 0 and pins[u] == 1:
+    def pin(u: int) -> None:
+        """A compute under way needs ``u``: it cannot be evicted."""
+        pins[u] += 1
+        if pins[u] == 1:
             want[u] = -1
             units[u] = 0
             if arrays:
@@ -752,18 +751,28 @@ def _reevict(
                 units_a[u] = 0
 
     def release(u: int) -> None:
-        pin(u, -1)
-        if pins[u] == 0 and resident[u] and dead(u):
-            free(u)
+        """Undo a :func:`pin`; ``u`` is freed when no longer pinned and dead."""
+        pins[u] -= 1
+        if not pins[u]:
+            units[u] = degree[u]
+            w = want[u] = nxt[u] if nxt[u] < soon[u] else soon[u]  # settle(u)
+            if arrays:
+                units_a[u] = degree[u]
+                want_a[u] = w
+            if resident[u] and nxt[u] == never and not (linger and any(nxt[s] != never for s in succs[u])):
+                free(u)  # dead(u)
 
     def ensure(target: int) -> bool:
         """Make ``target`` resident and pin it, recomputing freed ancestors (iteratively)."""
+        if resident[target]:
+            pin(target)  # the common case
+            return True
         stack = [(target, False)]
         while stack:
             v, ready = stack.pop()
             if not ready:
                 if resident[v]:
-                    pin(v, 1)
+                    pin(v)
                     continue
                 stack.append((v, True))
                 stack.extend((u, False) for u in reversed(preds[v]))
@@ -772,7 +781,7 @@ def _reevict(
                 return False
             for u in preds[v]:
                 release(u)
-            pin(v, 1)
+            pin(v)
         return True
 
     for p, v in enumerate(order):
