@@ -241,6 +241,29 @@ def test_rechosen_skips_replays_on_a_chain() -> None:
     assert found > 0
 
 
+def test_a_full_trace_keeps_nothing_and_changes_nothing() -> None:
+    """A trace past _TRACE_ITEMS candidates keeps no choices (its replay is run again), and
+    improve_plan then returns the very plan it returns with traces kept."""
+    g = checkmate_training_graph(G.chain(24))
+    budget = store_all_peak(g) * 6 // 10
+    plan = make_plan(g, "greedy", budget, {}).schedule
+    trace = improve._Trace()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(improve, "_TRACE_ITEMS", 3)
+        assert _reevict(g, g.needed_nodes.tolist(), budget, "r/size/d", _Limits(None, 10**9), [1.0] * g.n, True, set(), trace)
+        assert trace.full and trace.choices == []
+        small = improve.improve_plan(g, plan, budget, replay=True)
+    kept = improve.improve_plan(g, plan, budget, replay=True)
+    assert np.array_equal(small.schedule.nodes, kept.schedule.nodes) and np.array_equal(small.schedule.ops, kept.schedule.ops)
+    assert (small.metrics, small.score, small.restart, small.ranking, small.stopped) == (
+        kept.metrics,
+        kept.score,
+        kept.restart,
+        kept.ranking,
+        kept.stopped,
+    )
+
+
 @SETTINGS
 @given(graphs(), st.integers(0, 10_000))
 def test_prune_unread_equals_the_reference(g: Graph, seed: int) -> None:

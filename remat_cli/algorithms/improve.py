@@ -317,7 +317,8 @@ def improve_plan(
                 trace = same
                 seq, close = trace.replay(limits), set(trace.close)
             else:
-                trace, close = _Trace(), set()
+                trace = _Trace() if chain.linger and chain.score in CLIMBS else None  # only climbs look
+                close = set()
                 seq = _reevict(graph, order, limit, chain.score, limits, weight, chain.linger, close, trace)
             if seq is None:
                 if late():
@@ -332,7 +333,8 @@ def improve_plan(
             else:
                 reached, finished = descend(pruned, label, restart)
             if reached <= chain.cost:  # sideways steps too: plateaus are wide
-                chain.weight, chain.cost, chain.close, chain.trace = weight, reached, sorted(close), trace
+                chain.weight, chain.cost, chain.close = weight, reached, sorted(close)
+                chain.trace = None if trace is None or trace.full else trace
             if not finished:
                 break
         if finished and best.restart:  # a climb's plan has had no hoist moves yet
@@ -654,7 +656,7 @@ def _reevict(
         i, j = _least_two(raw if weight is None else [k * weight[u] for k, u in zip(raw, cands)])
         victim, runner_up = (cands[i] if i >= 0 else -1), (cands[j] if j >= 0 else -1)
         if trace is not None and victim >= 0:
-            trace.choices.append((len(trace.spends), cands, raw, victim, runner_up))
+            trace.choose(cands, raw, victim, runner_up)
         return victim, runner_up, spent
 
     def pick(lv: np.ndarray, want: np.ndarray, unpinned: np.ndarray) -> tuple[int, int]:
@@ -678,7 +680,7 @@ def _reevict(
                         for x, u, w in zip(num.tolist(), lv.tolist(), want.tolist())
                     ]
                 )
-            if trace is not None:
+            if trace is not None and not trace.full:
                 raw = key[unpinned].tolist()
             if weight_a is not None:
                 key *= weight_a[lv]
@@ -689,8 +691,8 @@ def _reevict(
         key[i] = math.inf
         j = int(key.argmin())
         victim, runner_up = live[i], live[j] if key[j] < math.inf else -1
-        if trace is not None:
-            trace.choices.append((len(trace.spends), lv[unpinned].tolist(), raw, victim, runner_up))
+        if trace is not None and not trace.full:
+            trace.choose(lv[unpinned].tolist(), raw, victim, runner_up)
         return victim, runner_up
 
     def room(need: int) -> bool:
@@ -817,6 +819,11 @@ def _least_two(keys: list[float]) -> tuple[int, int]:
     return i, j
 
 
+#: Candidates a re-eviction's trace keeps at most (about 7 MB; a replay's candidates are its
+#: work units, which reach millions on 10,000-node graphs): a longer replay is run again.
+_TRACE_ITEMS = 100_000
+
+
 @dataclass
 class _Trace:
     """What a re-eviction did that its weights could change: the work units of each
@@ -829,6 +836,19 @@ class _Trace:
     choices: list[tuple[int, list[int], list[float], int, int]] = field(default_factory=list)
     seq: list[int] | None = None
     close: set[int] = field(default_factory=set)
+    items: int = 0  # candidates kept in ``choices``
+    full: bool = False  # past :data:`_TRACE_ITEMS`: nothing kept, the replay runs again
+
+    def choose(self, cands: list[int], raw: list[float], victim: int, runner_up: int) -> None:
+        """Keep one eviction's choice, unless the trace would hold more than
+        :data:`_TRACE_ITEMS` candidates (then it is full: it keeps nothing)."""
+        if self.full:
+            return
+        self.items += len(cands)
+        if self.items > _TRACE_ITEMS:
+            self.full, self.choices = True, []
+            return
+        self.choices.append((len(self.spends), cands, raw, victim, runner_up))
 
     def replay(self, limits: _Limits) -> list[int] | None:
         """The sequence, after spending the work the replay spent (None where it runs out,
