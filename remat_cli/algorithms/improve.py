@@ -1124,18 +1124,24 @@ def _swap_round(
     cost = graph.cost.tolist()
     base = sum(cost[v] for v in seq)
     hit = None if replayed is None else replayed.get("swap")
-    moves = hit[1] if hit is not None and hit[0] is seq else _swap_candidates(graph, seq, base, limits)
+    fresh = hit is None or hit[0] is not seq
+    moves = _swap_candidates(graph, seq, base, limits) if fresh else hit[1]
     if moves is None:
         return None
+    covers = None
     if replayed is not None:
         replayed["swap"] = (seq, moves)
-    covers = None if replayed is None else replayed.setdefault("cover", {})
+        if fresh:
+            replayed["cover"] = {}  # the plain round's first covers, for the stretching round
+        covers = replayed["cover"]
     for _, cand in moves[: _SWAP_TRIES * (2 if extend else 1)]:
+        kept = covers  # the first pass covers the candidate itself, as the other round does
         for _ in range(_COVER_PASSES):
             if limits.spend(6 * L):  # rebuild and simulate, splits, prune
                 return None
             allowance = base - sum(cost[x] for x in cand)
-            nxt = _cover(graph, cand, limit, allowance, extend, covers) if allowance > 0 else None
+            nxt = _cover(graph, cand, limit, allowance, extend, kept) if allowance > 0 else None
+            kept = None
             if nxt is None:
                 break
             if nxt is cand:  # it fits: the replay is the proof
@@ -1193,11 +1199,11 @@ def _cover(graph: Graph, seq: list[int], limit: int, allowance: float, extend: b
     the new sequence (unread computes deleted; not yet replayed), or None when no such
     cover exists. With ``extend``, each split also comes as a *stretch*: w alone is
     computed again, reading the latest copies of its inputs, which then stay until it
-    (their extra memory is what the next replay checks). ``kept`` keeps, by content, the
-    replay and the copies of the sequences covered (the plain cover and the one with
-    stretches start from the same candidates)."""
+    (their extra memory is what the next replay checks). ``kept``: the replay and the
+    copies of the sequences a plain cover was asked for, by content, each taken out by the
+    first cover with stretches of the same sequence (both start from the same candidates)."""
     key = tuple(seq)
-    hit = None if kept is None else kept.get(key)
+    hit = None if kept is None else kept.pop(key, None)
     if hit is None:
         schedule = schedule_from_sequence(graph, seq)
         sim = simulate(graph, schedule, per_step=True)
@@ -1206,9 +1212,7 @@ def _cover(graph: Graph, seq: list[int], limit: int, allowance: float, extend: b
         at = sim.memory[schedule.ops == COMPUTE].tolist()  # memory at each compute
         src, reads = _copies(graph, seq)
         hit = (at, src, reads, {c: r[-1] for c, r in reads.items()})
-        if kept is not None:
-            if len(kept) >= _KEPT:
-                kept.clear()
+        if kept is not None and not extend:
             kept[key] = hit
     at, src, reads, last = hit
     need = {j: x - limit for j, x in enumerate(at) if x > limit}
