@@ -1,7 +1,8 @@
 """Frozen copies of replaced code of the improvement pass, the references the faster code
 must equal (tests/test_improve_same.py): remat_cli/algorithms/improve.py's ``_reevict`` and
 segments.py's ``prune_unread`` as of 3da6409 (the same compute sequence, the same ``close``
-set and the same work spent), and ``_cover``'s greedy loop as of 79a3eaf (the same splits).
+set and the same work spent), ``_cover``'s greedy loop as of 79a3eaf (the same splits), and
+``_cover`` as of 3dc89c0 (the same splits offered, in the same order: the same new sequence).
 Not used by the tool."""
 
 from __future__ import annotations
@@ -9,14 +10,19 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from remat_cli.algorithms.improve import _Limits
+from remat_cli.algorithms.improve import _copies, _Limits
+from remat_cli.algorithms.segments import prune_unread as _prune_unread
+from remat_cli.algorithms.segments import schedule_from_sequence
 from remat_cli.graph import Graph
+from remat_cli.schedule import COMPUTE
+from remat_cli.simulate import simulate
 
-__all__ = ["_reevict", "greedy_cover", "prune_unread"]
+__all__ = ["_reevict", "cover", "greedy_cover", "prune_unread"]
 
 #: As in improve.py at that commit.
 _MAX_FACTOR = 20
 _R_NODES = 16
+_REGROW_NODES = 16
 
 
 def _reevict(
@@ -229,3 +235,81 @@ def greedy_cover(
         for j, x in relief.items():
             need[j] -= x
     return chosen
+
+
+def cover(graph: Graph, seq: list[int], limit: int, allowance: float, extend: bool = False) -> list[int] | None:
+    """``seq`` itself when its replay fits ``limit``; otherwise ``seq`` with *splits* that
+    cover each step's excess (by the replay's memory profile): a copy of w not read
+    between two of its reads is freed after the first and computed again (with those of
+    its inputs whose copies are gone by then) just before the second. Splits are chosen
+    greedily by cost per byte of excess covered, costing less than ``allowance`` in all:
+    the new sequence (unread computes deleted; not yet replayed), or None when no such
+    cover exists. With ``extend``, each split also comes as a *stretch*: w alone is
+    computed again, reading the latest copies of its inputs, which then stay until it
+    (their extra memory is what the next replay checks)."""
+    schedule = schedule_from_sequence(graph, seq)
+    sim = simulate(graph, schedule, per_step=True)
+    if sim.memory is None:
+        return None
+    at = sim.memory[schedule.ops == COMPUTE].tolist()  # memory at each compute
+    need = {j: x - limit for j, x in enumerate(at) if x > limit}
+    if not need:
+        return seq
+    cost = graph.cost.tolist()
+    mem = graph.mem.tolist()
+    src, reads = _copies(graph, seq)
+    last = {c: r[-1] for c, r in reads.items()}
+
+    def regrow(c: int, b: int) -> list[int] | None:
+        """The computes that rebuild copy ``c`` right before index ``b``: its inputs whose
+        copies are no longer read at ``b`` first (depth first), then it; None if too many."""
+        out: list[int] = []
+        seen: set[int] = set()
+        stack = [(c, False)]
+        while stack:
+            x, ready = stack.pop()
+            if ready:
+                out.append(seq[x])
+                if len(out) > _REGROW_NODES:
+                    return None
+                continue
+            stack.append((x, True))
+            for u in src[x]:
+                if u >= 0 and last.get(u, u) < b and u not in seen:
+                    seen.add(u)
+                    stack.append((u, False))
+        return out
+
+    lo, hi = min(need), max(need)
+    splits = []  # (insert before, {excess step: bytes it relieves}, computes)
+    stretches = 0
+    for c, rs in reads.items():
+        w = mem[seq[c]]
+        if w == 0:
+            continue
+        points = [c, *rs]
+        for a, b in zip(points, points[1:]):
+            if b <= lo or a >= hi:
+                continue
+            covered = [j for j in range(max(a + 1, lo), min(b, hi + 1)) if j in need]
+            chain = regrow(c, b) if covered else None
+            if chain is not None:
+                splits.append((b, dict.fromkeys(covered, w), chain))
+            if extend and covered and (chain is None or len(chain) > 1):
+                # the stretch: inputs whose copies would be gone stay until b instead
+                gone = [(u, last.get(u, u)) for u in src[c] if u >= 0 and last.get(u, u) < b]
+                relief = {j: w - sum(mem[seq[u]] for u, e in gone if e < j) for j in covered}
+                relief = {j: x for j, x in relief.items() if x > 0}
+                if relief:
+                    splits.append((b, relief, [seq[c]]))
+                    stretches += 1
+    if extend and not stretches:
+        return None  # nothing the plain cover has not tried
+    chosen = greedy_cover(list(splits), dict(need), cost, allowance)
+    if chosen is None:
+        return None
+    out: list[int] = []
+    for j, x in enumerate(seq):
+        out.extend(chosen.get(j, ()))
+        out.append(x)
+    return _prune_unread(graph, out)

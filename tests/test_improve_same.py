@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from remat_cli import generators as G
+from remat_cli.algorithms import improve
 from remat_cli.algorithms.improve import SCORES, _first_computes, _greedy_cover, _Limits, _reevict
 from remat_cli.algorithms.segments import prune_unread, schedule_from_sequence
 from remat_cli.errors import RematError
@@ -75,17 +76,22 @@ def _orders(g: Graph, seed: int) -> list[list[int]]:
 
 
 def _same(g: Graph, order: list[int], limit: int, score: str, work: int, weight: list[float] | None, linger: bool) -> None:
-    """The new replay equals the reference: sequence, close set, work left; and what it
+    """The new replay equals the reference: sequence, close set, work left, whether it
+    scores the live values in numpy or in plain Python (``_SCAN_LIVE``); and what it
     returns replays within the limit."""
     old_close: set[int] = set()
-    new_close: set[int] = set()
-    old_limits, new_limits = _Limits(None, work), _Limits(None, work)
+    old_limits = _Limits(None, work)
     old = reference._reevict(g, order, limit, score, old_limits, weight, linger, old_close)
-    new = _reevict(g, order, limit, score, new_limits, weight, linger, new_close)
-    what = f"{score} linger={linger} limit={limit} work={work} weight={'none' if weight is None else 'given'}"
-    assert new == old, what
-    assert new_close == old_close, what
-    assert new_limits.work == old_limits.work, what
+    for scan in (0, 10**9):  # numpy scans of the live values, and plain Python ones
+        new_close: set[int] = set()
+        new_limits = _Limits(None, work)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(improve, "_SCAN_LIVE", scan)
+            new = _reevict(g, order, limit, score, new_limits, weight, linger, new_close)
+        what = f"{score} linger={linger} limit={limit} work={work} weight={'none' if weight is None else 'given'} scan={scan}"
+        assert new == old, what
+        assert new_close == old_close, what
+        assert new_limits.work == old_limits.work, what
     if new is not None:
         m = simulate(g, schedule_from_sequence(g, new)).metrics
         assert m is not None, what
@@ -135,14 +141,16 @@ def _fresh_replay(graph: Graph, seq: list[int], sims: dict):
 
 
 def _same_fresh(g: Graph, plan, budget: int, work: int | None, restarts: int) -> None:
-    """improve_plan as it is, and with every round run afresh and nothing kept: the same
-    plan, found the same way, stopped at the same point."""
+    """improve_plan as it is, and with every round, re-eviction and descent run afresh and
+    nothing kept: the same plan, found the same way, stopped at the same point."""
     import remat_cli.algorithms.improve as improve
 
     kept = improve.improve_plan(g, plan, budget, replay=True, max_work=work, restarts=restarts)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(improve, "_replayed", _fresh_round)
         mp.setattr(improve, "_simulated", _fresh_replay)
+        mp.setattr(improve, "_rechosen", lambda trace, old, new: None)  # every replay runs
+        mp.setattr(improve, "_descended", lambda kept, seq, limits, run: run())  # every descent runs
         fresh = improve.improve_plan(g, plan, budget, replay=True, max_work=work, restarts=restarts)
     what = f"{g.name} budget={budget} work={work}"
     assert np.array_equal(kept.schedule.ops, fresh.schedule.ops), what
@@ -185,6 +193,78 @@ def test_kept_rounds_change_nothing_where_the_work_limit_binds() -> None:
 
 
 @SETTINGS
+@given(graphs(), st.integers(0, 10_000), st.floats(0.0, 1.0), st.booleans())
+def test_a_rechosen_trace_is_the_replay(g: Graph, seed: int, where: float, linger: bool) -> None:
+    """Where _rechosen says a re-eviction under perturbed weights evicts what the traced
+    one did, running it gives that trace: the same sequence, close set, work and choices
+    (runners-up included), so a hill climb may step on it; and where it says None, some
+    victim differs. Each replay goes through the simulator."""
+    rng = random.Random(seed)
+    peak = store_all_peak(g)
+    limit = int(g.lb + where * (peak - g.lb))
+    order = g.needed_nodes.tolist()
+    movable = [v for v in order if g.mem[v] > 0]
+    for score in SCORES:
+        weight = [rng.choice((0.1, 1.0, 1.0, 3.0)) for _ in range(g.n)]
+        base = improve._Trace()
+        if _reevict(g, order, limit, score, _Limits(None, 10**9), weight, linger, set(), base) is None:
+            continue
+        for _ in range(4):
+            new = improve._perturb(weight, movable, rng)
+            got = improve._rechosen(base, weight, new)
+            run = improve._Trace()
+            close: set[int] = set()
+            limits = _Limits(None, 10**9)
+            seq = _reevict(g, order, limit, score, limits, new, linger, close, run)
+            if got is None:
+                assert seq is None or [c[3] for c in run.choices] != [c[3] for c in base.choices]
+                continue
+            assert seq == got.seq and close == got.close
+            assert 10**9 - limits.work == sum(got.spends) and run.spends == got.spends
+            assert run.choices == got.choices
+            m = simulate(g, schedule_from_sequence(g, seq)).metrics
+            assert m is not None and m.peak_bytes <= limit
+
+
+def test_rechosen_skips_replays_on_a_chain() -> None:
+    """On a training chain at half its store-all peak, a hill climb's perturbations often
+    leave every victim as it was: _rechosen finds such replays (it is not vacuous)."""
+    g = checkmate_training_graph(G.chain(24))
+    limit = store_all_peak(g) // 2
+    order = g.needed_nodes.tolist()
+    movable = [v for v in order if g.mem[v] > 0]
+    rng = random.Random(1)
+    weight = [1.0] * g.n
+    base = improve._Trace()
+    assert _reevict(g, order, limit, "r/size/d", _Limits(None, 10**9), weight, True, set(), base) is not None
+    found = sum(improve._rechosen(base, weight, improve._perturb(weight, movable, rng)) is not None for _ in range(40))
+    assert found > 0
+
+
+def test_a_full_trace_keeps_nothing_and_changes_nothing() -> None:
+    """A trace past _TRACE_ITEMS candidates keeps no choices (its replay is run again), and
+    improve_plan then returns the very plan it returns with traces kept."""
+    g = checkmate_training_graph(G.chain(24))
+    budget = store_all_peak(g) * 6 // 10
+    plan = make_plan(g, "greedy", budget, {}).schedule
+    trace = improve._Trace()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(improve, "_TRACE_ITEMS", 3)
+        assert _reevict(g, g.needed_nodes.tolist(), budget, "r/size/d", _Limits(None, 10**9), [1.0] * g.n, True, set(), trace)
+        assert trace.full and trace.choices == []
+        small = improve.improve_plan(g, plan, budget, replay=True)
+    kept = improve.improve_plan(g, plan, budget, replay=True)
+    assert np.array_equal(small.schedule.nodes, kept.schedule.nodes) and np.array_equal(small.schedule.ops, kept.schedule.ops)
+    assert (small.metrics, small.score, small.restart, small.ranking, small.stopped) == (
+        kept.metrics,
+        kept.score,
+        kept.restart,
+        kept.ranking,
+        kept.stopped,
+    )
+
+
+@SETTINGS
 @given(graphs(), st.integers(0, 10_000))
 def test_prune_unread_equals_the_reference(g: Graph, seed: int) -> None:
     """prune_unread (one backward pass, the kept computes gathered as it goes) returns what
@@ -199,6 +279,33 @@ def test_prune_unread_equals_the_reference(g: Graph, seed: int) -> None:
     out = prune_unread(g, seq)
     assert out == reference.prune_unread(g, seq)
     assert simulate(g, schedule_from_sequence(g, out)).metrics is not None
+
+
+@SETTINGS
+@given(graphs(), st.integers(0, 10_000), st.floats(0.0, 1.0), st.sampled_from([0.5, 2.0, 8.0, 1e9]))
+def test_cover_equals_the_reference(g: Graph, seed: int, where: float, allowance: float) -> None:
+    """_cover (steps found by bisection, stretches' reliefs summed as the steps pass, the
+    replay and copies kept by content, the greedy cover's arrays built without a lookup
+    per step) offers the same splits in the same order as the frozen copy, so it returns
+    the same sequence, plain and with stretches, and again from what it kept; each
+    sequence it returns replays validly."""
+    rng = random.Random(seed)
+    peak = store_all_peak(g)
+    limit = int(g.lb + where * (peak - g.lb))
+    try:
+        # planned for more memory than the cover gets: there is excess to cover
+        plan = make_plan(g, rng.choice(["chen-sqrt", "greedy", "dtr"]), max(limit + int(rng.random() * (peak - limit)), g.lb), {})
+    except RematError:
+        return
+    seq = prune_unread(g, plan.schedule.compute_nodes.tolist())
+    for cand in (seq, prune_unread(g, [v for v in seq if rng.random() < 0.9] + seq)):
+        kept: dict = {}
+        for extend in (False, True, False):
+            want = reference.cover(g, cand, limit, allowance, extend)
+            assert improve._cover(g, cand, limit, allowance, extend, kept) == want, extend
+            assert improve._cover(g, cand, limit, allowance, extend) == want, extend
+            if want is not None:
+                assert simulate(g, schedule_from_sequence(g, want)).metrics is not None
 
 
 @st.composite

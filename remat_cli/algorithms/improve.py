@@ -94,7 +94,11 @@ values by a factor in {0.01, 0.1, 0.3, 3, 10, 100}, and the step is kept when th
 after keep moves costs no more (sideways steps cross plateaus). The values whose weights
 change are drawn from the victims and runners-up of the chain's last kept replay (the
 choices that a small change flips), with a seeded generator: the same plan every run.
-The two climbs take turns until the work limit. At 0.5× of the store-all peak this
+The two climbs take turns until the work limit. A climb's replay is not run again
+where, at every eviction of the replay it stands on, the new weights choose the same
+victim (the candidates' keys before weights are kept): it is that very replay, and its
+work is spent as if it ran. Nor is a climb's descent from a sequence met before (half of
+them on the sample chain): its outcome and its work are kept. At 0.5× of the store-all peak this
 takes auto from 1.126 to 1.105 times the base cost on the SegNet shape (the exact
 solver's best in Checkmate's model) and, with the hoist moves, from 1.190 to 1.157 on
 the U-Net shape (the swap moves then reach 1.149, below the exact solver's 1.151)
@@ -109,7 +113,7 @@ replayed by the simulator; one that failed (a bug) would never be returned.
 
 **Cost.** A round is O(steps + Σ gap lengths) with numpy slices for the checks, plus a
 replay; a re-eviction is O(evictions · resident values) in numpy (one expression scores
-every live value) plus O(edges · degree) per pass over the order to keep next uses, lingering
+every live value; a plain scan, the same keys, where at most 48 values are live) plus O(edges · degree) per pass over the order to keep next uses, lingering
 next uses and r up to date, and is charged as the per-value scan it replaced was
 (resident values, plus their out-degrees when lingering), so the same work limit stops it
 at the same point; a hoist round simulates at most 8 candidates, O(steps) each (counted as 4
@@ -124,10 +128,12 @@ content; a kept hoist round is charged again, spend by spend). Everything stops 
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -248,6 +254,7 @@ def improve_plan(
     # the best plan): its replay and its hoist round are kept (by content, bounded)
     sims: dict[tuple[int, ...], tuple[Schedule, SimResult]] = {}
     hoisted: dict[tuple[int, ...], tuple[list[int], list[int] | None]] = {}
+    descents: dict[tuple[int, ...], tuple[list[int], tuple[float, bool]]] = {}
 
     def descend(seq: list[int], score: str | None, restart: int = 0, hoist: bool | None = None, swap: bool = False) -> tuple[float, bool]:
         """Keep moves from ``seq`` under each ranking, and hoist moves where no keep move
@@ -305,17 +312,29 @@ def improve_plan(
             else:
                 chain = climbs[(attempt - len(chains)) % len(climbs)]
                 weight = _perturb(chain.weight, chain.close or movable, rng)
-            close: set[int] = set()
-            seq = _reevict(graph, order, limit, chain.score, limits, weight, chain.linger, close)
+            same = None if chain.trace is None else _rechosen(chain.trace, chain.weight, weight)
+            if same is not None:  # the very replay: not run again (its work is spent)
+                trace = same
+                seq, close = trace.replay(limits), set(trace.close)
+            else:
+                trace = _Trace() if chain.linger and chain.score in CLIMBS else None  # only climbs look
+                close = set()
+                seq = _reevict(graph, order, limit, chain.score, limits, weight, chain.linger, close, trace)
             if seq is None:
                 if late():
                     finished = False
                     break
                 continue
             label = chain.score + (" lingering" if chain.linger else "")
-            reached, finished = descend(prune_unread(graph, seq), label, max(0, attempt - len(chains) + 1))
+            restart = max(0, attempt - len(chains) + 1)
+            pruned = prune_unread(graph, seq)
+            if restart:  # a climb's descent depends on the sequence only: kept by content
+                reached, finished = _descended(descents, pruned, limits, lambda: descend(pruned, label, restart))
+            else:
+                reached, finished = descend(pruned, label, restart)
             if reached <= chain.cost:  # sideways steps too: plateaus are wide
                 chain.weight, chain.cost, chain.close = weight, reached, sorted(close)
+                chain.trace = None if trace is None or trace.full else trace
             if not finished:
                 break
         if finished and best.restart:  # a climb's plan has had no hoist moves yet
@@ -370,6 +389,34 @@ def _replayed(kept: dict, seq: list[int], limits: _Limits, run) -> list[int] | N
     return out
 
 
+def _descended(kept: dict, seq: list[int], limits: _Limits, run) -> tuple[float, bool]:
+    """``run()``, a climb's descent from ``seq`` (keep moves under the first ranking, no
+    hoists), or its outcome kept in ``kept`` as :func:`_replayed` keeps a round's: the work
+    it spent is spent again, spend by spend; where that runs out it returns (inf, False),
+    as the descent would have stopped there. A descent met again cannot lower the best
+    plan (it reaches what it reached, and every plan on its way costs at least that), so
+    only its outcome and its work matter. One that ran out or was late is not kept."""
+    key = tuple(seq)
+    hit = kept.get(key)
+    if hit is not None:
+        for units in hit[0]:
+            if limits.spend(units):
+                return math.inf, False
+        return hit[1]
+    assert limits.log is None, "a climb's descent has no hoist rounds, which log their own work"
+    limits.log, limits.short = [], False
+    try:
+        out = run()
+        log, short = limits.log, limits.short
+    finally:
+        limits.log, limits.short = None, False
+    if not short and out[1]:
+        if len(kept) >= _KEPT:
+            kept.clear()
+        kept[key] = (log, out)
+    return out
+
+
 @dataclass
 class _Chain:
     """One hill climb over re-eviction weights: its score, whether values linger, the
@@ -380,6 +427,7 @@ class _Chain:
     weight: list[float]
     cost: float = math.inf
     close: list[int] | None = None
+    trace: _Trace | None = None  # the replay with ``weight``
 
 
 #: Hoist moves a round simulates at most (the recomputations whose recomputed inputs cost
@@ -419,10 +467,12 @@ def _reevict(
     weight: list[float] | None = None,
     linger: bool = False,
     close: set[int] | None = None,
+    trace: _Trace | None = None,
 ) -> list[int] | None:
     """The compute sequence of replaying ``order`` (each node's inputs before it) within
     ``limit`` bytes, evicting by ``score`` with knowledge of every future use; None when
     it cannot fit (a compute finds nothing evictable), thrashes, or runs out of ``limits``.
+    ``trace`` (empty) records what the weights could change (:class:`_Trace`).
 
     The victim is the resident value (not pinned: not an input of the compute under way) of
     least key, the first in the live order among equals; a value nobody reads again wins
@@ -431,7 +481,8 @@ def _reevict(
     passes a use), with ``linger`` the earliest next use of its successors that are not
     resident, and its recomputation cost r (cached until a value its search looked at
     changes residency); the keys of all live values are then one numpy expression, in the
-    same float operations as one value's: cost / (size · d^p), times its weight."""
+    same float operations as one value's: cost / (size · d^p), times its weight (:func:`_key`).
+    Up to :data:`_SCAN_LIVE` live values a plain Python scan makes the same choice faster."""
     n = graph.n
     mem = graph.mem.tolist()
     ws = graph.workspace.tolist()
@@ -445,11 +496,9 @@ def _reevict(
             uses_at[u].append(p)
     ptr = [0] * n
     nxt = [lst[0] if lst else never for lst in uses_at]  # next use at or after pos
-    nxt_a = np.array(nxt, dtype=np.int64)
     resident = [False] * n
     pins = [0] * n
     live: list[int] = []  # resident values of nonzero size (eviction candidates)
-    live_a = np.zeros(n, dtype=np.int64)  # the same, as an array
     where = [-1] * n
     out: list[int] = []
     cur = graph.fixed_mem
@@ -458,27 +507,37 @@ def _reevict(
     max_computes = _MAX_FACTOR * max(len(order), 1)
     use_r = score.startswith("r")
     power = 0 if score == "r/size" else 2 if score == "r/size/d2" else 1
-    mem_a = graph.mem.astype(np.int64)
-    cost_a = graph.cost.astype(np.float64)
-    weight_a = None if weight is None else np.asarray(weight, dtype=np.float64)
-    # keys in int64 while size · d^p cannot overflow (d <= never + 1), else per value
-    exact = int(graph.mem.max(initial=0)) * (never + 1) ** power < 2**62
     degree = [len(s) for s in succs]
     # linger: per value, the earliest next use of a successor that is not resident
     soon = [min((nxt[s] for s in succs[u]), default=never) for u in range(n)] if linger else nxt
     # what a scan reads, per value: its wanted position (-1 while pinned), and the work
     # its successors add to a lingering scan (0 while pinned)
-    want_a = np.minimum(nxt_a, np.array(soon, dtype=np.int64)) if linger else nxt_a.copy()
-    units_a = np.array(degree, dtype=np.int64)
+    want = [a if a < b else b for a, b in zip(nxt, soon)]
+    units = list(degree)
     # r cache: valid until a value its search looked at changes residency
-    r_a = np.zeros(n, dtype=np.float64)
-    r_ok = np.zeros(n, dtype=bool)
+    r = [0.0] * n
+    r_ok = [False] * n
+    # the same as arrays, for numpy scans of long live lists (None: never that long)
+    arrays = sum(1 for x in mem if x > 0) > _SCAN_LIVE
+    if arrays:
+        live_a = np.zeros(n, dtype=np.int64)
+        want_a = np.array(want, dtype=np.int64)
+        units_a = np.array(degree, dtype=np.int64)
+        r_a = np.zeros(n, dtype=np.float64)
+        r_ok_a = np.zeros(n, dtype=bool)
+        mem_a = graph.mem.astype(np.int64)
+        cost_a = graph.cost.astype(np.float64)
+        weight_a = None if weight is None else np.asarray(weight, dtype=np.float64)
+        # keys in int64 while size · d^p cannot overflow (d <= never + 1), else per value
+        exact = int(graph.mem.max(initial=0)) * (never + 1) ** power < 2**62
     watchers: list[list[int]] = [[] for _ in range(n)]  # value -> cached r that looked at it
 
     def settle(u: int) -> None:
         """``u``'s next use or its successors' changed: what a scan reads of it."""
         if not pins[u]:
-            want_a[u] = nxt[u] if nxt[u] < soon[u] else soon[u]
+            w = want[u] = nxt[u] if nxt[u] < soon[u] else soon[u]
+            if arrays:
+                want_a[u] = w
 
     def rise(s: int, old: int) -> None:
         """Successor ``s``'s lingering next use rose from ``old``: the predecessors whose
@@ -499,6 +558,8 @@ def _reevict(
         if watchers[v]:
             for u in watchers[v]:
                 r_ok[u] = False
+                if arrays:
+                    r_ok_a[u] = False
             watchers[v] = []
         if linger and nxt[v] != never:
             if now:
@@ -557,35 +618,70 @@ def _reevict(
             last = live.pop()
             if last != u:
                 live[k] = last
-                live_a[k] = last
+                if arrays:
+                    live_a[k] = last
                 where[last] = k
             where[u] = -1
         cur -= mem[u]
+
+    def r_of(u: int) -> float:
+        """``u``'s r, from the cache or computed (and cached)."""
+        if not r_ok[u]:
+            x = r[u] = recompute_cost(u)
+            r_ok[u] = True
+            if arrays:
+                r_a[u] = x
+                r_ok_a[u] = True
+        return r[u]
+
+    def scan() -> tuple[int, int, int]:
+        """The victim, the runner-up (-1: none) and the work units of one eviction, by a
+        plain scan of the live values in order: what :func:`pick` and ``room``'s numpy
+        expressions choose (a value never read again outright, else the first of least key,
+        then the first of least key among the others; strict ``<`` in live order), with
+        the same keys (:func:`_key`, the same float operations) but no fixed overhead per
+        numpy call, which dominates on short live lists."""
+        spent = len(live)
+        wanted = list(map(want.__getitem__, live))
+        if never in wanted:
+            i = wanted.index(never)
+            if linger:
+                spent += sum(map(units.__getitem__, live[: i + 1]))
+            return live[i], -1, spent
+        if linger:
+            spent += sum(map(units.__getitem__, live))
+        cands = [u for u, w in zip(live, wanted) if w >= 0]  # not pinned
+        nums = [r[u] if r_ok[u] else r_of(u) for u in cands] if use_r else list(map(cost.__getitem__, cands))
+        raw = [_key(x, mem[u], want[u] - pos + 1, power) for x, u in zip(nums, cands)]
+        i, j = _least_two(raw if weight is None else [k * weight[u] for k, u in zip(raw, cands)])
+        victim, runner_up = (cands[i] if i >= 0 else -1), (cands[j] if j >= 0 else -1)
+        if trace is not None and victim >= 0:
+            trace.choose(cands, raw, victim, runner_up)
+        return victim, runner_up, spent
 
     def pick(lv: np.ndarray, want: np.ndarray, unpinned: np.ndarray) -> tuple[int, int]:
         """The victim and the runner-up (-1: none) among the live values ``lv`` (their
         wanted positions ``want``) by least key: the first of the least, then the first of
         the least among the others."""
         if use_r:
-            for i in np.flatnonzero(unpinned & ~r_ok[lv]).tolist():
-                u = live[i]
-                r_a[u] = recompute_cost(u)
-                r_ok[u] = True
+            for i in np.flatnonzero(unpinned & ~r_ok_a[lv]).tolist():
+                r_of(live[i])
             num = r_a[lv]
         else:
             num = cost_a[lv]
+        raw = None
         with np.errstate(all="ignore"):
             if exact:
-                d = want - (pos - 1)
-                size = mem_a[lv] if power == 0 else mem_a[lv] * d if power == 1 else mem_a[lv] * d * d
-                key = num / size
+                key = _key(num, mem_a[lv], want - (pos - 1), power)
             else:  # as Python does it: the exact integer, then one rounding
                 key = np.array(
                     [
-                        x / (mem[u] * (w - pos + 1) ** power) if w >= 0 else math.inf
+                        _key(x, mem[u], w - pos + 1, power) if w >= 0 else math.inf
                         for x, u, w in zip(num.tolist(), lv.tolist(), want.tolist())
                     ]
                 )
+            if trace is not None and not trace.full:
+                raw = key[unpinned].tolist()
             if weight_a is not None:
                 key *= weight_a[lv]
             key[~(unpinned & (key < math.inf))] = math.inf  # pinned, and NaN: never chosen
@@ -594,27 +690,37 @@ def _reevict(
             return -1, -1
         key[i] = math.inf
         j = int(key.argmin())
-        return live[i], live[j] if key[j] < math.inf else -1
+        victim, runner_up = live[i], live[j] if key[j] < math.inf else -1
+        if trace is not None and not trace.full:
+            trace.choose(lv[unpinned].tolist(), raw, victim, runner_up)
+        return victim, runner_up
 
     def room(need: int) -> bool:
         while cur + need > limit:
             m = len(live)
             if not m:
                 return False  # nothing to evict
-            lv = live_a[:m]
-            want = want_a[lv]
-            gone = want == never
-            units = m
-            if gone.any():  # never read again: free the first such value
-                i = int(gone.argmax())
-                victim, runner_up = live[i], -1
-                if linger:
-                    units += int(units_a[lv[: i + 1]].sum())
+            if m <= _SCAN_LIVE:
+                victim, runner_up, spent = scan()
             else:
-                if linger:
-                    units += int(units_a[lv].sum())
-                victim, runner_up = pick(lv, want, want >= 0)
-            if victim < 0 or limits.spend(units):
+                lv = live_a[:m]
+                wanted = want_a[lv]
+                gone = wanted == never
+                spent = m
+                if gone.any():  # never read again: free the first such value
+                    i = int(gone.argmax())
+                    victim, runner_up = live[i], -1
+                    if linger:
+                        spent += int(units_a[lv[: i + 1]].sum())
+                else:
+                    if linger:
+                        spent += int(units_a[lv].sum())
+                    victim, runner_up = pick(lv, wanted, wanted >= 0)
+            if victim < 0:
+                return False
+            if trace is not None:
+                trace.spends.append(spent)
+            if limits.spend(spent):
                 return False
             if close is not None and runner_up >= 0:
                 close.update((victim, runner_up))  # a choice a small change of weights flips
@@ -623,39 +729,52 @@ def _reevict(
 
     def compute(v: int) -> bool:
         nonlocal cur
-        if len(out) >= max_computes or not room(mem[v] + ws[v]):
+        need = mem[v] + ws[v]
+        if len(out) >= max_computes or (cur + need > limit and not room(need)):
             return False
         out.append(v)
         residency(v, True)
         cur += mem[v]
         if mem[v] > 0:
             where[v] = len(live)
-            live_a[len(live)] = v
+            if arrays:
+                live_a[len(live)] = v
             live.append(v)
         return True
 
-    def pin(u: int, by: int) -> None:
-        pins[u] += by
-        if not pins[u]:
-            units_a[u] = degree[u]
-            settle(u)
-        elif by > 0 and pins[u] == 1:
-            want_a[u] = -1
-            units_a[u] = 0
+    def pin(u: int) -> None:
+        """A compute under way needs ``u``: it cannot be evicted."""
+        pins[u] += 1
+        if pins[u] == 1:
+            want[u] = -1
+            units[u] = 0
+            if arrays:
+                want_a[u] = -1
+                units_a[u] = 0
 
     def release(u: int) -> None:
-        pin(u, -1)
-        if pins[u] == 0 and resident[u] and dead(u):
-            free(u)
+        """Undo a :func:`pin`; ``u`` is freed when no longer pinned and dead."""
+        pins[u] -= 1
+        if not pins[u]:
+            units[u] = degree[u]
+            w = want[u] = nxt[u] if nxt[u] < soon[u] else soon[u]  # settle(u)
+            if arrays:
+                units_a[u] = degree[u]
+                want_a[u] = w
+            if resident[u] and nxt[u] == never and not (linger and any(nxt[s] != never for s in succs[u])):
+                free(u)  # dead(u)
 
     def ensure(target: int) -> bool:
         """Make ``target`` resident and pin it, recomputing freed ancestors (iteratively)."""
+        if resident[target]:
+            pin(target)  # the common case
+            return True
         stack = [(target, False)]
         while stack:
             v, ready = stack.pop()
             if not ready:
                 if resident[v]:
-                    pin(v, 1)
+                    pin(v)
                     continue
                 stack.append((v, True))
                 stack.extend((u, False) for u in reversed(preds[v]))
@@ -664,7 +783,7 @@ def _reevict(
                 return False
             for u in preds[v]:
                 release(u)
-            pin(v, 1)
+            pin(v)
         return True
 
     for p, v in enumerate(order):
@@ -681,7 +800,103 @@ def _reevict(
             release(u)
         if pins[v] == 0 and dead(v):
             free(v)
+    if trace is not None:
+        trace.seq = out
+        trace.close = set(close) if close is not None else set()
     return out
+
+
+def _least_two(keys: list[float]) -> tuple[int, int]:
+    """Positions of the least key and of the least among the others (-1: none; inf and
+    NaN never count), the first of equals: what two argmins over the keys take."""
+    i = j = -1
+    a = b = math.inf
+    for k, x in enumerate(keys):
+        if x < a:
+            i, a, j, b = k, x, i, a
+        elif x < b:
+            j, b = k, x
+    return i, j
+
+
+#: Candidates a re-eviction's trace keeps at most (about 7 MB; a replay's candidates are its
+#: work units, which reach millions on 10,000-node graphs): a longer replay is run again.
+_TRACE_ITEMS = 100_000
+
+
+@dataclass
+class _Trace:
+    """What a re-eviction did that its weights could change: the work units of each
+    eviction (``spends``) and, per eviction chosen by key, (index in ``spends``, the
+    candidates in live order, their keys before weights, the victim, the runner-up); its
+    sequence and ``close`` set. A replay under other weights that evicts the same values
+    is this very replay, but for its runners-up (:func:`_rechosen`)."""
+
+    spends: list[int] = field(default_factory=list)
+    choices: list[tuple[int, list[int], list[float], int, int]] = field(default_factory=list)
+    seq: list[int] | None = None
+    close: set[int] = field(default_factory=set)
+    items: int = 0  # candidates kept in ``choices``
+    full: bool = False  # past :data:`_TRACE_ITEMS`: nothing kept, the replay runs again
+
+    def choose(self, cands: list[int], raw: list[float], victim: int, runner_up: int) -> None:
+        """Keep one eviction's choice, unless the trace would hold more than
+        :data:`_TRACE_ITEMS` candidates (then it is full: it keeps nothing)."""
+        if self.full:
+            return
+        self.items += len(cands)
+        if self.items > _TRACE_ITEMS:
+            self.full, self.choices = True, []
+            return
+        self.choices.append((len(self.spends), cands, raw, victim, runner_up))
+
+    def replay(self, limits: _Limits) -> list[int] | None:
+        """The sequence, after spending the work the replay spent (None where it runs out,
+        as the replay would have stopped there)."""
+        for units in self.spends:
+            if limits.spend(units):
+                return None
+        return None if self.seq is None else list(self.seq)
+
+
+def _rechosen(trace: _Trace, old: list[float], new: list[float]) -> _Trace | None:
+    """The trace of re-evicting with weights ``new`` where it evicts the same values as
+    ``trace``, a replay with weights ``old`` (of the same order, limit, score and
+    lingering); None where a victim changes. The keys before weights and the candidates of
+    each eviction are those of the replay so far, so where each victim under ``new`` is
+    the same, so is the next eviction's state (by induction): the same sequence and work;
+    only runners-up may differ, and with them the ``close`` set. Only evictions among
+    whose candidates a weight changed are looked at again."""
+    changed = {u for u, (a, b) in enumerate(zip(old, new)) if a != b}
+    choices = trace.choices
+    for c, (at, cands, raw, victim, runner_up) in enumerate(trace.choices):
+        if changed.isdisjoint(cands):
+            continue
+        i, j = _least_two([k * new[u] for k, u in zip(raw, cands)])
+        if i < 0 or cands[i] != victim:
+            return None
+        second = cands[j] if j >= 0 else -1
+        if second != runner_up:
+            if choices is trace.choices:
+                choices = list(choices)
+            choices[c] = (at, cands, raw, victim, second)
+    if choices is trace.choices:
+        return trace
+    close = {x for _, _, _, victim, runner_up in choices if runner_up >= 0 for x in (victim, runner_up)}
+    return _Trace(trace.spends, choices, trace.seq, close)
+
+
+#: Live values up to which a re-eviction scans them in plain Python (:func:`_reevict`'s
+#: ``scan``) rather than in numpy, whose fixed cost per call dominates on short lists. The
+#: choice is the same either way: this only sets the speed.
+_SCAN_LIVE = 48
+
+
+def _key(num: float | np.ndarray, size: int | np.ndarray, d: int | np.ndarray, power: int) -> float | np.ndarray:
+    """A re-eviction key before its weight: ``num`` (r or c) / (size · d^power), the exact
+    integer divisor (Python integers, or int64 arrays where they cannot overflow) and then one
+    division, so a value gets the same float whether scored alone or in an array."""
+    return num / (size if power == 0 else size * d if power == 1 else size * d * d)
 
 
 def _keep_round(
@@ -909,17 +1124,24 @@ def _swap_round(
     cost = graph.cost.tolist()
     base = sum(cost[v] for v in seq)
     hit = None if replayed is None else replayed.get("swap")
-    moves = hit[1] if hit is not None and hit[0] is seq else _swap_candidates(graph, seq, base, limits)
+    fresh = hit is None or hit[0] is not seq
+    moves = _swap_candidates(graph, seq, base, limits) if fresh else hit[1]
     if moves is None:
         return None
+    covers = None
     if replayed is not None:
         replayed["swap"] = (seq, moves)
+        if fresh:
+            replayed["cover"] = {}  # the plain round's first covers, for the stretching round
+        covers = replayed["cover"]
     for _, cand in moves[: _SWAP_TRIES * (2 if extend else 1)]:
+        kept = covers  # the first pass covers the candidate itself, as the other round does
         for _ in range(_COVER_PASSES):
             if limits.spend(6 * L):  # rebuild and simulate, splits, prune
                 return None
             allowance = base - sum(cost[x] for x in cand)
-            nxt = _cover(graph, cand, limit, allowance, extend) if allowance > 0 else None
+            nxt = _cover(graph, cand, limit, allowance, extend, kept) if allowance > 0 else None
+            kept = None
             if nxt is None:
                 break
             if nxt is cand:  # it fits: the replay is the proof
@@ -968,7 +1190,7 @@ def _swap_candidates(graph: Graph, seq: list[int], base: float, limits: _Limits)
     return moves
 
 
-def _cover(graph: Graph, seq: list[int], limit: int, allowance: float, extend: bool = False) -> list[int] | None:
+def _cover(graph: Graph, seq: list[int], limit: int, allowance: float, extend: bool = False, kept: dict | None = None) -> list[int] | None:
     """``seq`` itself when its replay fits ``limit``; otherwise ``seq`` with *splits* that
     cover each step's excess (by the replay's memory profile): a copy of w not read
     between two of its reads is freed after the first and computed again (with those of
@@ -977,19 +1199,28 @@ def _cover(graph: Graph, seq: list[int], limit: int, allowance: float, extend: b
     the new sequence (unread computes deleted; not yet replayed), or None when no such
     cover exists. With ``extend``, each split also comes as a *stretch*: w alone is
     computed again, reading the latest copies of its inputs, which then stay until it
-    (their extra memory is what the next replay checks)."""
-    schedule = schedule_from_sequence(graph, seq)
-    sim = simulate(graph, schedule, per_step=True)
-    if sim.memory is None:
-        return None
-    at = sim.memory[schedule.ops == COMPUTE].tolist()  # memory at each compute
+    (their extra memory is what the next replay checks). ``kept``: the replay and the
+    copies of the sequences a plain cover was asked for, by content, each taken out by the
+    first cover with stretches of the same sequence (both start from the same candidates)."""
+    key = tuple(seq)
+    hit = None if kept is None else kept.pop(key, None)
+    if hit is None:
+        schedule = schedule_from_sequence(graph, seq)
+        sim = simulate(graph, schedule, per_step=True)
+        if sim.memory is None:
+            return None
+        at = sim.memory[schedule.ops == COMPUTE].tolist()  # memory at each compute
+        src, reads = _copies(graph, seq)
+        hit = (at, src, reads, {c: r[-1] for c, r in reads.items()})
+        if kept is not None and not extend:
+            kept[key] = hit
+    at, src, reads, last = hit
     need = {j: x - limit for j, x in enumerate(at) if x > limit}
     if not need:
         return seq
     cost = graph.cost.tolist()
     mem = graph.mem.tolist()
-    src, reads = _copies(graph, seq)
-    last = {c: r[-1] for c, r in reads.items()}
+    steps = list(need)  # ascending
 
     def regrow(c: int, b: int) -> list[int] | None:
         """The computes that rebuild copy ``c`` right before index ``b``: its inputs whose
@@ -1022,15 +1253,22 @@ def _cover(graph: Graph, seq: list[int], limit: int, allowance: float, extend: b
         for a, b in zip(points, points[1:]):
             if b <= lo or a >= hi:
                 continue
-            covered = [j for j in range(max(a + 1, lo), min(b, hi + 1)) if j in need]
+            covered = steps[bisect.bisect_right(steps, a) : bisect.bisect_left(steps, b)]  # a < j < b
             chain = regrow(c, b) if covered else None
             if chain is not None:
                 splits.append((b, dict.fromkeys(covered, w), chain))
             if extend and covered and (chain is None or len(chain) > 1):
-                # the stretch: inputs whose copies would be gone stay until b instead
-                gone = [(u, last.get(u, u)) for u in src[c] if u >= 0 and last.get(u, u) < b]
-                relief = {j: w - sum(mem[seq[u]] for u, e in gone if e < j) for j in covered}
-                relief = {j: x for j, x in relief.items() if x > 0}
+                # the stretch: inputs whose copies would be gone stay until b instead; at
+                # step j it relieves w less the inputs whose last read is before j
+                gone = sorted((last.get(u, u), mem[seq[u]]) for u in src[c] if u >= 0 and last.get(u, u) < b)
+                relief = {}
+                k, held = 0, 0
+                for j in covered:
+                    while k < len(gone) and gone[k][0] < j:
+                        held += gone[k][1]
+                        k += 1
+                    if w - held > 0:
+                        relief[j] = w - held
                 if relief:
                     splits.append((b, relief, [seq[c]]))
                     stretches += 1
@@ -1059,15 +1297,22 @@ def _greedy_cover(
     and argmin takes the first least ratio, so the picks are those of a scan in order."""
     if not splits:
         return None if any(x > 0 for x in need.values()) else {}
-    where = {j: i for i, j in enumerate(need)}
-    sizes = np.fromiter((len(relief) for _, relief, _ in splits), np.int64, len(splits))
+    reliefs = [relief for _, relief, _ in splits]
+    sizes = np.fromiter(map(len, reliefs), np.int64, len(splits))
     total = int(sizes.sum())
-    step = np.fromiter((where[j] for _, relief, _ in splits for j in relief), np.int64, total)
-    most = max(max(need.values()), max(max(relief.values()) for _, relief, _ in splits))
+    # each relief's steps as positions in ``need``: found by a sort, not a lookup per step
+    keys = np.fromiter(need, np.int64, len(need))
+    by_key = np.argsort(keys, kind="stable")
+    at = np.fromiter(itertools.chain.from_iterable(reliefs), np.int64, total)
+    step = by_key[np.searchsorted(keys[by_key], at)]
+    most = max(max(need.values()), max(map(max, map(dict.values, reliefs))))
     # a gain sums at most one relief's bytes: exact in 64 bits unless that could overflow
     exact = np.int64 if abs(most) * (int(sizes.max()) + 1) < 2**62 else object
     left = np.array(list(need.values()), dtype=exact)
-    size = np.array([x for _, relief, _ in splits for x in relief.values()], dtype=exact)
+    if exact is object:
+        size = np.array(list(itertools.chain.from_iterable(map(dict.values, reliefs))), dtype=object)
+    else:
+        size = np.fromiter(itertools.chain.from_iterable(map(dict.values, reliefs)), np.int64, total)
     starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
     price = np.asarray(prices, dtype=np.float64)
     open_ = np.ones(len(splits), dtype=bool)  # not taken yet
