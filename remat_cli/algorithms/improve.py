@@ -134,6 +134,7 @@ import math
 import random
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -369,24 +370,12 @@ def _replayed(kept: dict, seq: list[int], limits: _Limits, run) -> list[int] | N
     whether ``limits`` run out at one of its spends, or its outcome kept in ``kept``: the
     work it spent is spent again, spend by spend, and where that runs out the round
     returns None as it would have; a round that ran out is not kept."""
-    key = tuple(seq)
-    hit = kept.get(key)
-    if hit is not None:
-        for units in hit[0]:
-            if limits.spend(units):
-                return None
-        return None if hit[1] is None else list(hit[1])
-    limits.log, limits.short = [], False
-    try:
-        out = run()
-        log, short = limits.log, limits.short
-    finally:
-        limits.log, limits.short = None, False
-    if not short:
-        if len(kept) >= _KEPT:
-            kept.clear()
-        kept[key] = (log, None if out is None else list(out))
-    return out
+    return _kept_or_run(kept, seq, limits, run, None, lambda out: True, _copy)
+
+
+def _copy(seq: list[int] | None) -> list[int] | None:
+    """A copy of a kept sequence (the caller may change the one it gets)."""
+    return None if seq is None else list(seq)
 
 
 def _descended(kept: dict, seq: list[int], limits: _Limits, run) -> tuple[float, bool]:
@@ -396,24 +385,33 @@ def _descended(kept: dict, seq: list[int], limits: _Limits, run) -> tuple[float,
     as the descent would have stopped there. A descent met again cannot lower the best
     plan (it reaches what it reached, and every plan on its way costs at least that), so
     only its outcome and its work matter. One that ran out or was late is not kept."""
+    assert limits.log is None, "a climb's descent has no hoist rounds, which log their own work"
+    return _kept_or_run(kept, seq, limits, run, (math.inf, False), lambda out: out[1])
+
+
+def _kept_or_run(kept: dict, seq: list[int], limits: _Limits, run, stopped: Any, keep: Any, copy: Any = None) -> Any:
+    """The outcome of ``run()`` on ``seq``, kept in ``kept`` by content (bounded) where it did
+    not run out of ``limits`` and ``keep(outcome)`` holds, with the work it spent written
+    down; a kept one spends that work again, spend by spend, and returns ``stopped`` where
+    that runs out, as the run would have. ``copy``: what is kept, and what a kept one
+    returns, is a copy made by it."""
     key = tuple(seq)
     hit = kept.get(key)
     if hit is not None:
         for units in hit[0]:
             if limits.spend(units):
-                return math.inf, False
-        return hit[1]
-    assert limits.log is None, "a climb's descent has no hoist rounds, which log their own work"
+                return stopped
+        return hit[1] if copy is None else copy(hit[1])
     limits.log, limits.short = [], False
     try:
         out = run()
         log, short = limits.log, limits.short
     finally:
         limits.log, limits.short = None, False
-    if not short and out[1]:
+    if not short and keep(out):
         if len(kept) >= _KEPT:
             kept.clear()
-        kept[key] = (log, out)
+        kept[key] = (log, out if copy is None else copy(out))
     return out
 
 
