@@ -28,9 +28,11 @@ from remat_cli.strategies import auto
 def _hold_up_here(monkeypatch, seconds: float, until: Path | None = None) -> None:
     """greedy sleeps ``seconds`` first in this process (not in a one-process run), so
     that the second process takes every queued strategy, is done with its queue while
-    this one still runs greedy, and speculates; with ``until`` (an improvement log), it
-    waits instead, ``seconds`` at most, until the second process has begun to improve
-    (on a loaded machine its queue can take longer than any fixed sleep)."""
+    this one still runs greedy, and speculates; with ``until`` (the log of improvement
+    passes ended), it waits instead, ``seconds`` at most, until the second process has
+    improved its plan (on a loaded machine its queue can take longer than any fixed sleep,
+    and its results, sent by a thread, can reach this process after the pass has begun:
+    this process then speculates too, seeing a queued strategy still running)."""
     parent = os.getpid()
     real = registry.fast_strategies
     slow = next(s for s in real() if s.name == "greedy")
@@ -55,10 +57,15 @@ def _count_improvements(monkeypatch, log: Path) -> None:
     real = improve.improve_plan
 
     def counted(*args, **kwargs):
-        if kwargs.get("replay"):
-            with log.open("a") as f:
+        if not kwargs.get("replay"):
+            return real(*args, **kwargs)
+        with log.open("a") as f:
+            f.write(f"{os.getpid()}\n")
+        try:
+            return real(*args, **kwargs)
+        finally:
+            with log.with_suffix(".done").open("a") as f:  # (and when it ended)
                 f.write(f"{os.getpid()}\n")
-        return real(*args, **kwargs)
 
     monkeypatch.setattr(improve, "improve_plan", counted)
 
@@ -88,7 +95,7 @@ def test_the_second_process_polishes_its_winning_plan_and_this_one_uses_it(monke
     one = make_plan(g, "auto", budget, {"parallel": False})
     assert one.info["winner"] in ("treewidth", "pathwidth", "chain-dp")  # queued: the second process's
     log = tmp_path / "improve.log"
-    _hold_up_here(monkeypatch, 30.0, until=log)
+    _hold_up_here(monkeypatch, 30.0, until=log.with_suffix(".done"))
     _count_improvements(monkeypatch, log)
     two = make_plan(g, "auto", budget, {"parallel": True})
     _same_plan(two, one, g, budget)
@@ -102,7 +109,8 @@ def test_a_failed_speculation_is_made_here(monkeypatch, tmp_path):
     g = training_graph(kind, n, seed, p=0.25)
     budget = max(g.lb, int(ratio * store_all_peak(g)))
     one = make_plan(g, "auto", budget, {"parallel": False})
-    _hold_up_here(monkeypatch, 1.0)
+    log = tmp_path / "improve.log"
+    _hold_up_here(monkeypatch, 30.0, until=log.with_suffix(".done"))
     parent = os.getpid()
     real = improve.improve_plan
 
@@ -112,7 +120,6 @@ def test_a_failed_speculation_is_made_here(monkeypatch, tmp_path):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(improve, "improve_plan", failing_there)
-    log = tmp_path / "improve.log"
     _count_improvements(monkeypatch, log)
     two = make_plan(g, "auto", budget, {"parallel": True})
     _same_plan(two, one, g, budget)
