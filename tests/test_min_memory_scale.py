@@ -181,3 +181,22 @@ def test_variants_made_in_pieces_are_those_made_at_once(kind, n, seed, ticks):
         assert M.variants_made(g)
     assert steps[0] <= once + call  # a pause redoes one step at most: nothing done is redone
     assert [(v[0], v[1].ops.tolist(), v[1].nodes.tolist()) for v in got] == [(v[0], v[1].ops.tolist(), v[1].nodes.tolist()) for v in whole]
+
+
+def test_a_making_that_raised_starts_afresh_and_keeps_nothing(monkeypatch):
+    """A making stopped by an error (here an interrupt in its first variant) is not kept
+    half made: the error reaches the caller, and the next call makes every variant."""
+    g = _graph("skip", 8, 1)
+    real = M.min_memory_schedule
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(M, "min_memory_schedule", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        M.min_memory_variants(g)
+    assert not M.variants_made(g)
+    monkeypatch.setattr(M, "min_memory_schedule", real)
+    made = M.min_memory_variants(g)
+    fresh = M.min_memory_variants(_graph("skip", 8, 1))
+    assert [v[0] for v in made] == [v[0] for v in fresh] and len(made) > 1

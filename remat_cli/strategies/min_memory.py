@@ -403,8 +403,12 @@ def min_memory_variants(graph: Graph, deadline: float | None = None) -> list[tup
         making["run"] = (_variants(graph, out, clock), out, clock)
     run, out, clock = making["run"]
     clock[0] = deadline
-    for partial in run:  # paused at the deadline: what it has, not kept
-        return out + partial
+    try:
+        for partial in run:  # paused at the deadline: what it has, not kept
+            return out + partial
+    except BaseException:
+        del making["run"]  # it raised (and is closed): the next call starts afresh
+        raise
     del making["run"]
     kept["all"] = out
     return out
