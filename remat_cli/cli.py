@@ -167,12 +167,17 @@ def _progress_after(label: str, delay: float = 1.0) -> Iterator[Callable[[int, i
 
 
 def _stderr_may_be_terminal() -> bool:
-    """False where rich's stderr console surely is not a terminal (stderr is no tty and
-    neither TTY_COMPATIBLE nor FORCE_COLOR says otherwise), known without importing rich."""
+    """False where rich's stderr console surely is not a terminal (:func:`_may_be_terminal`)."""
+    return _may_be_terminal(sys.stderr)
+
+
+def _may_be_terminal(stream: Any) -> bool:
+    """False where rich's console on ``stream`` surely is not a terminal (the stream is no
+    tty and neither TTY_COMPATIBLE nor FORCE_COLOR says otherwise), known without importing rich."""
     if "TTY_COMPATIBLE" in os.environ or "FORCE_COLOR" in os.environ:
         return True
     try:
-        return sys.stderr.isatty()
+        return stream.isatty()
     except (AttributeError, ValueError):  # no stream, or a closed one: rich says False too
         return False
 
@@ -190,23 +195,13 @@ def _stdout() -> Console:
 def _table_stdout() -> Console | PlainConsole:
     """The console for a report of plain tables: rich's on a terminal; elsewhere one that
     draws simple tables without importing rich (rich still draws the rest)."""
-    if sys.stdout is not None and not _stdout_may_be_terminal():  # (rich drops output to None)
+    if sys.stdout is not None and not _may_be_terminal(sys.stdout):  # (rich drops output to None)
         from remat_cli.report.plain import PlainConsole, plain_width
 
         width = plain_width()
         if width is not None:
             return PlainConsole(width, _stdout)
     return _stdout()
-
-
-def _stdout_may_be_terminal() -> bool:
-    """False where rich's stdout console surely is not a terminal (as for stderr)."""
-    if "TTY_COMPATIBLE" in os.environ or "FORCE_COLOR" in os.environ:
-        return True
-    try:
-        return sys.stdout.isatty()
-    except (AttributeError, ValueError):
-        return False
 
 
 def _console(stream: str) -> Console:
