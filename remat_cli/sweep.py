@@ -177,8 +177,14 @@ def smallest_budget(
     tried: dict[int, Plan | None] = {}
     hints: list[int] = [] if hint is None else [hint]
     hints += [] if guess is None else [guess]
-    claimed: set[int] = set()  # grid points some plan said it meets (the others: the guess)
     failing = math.inf if failing_seconds is None else failing_seconds  # shortest failure seen
+
+    def snap(nbytes: int) -> int:
+        """The index of the grid point at or above ``nbytes`` (``grid``, below)."""
+        return -(-(nbytes - lb) // tol)
+
+    # grid points some plan said it meets (the one other pending point: the guess)
+    claimed: set[int] = set() if hint is None else {snap(hint)}
 
     def probe(budget: int | None, share: float = 1.0) -> Plan | None:
         """The plan at ``budget`` or None; a probe gets ``share`` of the time left (a
@@ -199,7 +205,7 @@ def smallest_budget(
         except NoPlanError as exc:
             if exc.min_budget is not None:
                 hints.append(exc.min_budget)
-                claimed.add(-(-(exc.min_budget - lb) // tol))
+                claimed.add(snap(exc.min_budget))
             plan = None
             if end is not None and time.perf_counter() > end:
                 return None  # cut short: not a failure the strategy proved
@@ -215,9 +221,6 @@ def smallest_budget(
         assert best is not None
         return _result(strat.name, best, failed=None, tol=tol, probes=probes, exact=True)
 
-    if hint is not None:
-        claimed.add(-(-(hint - lb) // tol))
-
     def grid(k: int) -> int:
         return min(lb + k * tol, top)
 
@@ -229,13 +232,13 @@ def smallest_budget(
         best = probe(free.metrics.peak_bytes) if free is not None else None
         if best is None:
             return SmallestBudget(strat.name, None, None, tol, probes, exact=False, monotone=strat.name not in NOT_MONOTONE)
-        hi = -(-(best.metrics.peak_bytes - lb) // tol)  # the grid point at or above it
+        hi = snap(best.metrics.peak_bytes)  # the grid point at or above it
         at_grid = probe(grid(hi)) if grid(hi) != best.metrics.peak_bytes else best
         if at_grid is None:  # off the grid only: report that budget, searched no further
             return _result(strat.name, best, failed=None, tol=tol, probes=probes, exact=False)
         best = at_grid
     lo = -1  # grid(-1) = LB - 1: proven, nothing fits below LB
-    unsettled: set[int] = set()  # stated budgets whose probe was cut short at its share
+    unsettled: set[int] = set()  # the guess, where its probe was cut short at its share
     complete = True
     foreseen = False
     while True:
@@ -243,7 +246,7 @@ def smallest_budget(
             complete = False
             break
         # a budget the strategy said it meets, snapped up to the grid, is probed first
-        pending = sorted({-(-(h - lb) // tol) for h in hints if lb <= h} & set(range(lo + 1, hi)) - unsettled)
+        pending = sorted({snap(h) for h in hints if lb <= h} & set(range(lo + 1, hi)) - unsettled)
         hints.clear()
         share = 1.0
         if pending:
