@@ -128,14 +128,19 @@ def test_a_failed_speculation_is_made_here(monkeypatch, tmp_path):
 
 def test_no_speculation_on_a_plan_this_process_improved_already(monkeypatch, tmp_path):
     """This process improves the best plan known while the second one is still busy
-    (here: held up in treewidth); the second process then does not improve it again."""
+    (here: held up in treewidth until this process's improvement pass has ended, 30 s at
+    most: a fixed sleep of 1 s was too short on a loaded machine); the second process then
+    does not improve it again."""
     parent = os.getpid()
     real = registry.fast_strategies
     tw = next(s for s in real() if s.name == "treewidth")
+    log = tmp_path / "improve.log"
 
     def held(graph, budget, options, context):
         if os.getpid() != parent:
-            time.sleep(1.0)
+            done, end = log.with_suffix(".done"), time.perf_counter() + 30.0
+            while not (done.exists() and str(parent) in done.read_text().split()) and time.perf_counter() < end:
+                time.sleep(0.01)
         return tw.solve(graph, budget, options, context)
 
     monkeypatch.setattr(registry, "fast_strategies", lambda: [replace(s, solve=held) if s is tw else s for s in real()])
@@ -152,8 +157,10 @@ def test_no_speculation_on_a_plan_this_process_improved_already(monkeypatch, tmp
     g = training_graph(kind, n, seed, p=0.25)
     budget = max(g.lb, int(ratio * store_all_peak(g)))
     one = make_plan(g, "auto", budget, {"parallel": False})
+    _count_improvements(monkeypatch, log)  # (after the one-process run: its pass is not waited for)
     two = make_plan(g, "auto", budget, {"parallel": True})
     _same_plan(two, one, g, budget)
+    assert log.read_text().split() == [str(parent)]  # one pass, here, which the other process waited for
     assert speculated == [None]  # its best plan (treewidth's or chain-dp's) was improved here
 
 
