@@ -51,7 +51,9 @@ __all__ = ["STRATEGY"]
 #: 1.1, chain-dp 0.14; nn1000 0.39 / 0.37 / 0.30), then pathwidth, and chain-dp, the
 #: shortest since its table stops at the budget's level, last (it was first: the second
 #: process ran it, then treewidth, which ended auto's run 0.14 s later on grid1000).
-PARALLEL_NODES = 400
+#: From 100 nodes it pays already: in-process auto at 0.5x, wall s, one process / two:
+#: mobilenet_v2 (357 nodes) 0.72 / 0.45-0.53, unet.onnx (153) 0.44-0.49 / 0.24-0.36.
+PARALLEL_NODES = 100
 _PARALLEL = ("treewidth", "pathwidth", "chain-dp", "min-memory")
 #: The same queue when only whether a plan fits is asked (:data:`FIT_PROBE`): the
 #: decompositions first: the budget the search probes first is the one the failed attempt
