@@ -18,6 +18,12 @@ read (and write) bytecode even where ``PYTHONDONTWRITEBYTECODE`` is set; it prin
 that compilation took, which is what a start without any ``.pyc`` would add at most (only
 the modules a command imports are compiled; ``remat --version`` imports few).
 
+Interpreter: ``--python`` times another one (default: this one). A virtualenv with an
+editable install (``pip install -e``) runs its import finder at every start, 15-45 ms that a
+user's ``pip install .`` does not pay; the line "start-up python -c pass" shows it. To time
+as installed, give the python of a venv with a regular install (or with the dependencies
+only): ``PYTHONPATH`` puts the timed checkout first either way.
+
     PYTHONPATH=. python scripts/bench_speed.py [--sizes 1000,10000] [--timeout 120] [--graphs DIR]
 """
 
@@ -146,16 +152,22 @@ def main() -> None:
     ap.add_argument("--cell-width", type=int, default=12)
     ap.add_argument("--root", default=ROOT, help="the remat checkout to time (e.g. an older one, for before/after)")
     ap.add_argument("--rss", action="store_true", help="also show each process's peak resident memory (MB)")
+    ap.add_argument("--python", default=sys.executable, help="the interpreter to time with (see above)")
     ap.add_argument("--graphs", help="folder to keep the generated graphs in and reuse (100k ones take ~10 s each to make)")
     args = ap.parse_args()
     ROOT = args.root
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     print(f"bytecode: remat_cli precompiled, as pip does at install (compiling all of it takes {precompile(ROOT):.2f} s)")
-    remat = [sys.executable, "-m", "remat_cli"]
+    python = args.python
+    editable = subprocess.run(
+        [python, "-c", "import sys; print(any('__editable__' in m for m in sys.modules))"], capture_output=True, text=True, env=_env()
+    ).stdout.strip()
+    print(f"interpreter: {python} ({'with' if editable == 'True' else 'without'} an editable install's import finder at start)")
+    remat = [python, "-m", "remat_cli"]
     for what in (["--version"], ["--help"]):
         runs = [timed(remat + what, 30)[:2] for _ in range(5)]
         wall, cpu = (statistics.median(r[i] for r in runs) for i in (0, 1))
-        base = statistics.median(timed([sys.executable, "-c", "pass"], 30)[0] for _ in range(5))
+        base = statistics.median(timed([python, "-c", "pass"], 30)[0] for _ in range(5))
         print(f"start-up remat {what[0]:10s} median wall {wall:.3f} s, cpu {cpu:.3f} s (python -c pass: {base:.3f} s)")
     strategies = args.strategies.split(",")
     wanted = args.shapes.split(",")
