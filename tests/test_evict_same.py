@@ -9,6 +9,8 @@ or zeros. Every schedule either returns goes through the simulator."""
 
 from __future__ import annotations
 
+import math
+
 import evict_reference as reference
 import numpy as np
 from graphgen import shape
@@ -140,9 +142,14 @@ def test_picks_and_walks_equal_dtr_score(seed: int, n: int, dense: float) -> Non
             state.last_access[x] = state.clock
         pool = [v for v in rng.permutation(g.n).tolist()[:20] if not state.evicted[v]]
         pins = [int(rng.random() < 0.2) for _ in range(g.n)]
-        for v in pool:
+        for v in pool:  # walks stopped above rising bests, each resumed from the last
             denom = state.mem[v] * (state.clock - state.last_access[v] + 1)
-            assert picker._walk(v, denom, float("inf")) == greedy._dtr_within(state, v, float("inf"))[0]
+            exact = greedy._dtr_within(state, v, math.inf)[0]
+            for best in [*sorted((rng.random(3) * 2 * exact).tolist()), math.inf]:
+                part = picker.found.get(v)
+                if part is not None and (part[1] or any(picker.changed[y] > part[3] for y in part[2])):
+                    part = None
+                assert picker._walk(v, denom, best, part) == (None if exact > best else exact)
         free = [v for v in pool if not pins[v]]
         want_pick = min(free, key=lambda v: greedy.dtr_score(state, v)) if free else None
         assert picker.pick(pool, pins) == want_pick

@@ -137,8 +137,9 @@ class _DtrPicker:
         self.evn: list[tuple[int, ...] | None] = [None] * n
         self.changed = [0] * n  # per node: the tick of its neighbours' last status change
         self.tick = 0
-        # per value: (numerator so far, whether whole, nodes its walk expanded, tick)
-        self.found: dict[int, tuple[float, bool, list[int], int]] = {}
+        # per value: (numerator so far, whether whole, nodes its walk expanded, tick, and
+        # for a part: the walk's seen set, stack, the tuple it was scanning and where)
+        self.found: dict[int, tuple] = {}
         self.limit = limit
 
     def flipped(self, x: int) -> None:
@@ -154,7 +155,7 @@ class _DtrPicker:
         st = self.st
         cost, mem, last, clock = st.cost, st.mem, st.last_access, st.clock
         found, changed = self.found, self.changed
-        lows = []  # (floor of the key's ratio, value, its denominator, whether exact)
+        lows = []  # (floor of the key's ratio, value, its denominator, its valid kept walk)
         for v in pool:
             if pins[v]:
                 continue
@@ -166,18 +167,15 @@ class _DtrPicker:
                     if changed[y] > t0:
                         f = None
                         break
-            if f is None:
-                lows.append((cost[v] / denom, v, denom, False))
-            else:
-                lows.append((f[0] / denom, v, denom, f[1]))
+            lows.append((cost[v] / denom if f is None else f[0] / denom, v, denom, f))
         lows.sort()
         best = None
         ratio = math.inf
-        for low, v, denom, exact in lows:
+        for low, v, denom, f in lows:
             if best is not None and (low > ratio or (low == ratio and v > best)):
                 break  # every key left is at least its floor
-            if not exact:
-                got = self._walk(v, denom, ratio)
+            if f is None or not f[1]:
+                got = self._walk(v, denom, ratio, f)
                 if got is None:
                     continue
                 low = got
@@ -185,32 +183,47 @@ class _DtrPicker:
                 best, ratio = v, low
         return best
 
-    def _walk(self, v: int, denom: int, best: float) -> float | None:
+    def _walk(self, v: int, denom: int, best: float, part: tuple | None = None) -> float | None:
         """:func:`_dtr_within`'s walk (the same nodes, order and additions) over the kept
-        tuples of evicted neighbours; keeps what it found."""
+        tuples of evicted neighbours, resumed from ``part`` (a valid kept walk that stopped
+        above an earlier best) where given; keeps what it found."""
         st = self.st
         cost, evicted, nbrs, evn = st.cost, st.evicted, st.nbrs, self.evn
-        total = cost[v]
-        if total / denom > best:
-            return None
-        seen = {v}
-        stack = [v]
-        expanded: list[int] = []
+        if part is None:
+            total = cost[v]
+            if total / denom > best:
+                return None
+            seen = {v}
+            stack = [v]
+            expanded: list[int] = []
+            near: tuple[int, ...] = ()
+            i = 0
+        else:
+            total, _, expanded, _, seen, stack, near, i = part
+            if total / denom > best:
+                return None
+            stack.append(near[i])  # the value whose cost stopped it, not yet expanded
+            i += 1
         limit = self.limit
-        while stack and len(seen) < limit:
-            x = stack.pop()
-            expanded.append(x)
-            near = evn[x]
-            if near is None:
-                near = evn[x] = tuple([w for w in nbrs[x] if evicted[w]])
-            for w in near:
+        while True:
+            while i < len(near):
+                w = near[i]
                 if w not in seen:
                     seen.add(w)
                     total += cost[w]
                     if total / denom > best:
-                        self.found[v] = (total, False, expanded, self.tick)
+                        self.found[v] = (total, False, expanded, self.tick, seen, stack, near, i)
                         return None
                     stack.append(w)
+                i += 1
+            if not stack or len(seen) >= limit:
+                break
+            x = stack.pop()
+            expanded.append(x)
+            near = evn[x]  # type: ignore[assignment]
+            if near is None:
+                near = evn[x] = tuple([w for w in nbrs[x] if evicted[w]])
+            i = 0
         self.found[v] = (total, True, expanded, self.tick)
         return total / denom
 
