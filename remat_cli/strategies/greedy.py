@@ -14,7 +14,9 @@ are freed for good after their last use in the order, as store-all does.
   to be recomputed with it and the evicted values that depend on it.
 
 Victims are found in O(log n) (greedy, a heap) or by scoring a seeded sample of at most
-64 resident values (dtr, as DTR's own implementation samples); a run that computes more
+64 resident values (dtr, as DTR's own implementation samples; the walks over evicted
+neighbourhoods are kept between evictions while nothing they read changed,
+:class:`_DtrPicker`, so the same victims cost fewer walks); a run that computes more
 than ``max_factor`` (10) times the graph gives up (eviction can thrash near the lower
 bound) and the strategy declines.
 
@@ -114,6 +116,118 @@ dtr_score.floor = _dtr_floor  # type: ignore[attr-defined]
 dtr_score.within = _dtr_within  # type: ignore[attr-defined]
 
 
+class _DtrPicker:
+    """dtr's victim among candidates with less work: the value of least
+    :func:`dtr_score` key, the same one (ties included) as scoring each candidate to the end.
+
+    Two things are kept between evictions. Per node, the tuple of its evicted neighbours
+    (in ``nbrs`` order; dropped when a neighbour is evicted or recomputed, rebuilt when a
+    walk next expands the node), so a walk skips the resident ones. Per scored value, what
+    its walk found: the whole numerator, or the part summed before the walk stopped above
+    the best, with the nodes it expanded; valid while no neighbour of those nodes changed
+    status, since the walk would then expand the same nodes in the same order and add the
+    same floats. A whole numerator is the key without a walk; a part is a tighter floor
+    than the value's own cost (the costs left to add are non-negative)."""
+
+    __slots__ = ("st", "evn", "changed", "tick", "found", "limit")
+
+    def __init__(self, st: _State, limit: int = 32) -> None:
+        self.st = st
+        n = st.graph.n
+        self.evn: list[tuple[int, ...] | None] = [None] * n
+        self.changed = [0] * n  # per node: the tick of its neighbours' last status change
+        self.tick = 0
+        # per value: (numerator so far, whether whole, nodes its walk expanded, tick, and
+        # for a part: the walk's seen set, stack, the tuple it was scanning and where)
+        self.found: dict[int, tuple] = {}
+        self.limit = limit
+
+    def flipped(self, x: int) -> None:
+        """``x`` was evicted or recomputed: its neighbours' walks and tuples are stale."""
+        self.tick += 1
+        tick, changed, evn = self.tick, self.changed, self.evn
+        for y in self.st.nbrs[x]:
+            changed[y] = tick
+            evn[y] = None
+
+    def pick(self, pool: list[int], pins: list[int]) -> int | None:
+        """The unpinned value of ``pool`` with the least key; None when all are pinned."""
+        st = self.st
+        cost, mem, last, clock = st.cost, st.mem, st.last_access, st.clock
+        found, changed = self.found, self.changed
+        lows = []  # (floor of the key's ratio, value, its denominator, its valid kept walk)
+        for v in pool:
+            if pins[v]:
+                continue
+            denom = mem[v] * (clock - last[v] + 1)
+            f = found.get(v)
+            if f is not None:
+                t0 = f[3]
+                for y in f[2]:
+                    if changed[y] > t0:
+                        f = None
+                        break
+            lows.append((cost[v] / denom if f is None else f[0] / denom, v, denom, f))
+        lows.sort()
+        best = None
+        ratio = math.inf
+        for low, v, denom, f in lows:
+            if best is not None and (low > ratio or (low == ratio and v > best)):
+                break  # every key left is at least its floor
+            if f is None or not f[1]:
+                got = self._walk(v, denom, ratio, f)
+                if got is None:
+                    continue
+                low = got
+            if best is None or low < ratio or (low == ratio and v < best):
+                best, ratio = v, low
+        return best
+
+    def _walk(self, v: int, denom: int, best: float, part: tuple | None = None) -> float | None:
+        """:func:`_dtr_within`'s walk (the same nodes, order and additions) over the kept
+        tuples of evicted neighbours, resumed from ``part`` (a valid kept walk that stopped
+        above an earlier best) where given; keeps what it found."""
+        st = self.st
+        cost, evicted, nbrs, evn = st.cost, st.evicted, st.nbrs, self.evn
+        if part is None:
+            total = cost[v]
+            if total / denom > best:
+                return None
+            seen = {v}
+            stack = [v]
+            expanded: list[int] = []
+            near: tuple[int, ...] = ()
+            i = 0
+        else:
+            total, _, expanded, _, seen, stack, near, i = part
+            if total / denom > best:
+                return None
+            stack.append(near[i])  # the value whose cost stopped it, not yet expanded
+            i += 1
+        limit = self.limit
+        while True:
+            while i < len(near):
+                w = near[i]
+                if w not in seen:
+                    seen.add(w)
+                    total += cost[w]
+                    if total / denom > best:
+                        self.found[v] = (total, False, expanded, self.tick, seen, stack, near, i)
+                        return None
+                    stack.append(w)
+                i += 1
+            if not stack or len(seen) >= limit:
+                break
+            x = stack.pop()
+            expanded.append(x)
+            near = evn[x]  # type: ignore[assignment]
+            if near is None:
+                near = evn[x] = tuple([w for w in nbrs[x] if evicted[w]])
+            i = 0
+        self.found[v] = (total, True, expanded, self.tick)
+        return total / denom
+
+
 def evict_schedule(
     graph: Graph,
     budget: int,
@@ -196,8 +310,13 @@ def evict_schedule(
 
     floor = getattr(score, "floor", None)
     within = getattr(score, "within", None)
+    pick_dtr = _DtrPicker(st) if score is dtr_score else None
 
     def pick_scored() -> int | None:
+        if pick_dtr is not None:
+            pool = live if len(live) <= sample else rng.sample(live, sample)
+            best = pick_dtr.pick(pool, pins)
+            return best if best is not None or pool is live else pick_dtr.pick(live, pins)
         pool = live if len(live) <= sample else rng.sample(live, sample)
         best, best_key = None, None
         for _ in range(2):
@@ -231,6 +350,8 @@ def evict_schedule(
                 return False
             free(victim)
             st.evicted[victim] = 1
+            if pick_dtr is not None:
+                pick_dtr.flipped(victim)
         return True
 
     def compute(v: int) -> bool:
@@ -245,7 +366,10 @@ def evict_schedule(
             raise ReplayStopped(f"stopped at its time limit after {computes} computes")
         b.compute(v)
         resident[v] = 1
-        st.evicted[v] = 0
+        if st.evicted[v]:
+            st.evicted[v] = 0
+            if pick_dtr is not None:
+                pick_dtr.flipped(v)
         st.clock += 1
         st.computed_at[v] = st.clock
         if mem[v] > 0:

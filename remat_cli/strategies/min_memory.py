@@ -227,18 +227,17 @@ def min_memory_schedule(
     pins = [0] * n  # frames whose compute waits for this value
     wanted = [0] * n  # frames on the stack that will still ask for this value
     made: list[int] = []
-    ops: list[int] = []  # the steps (a ScheduleBuilder's lists, appended to directly: hot loop)
-    nodes: list[int] = []
-    step, node = ops.append, nodes.append
+    steps: list[int] = []  # each step as 2 · node + (1 for a free): one append per step (hot loop)
+    put = steps.append
     computes = 0
+    look = _next_look(0, max_computes, deadline)  # the next compute count with a check to make
 
     def release(u: int) -> None:
         """Free ``u`` unless a target still to come reads it (targets are kept)."""
         if resident[u] and not pins[u] and not wanted[u] and not (is_target[u] and uses[u] > 0 and u not in drop):
             resident[u] = 0
             fresh[u] = 0
-            step(FREE)
-            node(u)
+            put(u << 1 | 1)
 
     cnt = [0] * n  # dag: consumers of a recomputed value still to be computed for this target
     for turn, t in enumerate(targets, 1):
@@ -255,45 +254,57 @@ def min_memory_schedule(
                         if u not in seen:
                             seen.add(u)
                             todo.append(u)
-        # frames: [node, its inputs (resident first, then largest tree number first), next]
-        stack: list[list[Any]] = [[t, None, 0]]
-        while stack:
-            frame = stack[-1]
-            v = frame[0]
-            ins = frame[1]
-            if ins is None:
-                ins = by_su[v]
-                if len(ins) > 1:
-                    ins = [u for u in ins if resident[u]] + [u for u in ins if not resident[u]]
-                frame[1] = ins
-                k = 0  # the resident inputs (first) are taken at once: wanted, then pinned
-                for u in ins:
+        # the frames, as three stacks: node, its inputs (resident first, then largest tree
+        # number first; None until the frame is first seen), and how many it holds so far
+        at: list[int] = [t]
+        inputs: list[list[int] | None] = [None]
+        held: list[int] = [0]
+        while at:
+            v = at[-1]
+            ins = inputs[-1]
+            if ins is None:  # the resident inputs (first) are taken at once: pinned; the others wanted
+                ins = []
+                rest = []
+                for u in by_su[v]:
                     if resident[u]:
                         pins[u] += 1
-                        k += 1
+                        ins.append(u)
                     else:
                         wanted[u] += 1
-                frame[2] = k
-            k = frame[2]
-            if k < len(ins):
+                        rest.append(u)
+                k = len(ins)
+                if rest:
+                    ins += rest
+                inputs[-1] = ins
+            else:
+                k = held[-1]
+            m = len(ins)
+            while k < m:  # inputs made resident since (by a child frame or a sibling's)
                 u = ins[k]
                 if not resident[u]:
-                    stack.append([u, None, 0])
-                    continue
+                    break
                 pins[u] += 1
                 wanted[u] -= 1
-                frame[2] = k + 1
+                k += 1
+            if k < m:
+                held[-1] = k
+                at.append(u)
+                inputs.append(None)
+                held.append(0)
                 continue
-            stack.pop()
-            step(COMPUTE)
-            node(v)
+            at.pop()
+            inputs.pop()
+            held.pop()
+            put(v << 1)
             computes += 1
-            if computes > max_computes:
-                if turns is not None:
-                    turns.append(turn)
-                return None
-            if deadline is not None and not computes % DEADLINE_EVERY and time.perf_counter() > deadline:
-                raise _Stopped
+            if computes >= look:
+                if computes > max_computes:
+                    if turns is not None:
+                        turns.append(turn)
+                    return None
+                if deadline is not None and not computes % DEADLINE_EVERY and time.perf_counter() > deadline:
+                    raise _Stopped
+                look = _next_look(computes, max_computes, deadline)
             resident[v] = 1
             if v != t:
                 fresh[v] = 1
@@ -309,8 +320,7 @@ def min_memory_schedule(
                     if not pins[u] and not wanted[u] and not (is_target[u] and uses[u] > 0 and u not in drop):
                         resident[u] = 0
                         fresh[u] = 0
-                        step(FREE)
-                        node(u)
+                        put(u << 1 | 1)
         for u in preds[t]:
             uses[u] -= 1
         for u in made:
@@ -319,7 +329,7 @@ def min_memory_schedule(
         for u in preds[t]:
             release(u)
         release(t)
-    return Schedule(np.asarray(ops, dtype=np.int8), np.asarray(nodes, dtype=np.int32))
+    return _from_steps(steps)
 
 
 def scratch_schedule(graph: Graph, targets: list[int], max_computes: int, deadline: float | None = None) -> Schedule | None:
@@ -340,47 +350,67 @@ def scratch_schedule(graph: Graph, targets: list[int], max_computes: int, deadli
     order = [sorted(sorted(set(p)), key=lambda u: su[u] - mem[u], reverse=True) for p in graph.pred_lists]
     holds = [0] * graph.n  # frames whose compute waits for this resident value
     resident = bytearray(graph.n)
-    ops: list[int] = []  # the steps, appended to directly (hot loop)
-    nodes: list[int] = []
-    step, node = ops.append, nodes.append
+    steps: list[int] = []  # each step as 2 · node + (1 for a free): one append per step (hot loop)
+    put = steps.append
     computes = 0
+    look = _next_look(0, max_computes, deadline)  # the next compute count with a check to make
     for t in targets:
-        stack: list[list[int]] = [[t, 0]]  # [node, inputs held so far]
-        while stack:
-            frame = stack[-1]
-            v, i = frame
+        at = [t]  # the frames, as two stacks: node, and how many of its inputs it holds
+        held = [0]
+        while at:
+            v = at[-1]
+            k = held[-1]
             ins = order[v]
-            if i < len(ins):
-                u = ins[i]
-                if resident[u]:
-                    holds[u] += 1
-                    frame[1] += 1
-                else:
-                    stack.append([u, 0])
+            m = len(ins)
+            while k < m:
+                u = ins[k]
+                if not resident[u]:
+                    break
+                holds[u] += 1
+                k += 1
+            if k < m:
+                held[-1] = k
+                at.append(u)
+                held.append(0)
                 continue
-            stack.pop()
-            step(COMPUTE)
-            node(v)
+            at.pop()
+            held.pop()
+            put(v << 1)
             computes += 1
-            if computes > max_computes:
-                return None
-            if deadline is not None and not computes % DEADLINE_EVERY and time.perf_counter() > deadline:
-                raise _Stopped
+            if computes >= look:
+                if computes > max_computes:
+                    return None
+                if deadline is not None and not computes % DEADLINE_EVERY and time.perf_counter() > deadline:
+                    raise _Stopped
+                look = _next_look(computes, max_computes, deadline)
             resident[v] = 1
             for u in ins:
                 holds[u] -= 1
                 if not holds[u]:
                     resident[u] = 0
-                    step(FREE)
-                    node(u)
-            if stack:
+                    put(u << 1 | 1)
+            if at:
                 holds[v] += 1
-                stack[-1][1] += 1
+                held[-1] += 1
             else:
                 resident[v] = 0
-                step(FREE)
-                node(v)
-    return Schedule(np.asarray(ops, dtype=np.int8), np.asarray(nodes, dtype=np.int32))
+                put(v << 1 | 1)
+    return _from_steps(steps)
+
+
+def _next_look(computes: int, max_computes: int, deadline: float | None) -> int:
+    """The compute count after ``computes`` at which a recursion must look at its cap (one
+    past ``max_computes``) or at its deadline (every ``DEADLINE_EVERY`` computes)."""
+    if deadline is None:
+        return max_computes + 1
+    return min(max_computes + 1, (computes // DEADLINE_EVERY + 1) * DEADLINE_EVERY)
+
+
+def _from_steps(steps: list[int]) -> Schedule:
+    """The schedule of steps encoded as 2 · node + (1 for a free, 0 for a compute)."""
+    arr = np.asarray(steps, dtype=np.int64)
+    ops = np.where(arr & 1, FREE, COMPUTE).astype(np.int8)
+    return Schedule(ops, (arr >> 1).astype(np.int32))
 
 
 def min_memory_variants(graph: Graph, deadline: float | None = None) -> list[tuple[str, Schedule, Metrics]]:
@@ -690,10 +720,16 @@ def _peak_score(ops: np.ndarray, nodes: np.ndarray, mem: np.ndarray, ws: np.ndar
 
 
 def _resident_before(ops: np.ndarray, nodes: np.ndarray, k: int) -> np.ndarray:
-    """The values resident just before step ``k``: those whose last step before it computes them."""
-    back = nodes[:k][::-1]
-    uniq, first = np.unique(back, return_index=True)
-    return uniq[ops[:k][::-1][first] == COMPUTE]
+    """The values resident just before step ``k``, ascending: those computed more often than
+    freed before it (a valid schedule alternates each value's computes and frees, so these
+    are the values whose last step before ``k`` computes them). O(k + n), no sort."""
+    if k <= 0:
+        return np.zeros(0, dtype=np.int64)
+    head = nodes[:k]
+    comp = ops[:k] == COMPUTE
+    size = int(head.max()) + 1
+    balance = np.bincount(head[comp], minlength=size) - np.bincount(head[~comp], minlength=size)
+    return np.flatnonzero(balance > 0)
 
 
 def _idle_at_peak(ops: np.ndarray, nodes: np.ndarray, at: int, preds: list[set[int]], mem: list[int]) -> list[int]:

@@ -1,0 +1,155 @@
+"""The faster dtr victim search (issue 14 item 1: kept tuples of evicted neighbours and kept
+walk results, ``greedy._DtrPicker``) replays exactly as the implementation it replaced
+(tests/evict_reference.py, greedy.py as of d23b961): the same schedule step for step, the
+same failures (None, :class:`CostlierThan` and its message), hence the same draws of the
+seeded sample, for dtr and greedy, at budgets from below the lower bound to the store-all
+peak, with sample sizes that take the sampled path, compute caps that stop thrashing
+replays, and costs that are fractions (the numerator is a float sum: its order matters)
+or zeros. Every schedule either returns goes through the simulator."""
+
+from __future__ import annotations
+
+import math
+
+import evict_reference as reference
+import numpy as np
+from graphgen import shape
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from remat_cli import generators as G
+from remat_cli.errors import NoPlanError
+from remat_cli.graph import Graph
+from remat_cli.planner import store_all_peak
+from remat_cli.simulate import simulate
+from remat_cli.strategies import greedy
+from remat_cli.strategies.store_all import store_all_plan
+from remat_cli.training import checkmate_training_graph
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _graph(kind: str, n: int, seed: int, p: float, huge: bool, training: bool) -> Graph:
+    """A forward shape with sizes from 0–4 (times 2^51 when ``huge``) and costs from a small
+    set of fractions and zeros; its training graph when ``training``."""
+    fwd = shape(kind, n, seed, p=p)
+    rng = np.random.default_rng(seed)
+    src, dst = fwd.edges()
+    mem = rng.integers(0, 5, fwd.n) * (2**51 if huge else 1)
+    cost = rng.choice([0.0, 0.1, 0.3, 1.0, 2.5, 7.0], fwd.n)
+    g = G.from_edges(fwd.n, np.stack([src, dst], axis=1), mem=mem, cost=cost)
+    return checkmate_training_graph(g) if training else g
+
+
+@st.composite
+def cases(draw, small: bool = True) -> tuple[Graph, int, int, int, float | None]:
+    """(graph, budget, sample, max_factor, max_cost)."""
+    kind = draw(st.sampled_from(["chain", "skip", "diamonds", "dag"]))
+    n = draw(st.integers(3, 24) if small else st.integers(40, 120))
+    seed = draw(st.integers(0, 10_000))
+    p = draw(st.floats(0.1, 0.5)) if small else 3.0 / n
+    g = _graph(kind, n, seed, p, draw(st.integers(0, 9)) == 0, draw(st.integers(0, 4)) > 0)
+    peak = store_all_peak(g)
+    budget = draw(st.integers(max(0, int(g.lb) - 1), max(int(g.lb), peak)))
+    sample = draw(st.sampled_from([2, 4, 16, 64]))
+    max_factor = draw(st.sampled_from([2, 10]))
+    base = float(g.cost[g.needed].sum())
+    max_cost = draw(st.sampled_from([None, None, 1.2, 2.0]))
+    return g, budget, sample, max_factor, None if max_cost is None else max_cost * base
+
+
+def _outcome(module, g: Graph, budget: int, score_name: str, sample: int, max_factor: int, max_cost: float | None):
+    """The steps of the replay, or None, or the failure's type and message."""
+    score = {"dtr": module.dtr_score, "greedy": module.largest_first}[score_name]
+    order = store_all_plan(g).schedule.compute_nodes.tolist()
+    try:
+        s = module.evict_schedule(g, budget, score, order, max_factor, sample=sample, max_cost=max_cost)
+    except NoPlanError as e:
+        return (type(e).__name__, str(e))
+    if s is None:
+        return None
+    metrics = simulate(g, s).metrics
+    assert metrics is not None and metrics.peak_bytes <= budget
+    return (s.ops.tolist(), s.nodes.tolist())
+
+
+def _same(case: tuple[Graph, int, int, int, float | None]) -> None:
+    for score in ("dtr", "greedy"):
+        assert _outcome(greedy, *case[:2], score, *case[2:]) == _outcome(reference, *case[:2], score, *case[2:]), score
+
+
+@SETTINGS
+@given(cases())
+def test_small_replays_are_the_references(case) -> None:
+    _same(case)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases(small=False))
+def test_thrashing_replays_are_the_references(case) -> None:
+    """Larger graphs (40–120 forward nodes): many evictions, walks that reach their limit
+    of 32 values, and pools of more than ``sample`` resident values."""
+    _same(case)
+
+
+def test_kept_walks_are_used(monkeypatch) -> None:
+    """Not vacuous: on a thrashing replay most candidates are scored from kept walks (fewer
+    walks than unpinned candidates), and the replay is still the reference's."""
+    fwd = G.random_dag(150, 0.03, seed=5)
+    rng = np.random.default_rng(5)
+    fwd = G.from_edges(fwd.n, np.stack(fwd.edges(), axis=1), mem=rng.integers(1, 9, fwd.n), cost=rng.choice([0.1, 0.3, 1.0], fwd.n))
+    g = checkmate_training_graph(fwd)
+    budget = (int(g.lb) + store_all_peak(g)) // 2
+    counts = {"walks": 0, "candidates": 0}
+    walk, pick = greedy._DtrPicker._walk, greedy._DtrPicker.pick
+
+    def counted_walk(self, *args):
+        counts["walks"] += 1
+        return walk(self, *args)
+
+    def counted_pick(self, pool, pins):
+        counts["candidates"] += sum(1 for v in pool if not pins[v])
+        return pick(self, pool, pins)
+
+    monkeypatch.setattr(greedy._DtrPicker, "_walk", counted_walk)
+    monkeypatch.setattr(greedy._DtrPicker, "pick", counted_pick)
+    assert _outcome(greedy, g, budget, "dtr", 64, 10, None) == _outcome(reference, g, budget, "dtr", 64, 10, None)
+    assert counts["candidates"] > 1000 and counts["walks"] < counts["candidates"] / 2, counts
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 10_000), st.integers(20, 90), st.floats(0.3, 0.95))
+def test_picks_and_walks_equal_dtr_score(seed: int, n: int, dense: float) -> None:
+    """Directly, over random evictions and recomputations with most values evicted (walks
+    that stop at their limit of 32 values) and costs that are arbitrary floats (sums whose
+    order shows): each walk's key is ``_dtr_within``'s exactly, and each pick is the least
+    ``dtr_score`` key among the unpinned candidates (None when all are pinned)."""
+    rng = np.random.default_rng(seed)
+    fwd = G.random_dag(n, 4.0 / n, seed=seed)
+    fwd = G.from_edges(n, np.stack(fwd.edges(), axis=1), mem=rng.integers(1, 9, n), cost=rng.random(n) * 10)
+    g = checkmate_training_graph(fwd)
+    state = greedy._State(g)
+    picker = greedy._DtrPicker(state)
+    pins = [0] * g.n
+    for _ in range(30):
+        for x in rng.choice(g.n, size=max(1, g.n // 8), replace=False).tolist():
+            want = int(rng.random() < dense)
+            if state.evicted[x] != want:
+                state.evicted[x] = want
+                picker.flipped(x)
+        state.clock += int(rng.integers(0, 3))
+        for x in rng.choice(g.n, size=3, replace=False).tolist():
+            state.last_access[x] = state.clock
+        pool = [v for v in rng.permutation(g.n).tolist()[:20] if not state.evicted[v]]
+        pins = [int(rng.random() < 0.2) for _ in range(g.n)]
+        for v in pool:  # walks stopped above rising bests, each resumed from the last
+            denom = state.mem[v] * (state.clock - state.last_access[v] + 1)
+            exact = greedy._dtr_within(state, v, math.inf)[0]
+            for best in [*sorted((rng.random(3) * 2 * exact).tolist()), math.inf]:
+                part = picker.found.get(v)
+                if part is not None and (part[1] or any(picker.changed[y] > part[3] for y in part[2])):
+                    part = None
+                assert picker._walk(v, denom, best, part) == (None if exact > best else exact)
+        free = [v for v in pool if not pins[v]]
+        want_pick = min(free, key=lambda v: greedy.dtr_score(state, v)) if free else None
+        assert picker.pick(pool, pins) == want_pick
