@@ -515,20 +515,29 @@ def _reevict(
     # r cache: valid until a value its search looked at changes residency
     r = [0.0] * n
     r_ok = [False] * n
-    # the same as arrays, for numpy scans of long live lists (None: never that long)
-    arrays = sum(1 for x in mem if x > 0) > _SCAN_LIVE
-    if arrays:
+    # the same as arrays, for numpy scans of long live lists: made (from the lists) the
+    # first time the live list grows past _SCAN_LIVE, then kept equal to the lists; until
+    # then only the lists are kept (most replays of small graphs never need the arrays)
+    arrays = False
+    live_a = want_a = units_a = r_a = r_ok_a = mem_a = cost_a = weight_a = np.zeros(0)
+    exact = True
+    watchers: list[list[int]] = [[] for _ in range(n)]  # value -> cached r that looked at it
+
+    def as_arrays() -> None:
+        """Make the arrays from the lists (the live list is about to outgrow a plain scan)."""
+        nonlocal arrays, live_a, want_a, units_a, r_a, r_ok_a, mem_a, cost_a, weight_a, exact
+        arrays = True
         live_a = np.zeros(n, dtype=np.int64)
+        live_a[: len(live)] = live
         want_a = np.array(want, dtype=np.int64)
-        units_a = np.array(degree, dtype=np.int64)
-        r_a = np.zeros(n, dtype=np.float64)
-        r_ok_a = np.zeros(n, dtype=bool)
+        units_a = np.array(units, dtype=np.int64)
+        r_a = np.array(r, dtype=np.float64)
+        r_ok_a = np.array(r_ok, dtype=bool)
         mem_a = graph.mem.astype(np.int64)
         cost_a = graph.cost.astype(np.float64)
         weight_a = None if weight is None else np.asarray(weight, dtype=np.float64)
         # keys in int64 while size · d^p cannot overflow (d <= never + 1), else per value
         exact = int(graph.mem.max(initial=0)) * (never + 1) ** power < 2**62
-    watchers: list[list[int]] = [[] for _ in range(n)]  # value -> cached r that looked at it
 
     def settle(u: int) -> None:
         """``u``'s next use or its successors' changed: what a scan reads of it."""
@@ -701,6 +710,8 @@ def _reevict(
             if m <= _SCAN_LIVE:
                 victim, runner_up, spent = scan()
             else:
+                if not arrays:
+                    as_arrays()
                 lv = live_a[:m]
                 wanted = want_a[lv]
                 gone = wanted == never
