@@ -304,6 +304,7 @@ def improve_plan(
         rng = random.Random(0)  # deterministic restarts
         # the plain replays first (lingering and not), then hill climbs on two lingering ones
         chains = [_Chain(score, linger, [1.0] * graph.n) for linger in (True, False) for score in SCORES]
+        facts: dict = {}  # what every replay of ``order`` starts from (_order_facts)
         climbs = [c for c in chains if c.linger and c.score in CLIMBS]
         for attempt in range(len(chains) + len(climbs) * restarts):
             if best.metrics.cost <= graph.base_cost:
@@ -320,7 +321,7 @@ def improve_plan(
             else:
                 trace = _Trace() if chain.linger and chain.score in CLIMBS else None  # only climbs look
                 close = set()
-                seq = _reevict(graph, order, limit, chain.score, limits, weight, chain.linger, close, trace)
+                seq = _reevict(graph, order, limit, chain.score, limits, weight, chain.linger, close, trace, facts)
             if seq is None:
                 if late():
                     finished = False
@@ -466,11 +467,14 @@ def _reevict(
     linger: bool = False,
     close: set[int] | None = None,
     trace: _Trace | None = None,
+    facts: dict | None = None,
 ) -> list[int] | None:
     """The compute sequence of replaying ``order`` (each node's inputs before it) within
     ``limit`` bytes, evicting by ``score`` with knowledge of every future use; None when
     it cannot fit (a compute finds nothing evictable), thrashes, or runs out of ``limits``.
-    ``trace`` (empty) records what the weights could change (:class:`_Trace`).
+    ``trace`` (empty) records what the weights could change (:class:`_Trace`). ``facts``
+    keeps what depends only on the graph and ``order`` between replays of the same order
+    (:func:`_order_facts`).
 
     The victim is the resident value (not pinned: not an input of the compute under way) of
     least key, the first in the live order among equals; a value nobody reads again wins
@@ -482,18 +486,12 @@ def _reevict(
     same float operations as one value's: cost / (size · d^p), times its weight (:func:`_key`).
     Up to :data:`_SCAN_LIVE` live values a plain Python scan makes the same choice faster."""
     n = graph.n
-    mem = graph.mem.tolist()
-    ws = graph.workspace.tolist()
-    cost = graph.cost.tolist()
+    mem, ws, cost, degree, uses_at, first_use, first_soon = _order_facts(graph, order, linger, facts)
     preds = graph.pred_lists
     succs = graph.succ_lists
     never = len(order) + 1  # "no next use": later than every position
-    uses_at: list[list[int]] = [[] for _ in range(n)]  # positions in order that read v
-    for p, v in enumerate(order):
-        for u in preds[v]:
-            uses_at[u].append(p)
     ptr = [0] * n
-    nxt = [lst[0] if lst else never for lst in uses_at]  # next use at or after pos
+    nxt = list(first_use)  # next use at or after pos
     resident = [False] * n
     pins = [0] * n
     live: list[int] = []  # resident values of nonzero size (eviction candidates)
@@ -505,9 +503,8 @@ def _reevict(
     max_computes = _MAX_FACTOR * max(len(order), 1)
     use_r = score.startswith("r")
     power = 0 if score == "r/size" else 2 if score == "r/size/d2" else 1
-    degree = [len(s) for s in succs]
     # linger: per value, the earliest next use of a successor that is not resident
-    soon = [min((nxt[s] for s in succs[u]), default=never) for u in range(n)] if linger else nxt
+    soon = list(first_soon) if linger else nxt
     # what a scan reads, per value: its wanted position (-1 while pinned), and the work
     # its successors add to a lingering scan (0 while pinned)
     want = [a if a < b else b for a, b in zip(nxt, soon)]
@@ -659,7 +656,14 @@ def _reevict(
             spent += sum(map(units.__getitem__, live))
         cands = [u for u, w in zip(live, wanted) if w >= 0]  # not pinned
         nums = [r[u] if r_ok[u] else r_of(u) for u in cands] if use_r else list(map(cost.__getitem__, cands))
-        raw = [_key(x, mem[u], want[u] - pos + 1, power) for x, u in zip(nums, cands)]
+        # _key's divisions, inlined per power (no call per value): the same float operations
+        q = pos - 1
+        if power == 1:
+            raw = [x / (mem[u] * (want[u] - q)) for x, u in zip(nums, cands)]
+        elif power == 0:
+            raw = [x / mem[u] for x, u in zip(nums, cands)]
+        else:
+            raw = [x / (mem[u] * (want[u] - q) * (want[u] - q)) for x, u in zip(nums, cands)]
         i, j = _least_two(raw if weight is None else [k * weight[u] for k, u in zip(raw, cands)])
         victim, runner_up = (cands[i] if i >= 0 else -1), (cands[j] if j >= 0 else -1)
         if trace is not None and victim >= 0:
@@ -812,6 +816,35 @@ def _reevict(
     if trace is not None:
         trace.seq = out
         trace.close = set(close) if close is not None else set()
+    return out
+
+
+def _order_facts(
+    graph: Graph, order: list[int], linger: bool, facts: dict | None
+) -> tuple[list[int], list[int], list[float], list[int], list[list[int]], list[int], list[int]]:
+    """What a re-eviction of ``order`` starts from and only reads: sizes, workspaces, costs
+    and out-degrees as lists, the positions in ``order`` that read each value, each value's
+    first use and (``linger``) its successors' earliest first use (never: ``len(order) +
+    1``). Kept in ``facts`` (None: made afresh) while it is asked for the same ``order``
+    object: :func:`improve_plan` replays one order dozens of times."""
+    if facts is not None and facts.get("order") is order and linger in facts:
+        return facts[linger]
+    n = graph.n
+    preds = graph.pred_lists
+    succs = graph.succ_lists
+    never = len(order) + 1
+    uses_at: list[list[int]] = [[] for _ in range(n)]  # positions in order that read v
+    for p, v in enumerate(order):
+        for u in preds[v]:
+            uses_at[u].append(p)
+    first = [lst[0] if lst else never for lst in uses_at]
+    soon = [min((first[s] for s in succs[u]), default=never) for u in range(n)] if linger else first
+    out = (graph.mem.tolist(), graph.workspace.tolist(), graph.cost.tolist(), [len(s) for s in succs], uses_at, first, soon)
+    if facts is not None:
+        if facts.get("order") is not order:
+            facts.clear()
+            facts["order"] = order
+        facts[linger] = out
     return out
 
 
