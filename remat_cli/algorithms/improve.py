@@ -1289,8 +1289,8 @@ def _cover(graph: Graph, seq: list[int], limit: int, allowance: float, extend: b
     stretches = 0
     for c, rs in reads.items():
         w = mem[seq[c]]
-        if w == 0:
-            continue
+        if w == 0 or rs[-1] <= lo or c >= hi:
+            continue  # (no gap of this copy's reads spans an excess step: skipped below)
         points = [c, *rs]
         for a, b in zip(points, points[1:]):
             if b <= lo or a >= hi:
