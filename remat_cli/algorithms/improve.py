@@ -329,7 +329,12 @@ def improve_plan(
                 continue
             label = chain.score + (" lingering" if chain.linger else "")
             restart = max(0, attempt - len(chains) + 1)
-            pruned = prune_unread(graph, seq)
+            if same is not None and trace.pruned is not None:
+                pruned = list(trace.pruned)  # the very replay: pruned as it was
+            else:
+                pruned = prune_unread(graph, seq)
+                if trace is not None:
+                    trace.pruned = list(pruned)
             if restart:  # a climb's descent depends on the sequence only: kept by content
                 reached, finished = _descended(descents, pruned, limits, lambda: descend(pruned, label, restart))
             else:
@@ -800,11 +805,16 @@ def _reevict(
         return True
 
     for p, v in enumerate(order):
-        move_to(p)
+        if passed < p:
+            move_to(p)
+        else:
+            pos = p  # (move_to's work when no use is left behind)
         if resident[v]:
             continue  # already there (a target computed early): nothing to do
         for u in preds[v]:
-            if not ensure(u):
+            if resident[u]:
+                pin(u)  # (ensure's common case)
+            elif not ensure(u):
                 return None
         if not compute(v):
             return None
@@ -872,12 +882,15 @@ class _Trace:
     eviction (``spends``) and, per eviction chosen by key, (index in ``spends``, the
     candidates in live order, their keys before weights, the victim, the runner-up); its
     sequence and ``close`` set. A replay under other weights that evicts the same values
-    is this very replay, but for its runners-up (:func:`_rechosen`)."""
+    is this very replay, but for its runners-up (:func:`_rechosen`); ``pruned``: its
+    sequence without unread computes, kept once made (a replay met again is not pruned
+    again)."""
 
     spends: list[int] = field(default_factory=list)
     choices: list[tuple[int, list[int], list[float], int, int]] = field(default_factory=list)
     seq: list[int] | None = None
     close: set[int] = field(default_factory=set)
+    pruned: list[int] | None = None  # ``seq`` without its unread computes, once made
     items: int = 0  # candidates kept in ``choices``
     full: bool = False  # past :data:`_TRACE_ITEMS`: nothing kept, the replay runs again
 
@@ -925,7 +938,7 @@ def _rechosen(trace: _Trace, old: list[float], new: list[float]) -> _Trace | Non
     if choices is trace.choices:
         return trace
     close = {x for _, _, _, victim, runner_up in choices if runner_up >= 0 for x in (victim, runner_up)}
-    return _Trace(trace.spends, choices, trace.seq, close)
+    return _Trace(trace.spends, choices, trace.seq, close, trace.pruned)
 
 
 #: Live values up to which a re-eviction scans them in plain Python (:func:`_reevict`'s
