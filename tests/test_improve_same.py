@@ -85,7 +85,7 @@ def _same(
     old_close: set[int] = set()
     old_limits = _Limits(None, work)
     old = reference._reevict(g, order, limit, score, old_limits, weight, linger, old_close)
-    for scan in (0, 10**9):  # numpy scans of the live values, and plain Python ones
+    for scan in (0, 4, 10**9):  # numpy scans of the live values, plain Python ones, and both (arrays made mid-replay)
         new_close: set[int] = set()
         new_limits = _Limits(None, work)
         with pytest.MonkeyPatch.context() as mp:
