@@ -122,7 +122,9 @@ them three times (each pass a replay and the splits: counted as 6 units per step
 stretches, 16 candidates); a keep round with releases reuses the last keep round's
 replay of the same plan, a swap round with stretches the plain round's candidates. A
 sequence met again in the same pass is neither replayed nor hoisted again (kept by
-content; a kept hoist round is charged again, spend by spend). Everything stops at the work limit or at ``deadline`` (a
+content; a kept hoist round is charged again, spend by spend); the re-evictions of one
+order share what depends only on it (:func:`_order_facts`), and a climb's replay met
+again is not pruned again. Everything stops at the work limit or at ``deadline`` (a
 ``time.perf_counter()`` value): anytime, the best plan so far is returned.
 """
 
