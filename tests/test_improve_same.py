@@ -75,14 +75,17 @@ def _orders(g: Graph, seed: int) -> list[list[int]]:
     return [needed, shuffled, _first_computes(plan.schedule.compute_nodes.tolist(), g.n)]
 
 
-def _same(g: Graph, order: list[int], limit: int, score: str, work: int, weight: list[float] | None, linger: bool) -> None:
+def _same(
+    g: Graph, order: list[int], limit: int, score: str, work: int, weight: list[float] | None, linger: bool, facts: dict | None = None
+) -> None:
     """The new replay equals the reference: sequence, close set, work left, whether it
-    scores the live values in numpy or in plain Python (``_SCAN_LIVE``); and what it
-    returns replays within the limit."""
+    scores the live values in numpy or in plain Python (``_SCAN_LIVE``), and with
+    ``facts`` kept from other replays of the same order (``improve._order_facts``: shared
+    lists the replay must only read); and what it returns replays within the limit."""
     old_close: set[int] = set()
     old_limits = _Limits(None, work)
     old = reference._reevict(g, order, limit, score, old_limits, weight, linger, old_close)
-    for scan in (0, 10**9):  # numpy scans of the live values, and plain Python ones
+    for scan in (0, 4, 10**9):  # numpy scans of the live values, plain Python ones, and both (arrays made mid-replay)
         new_close: set[int] = set()
         new_limits = _Limits(None, work)
         with pytest.MonkeyPatch.context() as mp:
@@ -92,6 +95,10 @@ def _same(g: Graph, order: list[int], limit: int, score: str, work: int, weight:
         assert new == old, what
         assert new_close == old_close, what
         assert new_limits.work == old_limits.work, what
+    if facts is not None:  # what earlier replays of this order (other scores, lingering) left
+        new_close, new_limits = set(), _Limits(None, work)
+        new = _reevict(g, order, limit, score, new_limits, weight, linger, new_close, None, facts)
+        assert (new, new_close, new_limits.work) == (old, old_close, old_limits.work), f"{what} with kept facts"
     if new is not None:
         m = simulate(g, schedule_from_sequence(g, new)).metrics
         assert m is not None, what
@@ -105,10 +112,11 @@ def test_reevict_equals_the_reference(g: Graph, seed: int, where: float, work: i
     peak = store_all_peak(g)
     limit = int(g.lb * 0.9 + where * (peak - g.lb * 0.9))
     for order in _orders(g, seed):
+        facts: dict = {}  # kept across this order's replays, as improve_plan keeps them
         for score in SCORES:
             for linger in (False, True):
                 weight = rng.choice([None, [1.0] * g.n, [rng.choice((0.0, 0.01, 0.3, 1.0, 3.0, 100.0, math.inf)) for _ in range(g.n)]])
-                _same(g, order, limit, score, work, weight, linger)
+                _same(g, order, limit, score, work, weight, linger, facts)
 
 
 def test_reevict_equals_the_reference_on_larger_graphs() -> None:
@@ -121,12 +129,13 @@ def test_reevict_equals_the_reference_on_larger_graphs() -> None:
         g = checkmate_training_graph(fwd)
         peak = store_all_peak(g)
         order = g.needed_nodes.tolist()
+        facts: dict = {}
         for ratio in (0.7, 0.4):
             limit = max(int(ratio * peak), g.lb)
             for score in SCORES:
                 for linger in (False, True):
                     weight = [rng.choice((0.1, 1.0, 1.0, 1.0, 10.0)) for _ in range(g.n)]
-                    _same(g, order, limit, score, 10**9, weight, linger)
+                    _same(g, order, limit, score, 10**9, weight, linger, facts)
 
 
 def _fresh_round(kept: dict, seq: list[int], limits: _Limits, run):

@@ -122,7 +122,9 @@ them three times (each pass a replay and the splits: counted as 6 units per step
 stretches, 16 candidates); a keep round with releases reuses the last keep round's
 replay of the same plan, a swap round with stretches the plain round's candidates. A
 sequence met again in the same pass is neither replayed nor hoisted again (kept by
-content; a kept hoist round is charged again, spend by spend). Everything stops at the work limit or at ``deadline`` (a
+content; a kept hoist round is charged again, spend by spend); the re-evictions of one
+order share what depends only on it (:func:`_order_facts`), and a climb's replay met
+again is not pruned again. Everything stops at the work limit or at ``deadline`` (a
 ``time.perf_counter()`` value): anytime, the best plan so far is returned.
 """
 
@@ -304,6 +306,7 @@ def improve_plan(
         rng = random.Random(0)  # deterministic restarts
         # the plain replays first (lingering and not), then hill climbs on two lingering ones
         chains = [_Chain(score, linger, [1.0] * graph.n) for linger in (True, False) for score in SCORES]
+        facts: dict = {}  # what every replay of ``order`` starts from (_order_facts)
         climbs = [c for c in chains if c.linger and c.score in CLIMBS]
         for attempt in range(len(chains) + len(climbs) * restarts):
             if best.metrics.cost <= graph.base_cost:
@@ -320,7 +323,7 @@ def improve_plan(
             else:
                 trace = _Trace() if chain.linger and chain.score in CLIMBS else None  # only climbs look
                 close = set()
-                seq = _reevict(graph, order, limit, chain.score, limits, weight, chain.linger, close, trace)
+                seq = _reevict(graph, order, limit, chain.score, limits, weight, chain.linger, close, trace, facts)
             if seq is None:
                 if late():
                     finished = False
@@ -328,7 +331,12 @@ def improve_plan(
                 continue
             label = chain.score + (" lingering" if chain.linger else "")
             restart = max(0, attempt - len(chains) + 1)
-            pruned = prune_unread(graph, seq)
+            if same is not None and trace.pruned is not None:
+                pruned = list(trace.pruned)  # the very replay: pruned as it was
+            else:
+                pruned = prune_unread(graph, seq)
+                if trace is not None:
+                    trace.pruned = list(pruned)
             if restart:  # a climb's descent depends on the sequence only: kept by content
                 reached, finished = _descended(descents, pruned, limits, lambda: descend(pruned, label, restart))
             else:
@@ -466,11 +474,14 @@ def _reevict(
     linger: bool = False,
     close: set[int] | None = None,
     trace: _Trace | None = None,
+    facts: dict | None = None,
 ) -> list[int] | None:
     """The compute sequence of replaying ``order`` (each node's inputs before it) within
     ``limit`` bytes, evicting by ``score`` with knowledge of every future use; None when
     it cannot fit (a compute finds nothing evictable), thrashes, or runs out of ``limits``.
-    ``trace`` (empty) records what the weights could change (:class:`_Trace`).
+    ``trace`` (empty) records what the weights could change (:class:`_Trace`). ``facts``
+    keeps what depends only on the graph and ``order`` between replays of the same order
+    (:func:`_order_facts`).
 
     The victim is the resident value (not pinned: not an input of the compute under way) of
     least key, the first in the live order among equals; a value nobody reads again wins
@@ -482,18 +493,12 @@ def _reevict(
     same float operations as one value's: cost / (size · d^p), times its weight (:func:`_key`).
     Up to :data:`_SCAN_LIVE` live values a plain Python scan makes the same choice faster."""
     n = graph.n
-    mem = graph.mem.tolist()
-    ws = graph.workspace.tolist()
-    cost = graph.cost.tolist()
+    mem, ws, cost, degree, uses_at, first_use, first_soon = _order_facts(graph, order, linger, facts)
     preds = graph.pred_lists
     succs = graph.succ_lists
     never = len(order) + 1  # "no next use": later than every position
-    uses_at: list[list[int]] = [[] for _ in range(n)]  # positions in order that read v
-    for p, v in enumerate(order):
-        for u in preds[v]:
-            uses_at[u].append(p)
     ptr = [0] * n
-    nxt = [lst[0] if lst else never for lst in uses_at]  # next use at or after pos
+    nxt = list(first_use)  # next use at or after pos
     resident = [False] * n
     pins = [0] * n
     live: list[int] = []  # resident values of nonzero size (eviction candidates)
@@ -505,9 +510,8 @@ def _reevict(
     max_computes = _MAX_FACTOR * max(len(order), 1)
     use_r = score.startswith("r")
     power = 0 if score == "r/size" else 2 if score == "r/size/d2" else 1
-    degree = [len(s) for s in succs]
     # linger: per value, the earliest next use of a successor that is not resident
-    soon = [min((nxt[s] for s in succs[u]), default=never) for u in range(n)] if linger else nxt
+    soon = list(first_soon) if linger else nxt
     # what a scan reads, per value: its wanted position (-1 while pinned), and the work
     # its successors add to a lingering scan (0 while pinned)
     want = [a if a < b else b for a, b in zip(nxt, soon)]
@@ -515,20 +519,29 @@ def _reevict(
     # r cache: valid until a value its search looked at changes residency
     r = [0.0] * n
     r_ok = [False] * n
-    # the same as arrays, for numpy scans of long live lists (None: never that long)
-    arrays = sum(1 for x in mem if x > 0) > _SCAN_LIVE
-    if arrays:
+    # the same as arrays, for numpy scans of long live lists: made (from the lists) the
+    # first time the live list grows past _SCAN_LIVE, then kept equal to the lists; until
+    # then only the lists are kept (most replays of small graphs never need the arrays)
+    arrays = False
+    live_a = want_a = units_a = r_a = r_ok_a = mem_a = cost_a = weight_a = np.zeros(0)
+    exact = True
+    watchers: list[list[int]] = [[] for _ in range(n)]  # value -> cached r that looked at it
+
+    def as_arrays() -> None:
+        """Make the arrays from the lists (the live list is about to outgrow a plain scan)."""
+        nonlocal arrays, live_a, want_a, units_a, r_a, r_ok_a, mem_a, cost_a, weight_a, exact
+        arrays = True
         live_a = np.zeros(n, dtype=np.int64)
+        live_a[: len(live)] = live
         want_a = np.array(want, dtype=np.int64)
-        units_a = np.array(degree, dtype=np.int64)
-        r_a = np.zeros(n, dtype=np.float64)
-        r_ok_a = np.zeros(n, dtype=bool)
+        units_a = np.array(units, dtype=np.int64)
+        r_a = np.array(r, dtype=np.float64)
+        r_ok_a = np.array(r_ok, dtype=bool)
         mem_a = graph.mem.astype(np.int64)
         cost_a = graph.cost.astype(np.float64)
         weight_a = None if weight is None else np.asarray(weight, dtype=np.float64)
         # keys in int64 while size · d^p cannot overflow (d <= never + 1), else per value
         exact = int(graph.mem.max(initial=0)) * (never + 1) ** power < 2**62
-    watchers: list[list[int]] = [[] for _ in range(n)]  # value -> cached r that looked at it
 
     def settle(u: int) -> None:
         """``u``'s next use or its successors' changed: what a scan reads of it."""
@@ -650,7 +663,14 @@ def _reevict(
             spent += sum(map(units.__getitem__, live))
         cands = [u for u, w in zip(live, wanted) if w >= 0]  # not pinned
         nums = [r[u] if r_ok[u] else r_of(u) for u in cands] if use_r else list(map(cost.__getitem__, cands))
-        raw = [_key(x, mem[u], want[u] - pos + 1, power) for x, u in zip(nums, cands)]
+        # _key's divisions, inlined per power (no call per value): the same float operations
+        q = pos - 1
+        if power == 1:
+            raw = [x / (mem[u] * (want[u] - q)) for x, u in zip(nums, cands)]
+        elif power == 0:
+            raw = [x / mem[u] for x, u in zip(nums, cands)]
+        else:
+            raw = [x / (mem[u] * (want[u] - q) * (want[u] - q)) for x, u in zip(nums, cands)]
         i, j = _least_two(raw if weight is None else [k * weight[u] for k, u in zip(raw, cands)])
         victim, runner_up = (cands[i] if i >= 0 else -1), (cands[j] if j >= 0 else -1)
         if trace is not None and victim >= 0:
@@ -701,6 +721,8 @@ def _reevict(
             if m <= _SCAN_LIVE:
                 victim, runner_up, spent = scan()
             else:
+                if not arrays:
+                    as_arrays()
                 lv = live_a[:m]
                 wanted = want_a[lv]
                 gone = wanted == never
@@ -785,11 +807,16 @@ def _reevict(
         return True
 
     for p, v in enumerate(order):
-        move_to(p)
+        if passed < p:
+            move_to(p)
+        else:
+            pos = p  # (move_to's work when no use is left behind)
         if resident[v]:
             continue  # already there (a target computed early): nothing to do
         for u in preds[v]:
-            if not ensure(u):
+            if resident[u]:
+                pin(u)  # (ensure's common case)
+            elif not ensure(u):
                 return None
         if not compute(v):
             return None
@@ -801,6 +828,35 @@ def _reevict(
     if trace is not None:
         trace.seq = out
         trace.close = set(close) if close is not None else set()
+    return out
+
+
+def _order_facts(
+    graph: Graph, order: list[int], linger: bool, facts: dict | None
+) -> tuple[list[int], list[int], list[float], list[int], list[list[int]], list[int], list[int]]:
+    """What a re-eviction of ``order`` starts from and only reads: sizes, workspaces, costs
+    and out-degrees as lists, the positions in ``order`` that read each value, each value's
+    first use and (``linger``) its successors' earliest first use (never: ``len(order) +
+    1``). Kept in ``facts`` (None: made afresh) while it is asked for the same ``order``
+    object: :func:`improve_plan` replays one order dozens of times."""
+    if facts is not None and facts.get("order") is order and linger in facts:
+        return facts[linger]
+    n = graph.n
+    preds = graph.pred_lists
+    succs = graph.succ_lists
+    never = len(order) + 1
+    uses_at: list[list[int]] = [[] for _ in range(n)]  # positions in order that read v
+    for p, v in enumerate(order):
+        for u in preds[v]:
+            uses_at[u].append(p)
+    first = [lst[0] if lst else never for lst in uses_at]
+    soon = [min((first[s] for s in succs[u]), default=never) for u in range(n)] if linger else first
+    out = (graph.mem.tolist(), graph.workspace.tolist(), graph.cost.tolist(), [len(s) for s in succs], uses_at, first, soon)
+    if facts is not None:
+        if facts.get("order") is not order:
+            facts.clear()
+            facts["order"] = order
+        facts[linger] = out
     return out
 
 
@@ -828,12 +884,15 @@ class _Trace:
     eviction (``spends``) and, per eviction chosen by key, (index in ``spends``, the
     candidates in live order, their keys before weights, the victim, the runner-up); its
     sequence and ``close`` set. A replay under other weights that evicts the same values
-    is this very replay, but for its runners-up (:func:`_rechosen`)."""
+    is this very replay, but for its runners-up (:func:`_rechosen`); ``pruned``: its
+    sequence without unread computes, kept once made (a replay met again is not pruned
+    again)."""
 
     spends: list[int] = field(default_factory=list)
     choices: list[tuple[int, list[int], list[float], int, int]] = field(default_factory=list)
     seq: list[int] | None = None
     close: set[int] = field(default_factory=set)
+    pruned: list[int] | None = None  # ``seq`` without its unread computes, once made
     items: int = 0  # candidates kept in ``choices``
     full: bool = False  # past :data:`_TRACE_ITEMS`: nothing kept, the replay runs again
 
@@ -881,7 +940,7 @@ def _rechosen(trace: _Trace, old: list[float], new: list[float]) -> _Trace | Non
     if choices is trace.choices:
         return trace
     close = {x for _, _, _, victim, runner_up in choices if runner_up >= 0 for x in (victim, runner_up)}
-    return _Trace(trace.spends, choices, trace.seq, close)
+    return _Trace(trace.spends, choices, trace.seq, close, trace.pruned)
 
 
 #: Live values up to which a re-eviction scans them in plain Python (:func:`_reevict`'s
@@ -1245,8 +1304,8 @@ def _cover(graph: Graph, seq: list[int], limit: int, allowance: float, extend: b
     stretches = 0
     for c, rs in reads.items():
         w = mem[seq[c]]
-        if w == 0:
-            continue
+        if w == 0 or rs[-1] <= lo or c >= hi:
+            continue  # (no gap of this copy's reads spans an excess step: skipped below)
         points = [c, *rs]
         for a, b in zip(points, points[1:]):
             if b <= lo or a >= hi:
