@@ -245,6 +245,9 @@ class _Recursion:
         self.clock = 0
         # (eviction value, -stamp, stamp, v): lowest value first, then the most recent
         self.cache: list[tuple[float, int, int, int]] = []
+        # values cached since the last eviction, (v, stamp): they enter the heap only when
+        # an eviction needs it (:meth:`_flush`); most are taken back first and never do
+        self.fresh: list[tuple[int, int]] = []
         self.rank = statics.rank
         cost = statics.cost
         # eviction order: "recent" evicts the most recently cached value first; "cheap"
@@ -330,7 +333,7 @@ class _Recursion:
         if self.caching:
             self.clock += 1
             self.stamp[u] = self.clock
-            heapq.heappush(self.cache, (self.value[u], -self.clock, self.clock, u))
+            self.fresh.append((u, self.clock))
         else:
             self._free(u)
 
@@ -348,7 +351,19 @@ class _Recursion:
             if self.cost_left < 0:
                 raise RecursionStopped("cannot win")
 
+    def _flush(self) -> None:
+        """Push the values cached since the last eviction that are still cached onto the
+        cache heap. Their keys are distinct (each stamp is new), so the heap pops the same
+        live entries in the same order as if each had been pushed when it was cached."""
+        cache, stamps, value, heappush = self.cache, self.stamp, self.value, heapq.heappush
+        for u, st in self.fresh:
+            if stamps[u] == st:
+                heappush(cache, (value[u], -st, st, u))
+        self.fresh.clear()
+
     def _evict(self, need: int) -> None:
+        if self.fresh:
+            self._flush()
         cache, stamps, resident, pin = self.cache, self.stamp, self.resident, self.pin
         limit, heappop = self.limit, heapq.heappop
         while self.cur + need > limit and cache:
@@ -817,9 +832,9 @@ class _Recursion:
         done, needed, costs = self.done, self.needed, self.costs
         ws, preds, pending, owed = self.ws, self.preds, self.pending, self.owed
         ops, nodes, limit = self.ops, self.nodes, self.limit
-        caching, cache, value = self.caching, self.cache, self.value
+        caching, cache, fresh = self.caching, self.cache, self.fresh
         deadline = self.deadline
-        heappush, heappop = heapq.heappush, heapq.heappop
+        heappop = heapq.heappop
         cur, pinned, clock = self.cur, self.pinned, self.clock
         budget_left, checks, cost_left = self.budget_left, self.checks, self.cost_left
         over = False
@@ -850,6 +865,8 @@ class _Recursion:
                 m = mem[v]
                 need = m + ws[v]
                 if cur + need > limit:  # evict
+                    if fresh:
+                        self._flush()
                     while cur + need > limit and cache:
                         _, _, st, u = heappop(cache)
                         if stamp[u] == st and resident[u] and pin[u] == 0:
@@ -885,7 +902,7 @@ class _Recursion:
                 if caching:
                     clock += 1
                     stamp[u] = clock
-                    heappush(cache, (value[u], -clock, clock, u))
+                    fresh.append((u, clock))
                 else:  # free
                     ops.append(FREE)
                     nodes.append(u)
