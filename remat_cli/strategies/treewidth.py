@@ -245,9 +245,12 @@ class _Recursion:
         self.clock = 0
         # (eviction value, -stamp, stamp, v): lowest value first, then the most recent
         self.cache: list[tuple[float, int, int, int]] = []
-        # values cached since the last eviction, (v, stamp): they enter the heap only when
-        # an eviction needs it (:meth:`_flush`); most are taken back first and never do
+        # values cached, (v, stamp), in caching order. Recent-first eviction (all values 0)
+        # takes them from its end: the heap's order, since each stamp is the newest. With
+        # cheap-first eviction they enter the heap only when an eviction needs it
+        # (:meth:`_flush`); most are taken back first and never do
         self.fresh: list[tuple[int, int]] = []
+        self.lifo = evict != "cheap"
         self.rank = statics.rank
         cost = statics.cost
         # eviction order: "recent" evicts the most recently cached value first; "cheap"
@@ -362,12 +365,17 @@ class _Recursion:
         self.fresh.clear()
 
     def _evict(self, need: int) -> None:
-        if self.fresh:
+        lifo, fresh = self.lifo, self.fresh
+        if fresh and not lifo:
             self._flush()
         cache, stamps, resident, pin = self.cache, self.stamp, self.resident, self.pin
         limit, heappop = self.limit, heapq.heappop
-        while self.cur + need > limit and cache:
-            _, _, stamp, u = heappop(cache)
+        pool = fresh if lifo else cache
+        while self.cur + need > limit and pool:
+            if lifo:
+                u, stamp = fresh.pop()
+            else:
+                _, _, stamp, u = heappop(cache)
             if stamps[u] == stamp and resident[u] and pin[u] == 0:
                 stamps[u] = -1
                 self._free(u)
@@ -832,7 +840,8 @@ class _Recursion:
         done, needed, costs = self.done, self.needed, self.costs
         ws, preds, pending, owed = self.ws, self.preds, self.pending, self.owed
         ops, nodes, limit = self.ops, self.nodes, self.limit
-        caching, cache, fresh = self.caching, self.cache, self.fresh
+        caching, cache, fresh, lifo = self.caching, self.cache, self.fresh, self.lifo
+        pool = fresh if lifo else cache  # where evictions take from
         deadline = self.deadline
         heappop = heapq.heappop
         cur, pinned, clock = self.cur, self.pinned, self.clock
@@ -865,10 +874,13 @@ class _Recursion:
                 m = mem[v]
                 need = m + ws[v]
                 if cur + need > limit:  # evict
-                    if fresh:
+                    if fresh and not lifo:
                         self._flush()
-                    while cur + need > limit and cache:
-                        _, _, st, u = heappop(cache)
+                    while cur + need > limit and pool:
+                        if lifo:
+                            u, st = fresh.pop()
+                        else:
+                            _, _, st, u = heappop(cache)
                         if stamp[u] == st and resident[u] and pin[u] == 0:
                             stamp[u] = -1
                             ops.append(FREE)  # free
