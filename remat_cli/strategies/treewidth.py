@@ -56,7 +56,9 @@ stopped is replaced by store-all, and the plan's mode says so.
 and replays its steps when the same call recurs on the same state (the (w+2)^depth
 repeats), counting the same work; the decompositions, separator trees, the bare run and
 its clean-up are kept on the graph, so repeated plans of one graph (a search for the
-smallest budget) make them once; plain schedules of many nodes are laid out with numpy.
+smallest budget) make them once; plain schedules of many nodes are laid out with numpy; recent-first eviction takes the
+cached values from a stack (the heap's order when every eviction value is 0), and
+cheap-first eviction pushes them onto its heap only when an eviction needs it.
 A capped run is charged a recomputation as soon as it frees a value that a needed node
 still to come reads. Standalone on ``PARALLEL_NEEDED`` nodes or more, a forked second
 process makes the memory-limit pass over the bare run and then the ladder's lower points
