@@ -112,10 +112,10 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int, deadline: float 
     for start in range(0, steps, DEADLINE_EVERY if deadline is not None else max(steps, 1)):
         if start and time.perf_counter() > deadline:  # type: ignore[operator]
             return None
-        for pos in range(start, min(start + DEADLINE_EVERY, steps) if deadline is not None else steps):
-            v = nodes[pos]
+        end = min(start + DEADLINE_EVERY, steps) if deadline is not None else steps
+        for pos, v, op in zip(range(start, end), nodes[start:end], ops[start:end]):
             s = state[v]
-            if ops[pos]:  # FREE: it becomes a candidate
+            if op:  # FREE: it becomes a candidate
                 if s == 1:
                     state[v] = 2
                     st = stamp[v] + 1
