@@ -70,6 +70,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
+from array import array
 from bisect import bisect_right
 from dataclasses import dataclass
 from itertools import compress
@@ -207,7 +208,9 @@ def recursive_schedule(
     if replay and limit is None and planner.cost_left == math.inf:
         planner.replay = {}
     planner.solve(sep.root, statics.targets[:], False)
-    schedule = Schedule(np.asarray(planner.ops, dtype=np.int8), np.asarray(planner.nodes, dtype=np.int32))
+    # the steps are kept in a bytearray and a C-int array: numpy reads them as buffers
+    ops = np.frombuffer(planner.ops, dtype=np.int8).copy()
+    schedule = Schedule(ops, np.frombuffer(planner.nodes, dtype=np.intc).astype(np.int32))
     return schedule, not planner.over
 
 
@@ -258,8 +261,8 @@ class _Recursion:
         # eviction order: "recent" evicts the most recently cached value first; "cheap"
         # evicts the value cheapest to recompute per byte first (recency breaks ties)
         self.value = statics.per_byte() if evict == "cheap" else statics.zeros
-        self.ops: list[int] = []  # the steps so far (COMPUTE or FREE, node)
-        self.nodes: list[int] = []
+        self.ops = bytearray()  # the steps so far (COMPUTE or FREE, node)
+        self.nodes = array("i")
         # bare recursion: (x, targets) -> what the call did (see solve); None: off
         self.replay: dict[tuple[int, tuple[int, ...]], _Recorded] | None = None
         self.replay_cap = max(1_000_000, 20 * n)  # steps stored at most (bounded memory)
@@ -990,8 +993,8 @@ class _Statics:
 class _Recorded:
     """One call of the bare recursion, as :meth:`_Recursion.solve` replays it."""
 
-    ops: list[int]  # its steps
-    nodes: list[int]
+    ops: bytearray  # its steps (slices of the run's)
+    nodes: array
     units: int  # work it counted
     closure: tuple[int, ...]  # its targets' ancestors inside the subtree: none resident
     boundary: tuple[int, ...]  # what it reads from outside: all resident
