@@ -211,13 +211,19 @@ def shared(memo: dict[Any, Any] | None, graph: Graph, key: str, make: Callable[[
 
 
 def shared_tree_decomposition(
-    graph: Graph, memo: dict[Any, Any] | None, methods: Sequence[str], deadline: float | None = None
+    graph: Graph,
+    memo: dict[Any, Any] | None,
+    methods: Sequence[str],
+    deadline: float | None = None,
+    skels: list[tuple[np.ndarray, list[set[int]]]] | None = None,
 ) -> TreeDecomposition:
     """:func:`tree_decomposition` of the moral skeleton, memoised in ``memo`` (a run's
     ``RunContext.shared``) so that the strategies ``auto`` runs decompose each graph once
     per heuristic. Past ``deadline`` (a ``time.perf_counter()`` value) no further heuristic
-    is started (min-fill on a 10,000-node grid: 1-4 s)."""
-    skels: list[tuple[np.ndarray, list[set[int]]]] = []  # built at most once, when needed
+    is started (min-fill on a 10,000-node grid: 1-4 s). ``skels``: a list that holds the
+    skeleton once built (the caller's, to use it again), else one of its own."""
+    if skels is None:
+        skels = []  # built at most once, when needed
 
     def skel() -> tuple[np.ndarray, list[set[int]]]:
         if not skels:
@@ -238,10 +244,15 @@ def shared_tree_decomposition(
 def shared_path_decomposition(graph: Graph, memo: dict[Any, Any] | None) -> PathDecomposition:
     """:func:`path_decomposition` (guided by a min-degree tree decomposition), memoised
     like :func:`shared_tree_decomposition`."""
-    td = shared_tree_decomposition(graph, memo, ("min-degree",))
-    return shared(
-        memo, graph, "pd", lambda: path_decomposition(graph, td=td, skel=shared(memo, graph, "skeleton", lambda: skeleton(graph)))
-    )
+    skels: list[tuple[np.ndarray, list[set[int]]]] = []  # the skeleton, built once for both
+    td = shared_tree_decomposition(graph, memo, ("min-degree",), skels=skels)
+
+    def skel() -> tuple[np.ndarray, list[set[int]]]:
+        if not skels:
+            skels.append(shared(memo, graph, "skeleton", lambda: skeleton(graph)))
+        return skels[0]
+
+    return shared(memo, graph, "pd", lambda: path_decomposition(graph, td=td, skel=skel()))
 
 
 def tree_decomposition(

@@ -45,18 +45,18 @@ def memory_greedy_order(
             if u in need:
                 c += 1
         missing[v] = c
-    # frees(u) asked once per value (it is the caller's fixed predicate), then looked up
-    freeable: dict[int, bool] = {}
+    # what freeing a value gives back: mem[u] where ``frees(u)``, else 0; asked once per
+    # value (``frees`` is the caller's fixed predicate), then looked up
+    gain: dict[int, int] = {}
 
     def delta(v: int) -> int:
         d = mem[v]
         for u in preds[v]:
             if remaining[u] == 1:
-                f = freeable.get(u)
-                if f is None:
-                    f = freeable[u] = frees is None or frees(u)
-                if f:
-                    d -= mem[u]
+                g = gain.get(u)
+                if g is None:
+                    g = gain[u] = mem[u] if frees is None or frees(u) else 0
+                d -= g
         return d
 
     heap: list[tuple[int, int, int]] = []  # (delta, rank, v)
@@ -76,10 +76,15 @@ def memory_greedy_order(
         for u in preds[v]:
             r = remaining[u] - 1
             remaining[u] = r
-            if r == 1:  # its one reader left now frees it
+            if r == 1:  # its one reader left now frees it (no gain: no key changes)
+                g = gain.get(u)
+                if g is None:
+                    g = gain[u] = mem[u] if frees is None or frees(u) else 0
+                if not g:
+                    continue
                 for w in succs[u]:
                     if w in need and not placed[w] and missing[w] == 0:
-                        d = current[w] = delta(w)
+                        d = current[w] = current[w] - g
                         push(heap, (d, rank[w], w))
         for w in succs[v]:
             if w in need:

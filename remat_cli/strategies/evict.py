@@ -99,69 +99,69 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int, deadline: float 
     out_ops: list[int] = []  # the steps kept, appended directly (no builder calls: hot loop)
     out_nodes: list[int] = []
 
-    def evict(v: int) -> None:
-        nonlocal cur
-        state[v] = 0
-        stamp[v] += 1
-        cur -= mem[v]
-        out_ops.append(FREE)
-        out_nodes.append(v)
-
     # new candidates wait here, (pos, stamp, v), and go into their heap only when an
     # eviction needs the heaps: most are taken back first (the value is computed again
     # while resident), and those never reach a heap. The heaps then hold the same live
     # entries as with an immediate push, and their keys are distinct, so the evictions
     # are the same.
     pending: list[tuple[int, int, int]] = []
-    push = heapq.heappush
-    look = DEADLINE_EVERY if deadline is not None else len(ops)  # the next step that looks at the clock
-    for pos, (op, v) in enumerate(zip(ops, nodes)):
-        if pos == look:
-            look += DEADLINE_EVERY
-            if time.perf_counter() > deadline:  # type: ignore[operator]
-                return None
-        s = state[v]
-        if op != COMPUTE:
-            if s == 1:
-                state[v] = 2
-                st = stamp[v] + 1
-                stamp[v] = st
-                pending.append((pos, st, v))
-            continue
-        if s:  # still resident: the recompute is not needed
-            if s == 2:
-                state[v] = 1
-                stamp[v] += 1
-            continue
-        need = mem[v] + ws[v]
-        if cur + need > limit and pending:
-            for at, st, u in pending:
-                if stamp[u] != st:
-                    continue
-                # one heap per candidate: a value no later step touches is evicted from
-                # `dead` before `cheap` is ever read; any other is computed again (the
-                # input frees it before its next use) or evicted, either way before it
-                # would be dead
-                if last_touch[u] < at:
-                    push(dead, (last_touch[u], st, u))
-                else:
-                    push(cheap, (per_byte[u], -mem[u], st, u))
-            pending.clear()
-        while cur + need > limit:
-            if dead and dead[0][0] < pos:  # no later step reads or computes it
-                _, st, u = heapq.heappop(dead)
-                if stamp[u] == st:
-                    evict(u)
+    push, pop = heapq.heappush, heapq.heappop
+    wait, keep_op, keep_node = pending.append, out_ops.append, out_nodes.append
+    steps = len(ops)
+    # chunks of DEADLINE_EVERY steps; the clock is looked at before each but the first
+    for start in range(0, steps, DEADLINE_EVERY if deadline is not None else max(steps, 1)):
+        if start and time.perf_counter() > deadline:  # type: ignore[operator]
+            return None
+        end = min(start + DEADLINE_EVERY, steps) if deadline is not None else steps
+        for pos, v, op in zip(range(start, end), nodes[start:end], ops[start:end]):
+            s = state[v]
+            if op:  # FREE: it becomes a candidate
+                if s == 1:
+                    state[v] = 2
+                    st = stamp[v] + 1
+                    stamp[v] = st
+                    wait((pos, st, v))
                 continue
-            while cheap and stamp[cheap[0][3]] != cheap[0][2]:
-                heapq.heappop(cheap)
-            if not cheap:
-                break  # soft limit: nothing left to evict
-            evict(heapq.heappop(cheap)[3])
-        out_ops.append(COMPUTE)
-        out_nodes.append(v)
-        state[v] = 1
-        cur += mem[v]
+            if s:  # still resident: the recompute is not needed
+                if s == 2:
+                    state[v] = 1
+                    stamp[v] += 1
+                continue
+            need = mem[v] + ws[v]
+            if cur + need > limit:
+                if pending:
+                    for at, st, u in pending:
+                        if stamp[u] != st:
+                            continue
+                        # one heap per candidate: a value no later step touches is evicted
+                        # from `dead` before `cheap` is ever read; any other is computed again
+                        # (the input frees it before its next use) or evicted, either way
+                        # before it would be dead
+                        if last_touch[u] < at:
+                            push(dead, (last_touch[u], st, u))
+                        else:
+                            push(cheap, (per_byte[u], -mem[u], st, u))
+                    pending.clear()
+                while cur + need > limit:
+                    if dead and dead[0][0] < pos:  # no later step reads or computes it
+                        _, st, u = pop(dead)
+                        if stamp[u] != st:
+                            continue
+                    else:
+                        while cheap and stamp[cheap[0][3]] != cheap[0][2]:
+                            pop(cheap)
+                        if not cheap:
+                            break  # soft limit: nothing left to evict
+                        u = pop(cheap)[3]
+                    state[u] = 0  # evict u
+                    stamp[u] += 1
+                    cur -= mem[u]
+                    keep_op(FREE)
+                    keep_node(u)
+            keep_op(COMPUTE)
+            keep_node(v)
+            state[v] = 1
+            cur += mem[v]
     return Schedule(np.asarray(out_ops, dtype=np.int8), np.asarray(out_nodes, dtype=np.int32))
 
 

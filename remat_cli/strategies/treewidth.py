@@ -56,7 +56,9 @@ stopped is replaced by store-all, and the plan's mode says so.
 and replays its steps when the same call recurs on the same state (the (w+2)^depth
 repeats), counting the same work; the decompositions, separator trees, the bare run and
 its clean-up are kept on the graph, so repeated plans of one graph (a search for the
-smallest budget) make them once; plain schedules of many nodes are laid out with numpy.
+smallest budget) make them once; plain schedules of many nodes are laid out with numpy; recent-first eviction takes the
+cached values from a stack (the heap's order when every eviction value is 0), and
+cheap-first eviction pushes them onto its heap only when an eviction needs it.
 A capped run is charged a recomputation as soon as it frees a value that a needed node
 still to come reads. Standalone on ``PARALLEL_NEEDED`` nodes or more, a forked second
 process makes the memory-limit pass over the bare run and then the ladder's lower points
@@ -68,6 +70,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
+from array import array
 from bisect import bisect_right
 from dataclasses import dataclass
 from itertools import compress
@@ -205,7 +208,9 @@ def recursive_schedule(
     if replay and limit is None and planner.cost_left == math.inf:
         planner.replay = {}
     planner.solve(sep.root, statics.targets[:], False)
-    schedule = Schedule(np.asarray(planner.ops, dtype=np.int8), np.asarray(planner.nodes, dtype=np.int32))
+    # the steps are kept in a bytearray and a C-int array: numpy reads them as buffers
+    ops = np.frombuffer(planner.ops, dtype=np.int8).copy()
+    schedule = Schedule(ops, np.frombuffer(planner.nodes, dtype=np.intc).astype(np.int32))
     return schedule, not planner.over
 
 
@@ -245,13 +250,19 @@ class _Recursion:
         self.clock = 0
         # (eviction value, -stamp, stamp, v): lowest value first, then the most recent
         self.cache: list[tuple[float, int, int, int]] = []
+        # values cached, (v, stamp), in caching order. Recent-first eviction (all values 0)
+        # takes them from its end: the heap's order, since each stamp is the newest. With
+        # cheap-first eviction they enter the heap only when an eviction needs it
+        # (:meth:`_flush`); most are taken back first and never do
+        self.fresh: list[tuple[int, int]] = []
+        self.lifo = evict != "cheap"
         self.rank = statics.rank
         cost = statics.cost
         # eviction order: "recent" evicts the most recently cached value first; "cheap"
         # evicts the value cheapest to recompute per byte first (recency breaks ties)
         self.value = statics.per_byte() if evict == "cheap" else statics.zeros
-        self.ops: list[int] = []  # the steps so far (COMPUTE or FREE, node)
-        self.nodes: list[int] = []
+        self.ops = bytearray()  # the steps so far (COMPUTE or FREE, node)
+        self.nodes = array("i")
         # bare recursion: (x, targets) -> what the call did (see solve); None: off
         self.replay: dict[tuple[int, tuple[int, ...]], _Recorded] | None = None
         self.replay_cap = max(1_000_000, 20 * n)  # steps stored at most (bounded memory)
@@ -330,7 +341,7 @@ class _Recursion:
         if self.caching:
             self.clock += 1
             self.stamp[u] = self.clock
-            heapq.heappush(self.cache, (self.value[u], -self.clock, self.clock, u))
+            self.fresh.append((u, self.clock))
         else:
             self._free(u)
 
@@ -348,11 +359,28 @@ class _Recursion:
             if self.cost_left < 0:
                 raise RecursionStopped("cannot win")
 
+    def _flush(self) -> None:
+        """Push the values cached since the last eviction that are still cached onto the
+        cache heap. Their keys are distinct (each stamp is new), so the heap pops the same
+        live entries in the same order as if each had been pushed when it was cached."""
+        cache, stamps, value, heappush = self.cache, self.stamp, self.value, heapq.heappush
+        for u, st in self.fresh:
+            if stamps[u] == st:
+                heappush(cache, (value[u], -st, st, u))
+        self.fresh.clear()
+
     def _evict(self, need: int) -> None:
+        lifo, fresh = self.lifo, self.fresh
+        if fresh and not lifo:
+            self._flush()
         cache, stamps, resident, pin = self.cache, self.stamp, self.resident, self.pin
         limit, heappop = self.limit, heapq.heappop
-        while self.cur + need > limit and cache:
-            _, _, stamp, u = heappop(cache)
+        pool = fresh if lifo else cache
+        while self.cur + need > limit and pool:
+            if lifo:
+                u, stamp = fresh.pop()
+            else:
+                _, _, stamp, u = heappop(cache)
             if stamps[u] == stamp and resident[u] and pin[u] == 0:
                 stamps[u] = -1
                 self._free(u)
@@ -817,9 +845,10 @@ class _Recursion:
         done, needed, costs = self.done, self.needed, self.costs
         ws, preds, pending, owed = self.ws, self.preds, self.pending, self.owed
         ops, nodes, limit = self.ops, self.nodes, self.limit
-        caching, cache, value = self.caching, self.cache, self.value
+        caching, cache, fresh, lifo = self.caching, self.cache, self.fresh, self.lifo
+        pool = fresh if lifo else cache  # where evictions take from
         deadline = self.deadline
-        heappush, heappop = heapq.heappush, heapq.heappop
+        heappop = heapq.heappop
         cur, pinned, clock = self.cur, self.pinned, self.clock
         budget_left, checks, cost_left = self.budget_left, self.checks, self.cost_left
         over = False
@@ -850,8 +879,13 @@ class _Recursion:
                 m = mem[v]
                 need = m + ws[v]
                 if cur + need > limit:  # evict
-                    while cur + need > limit and cache:
-                        _, _, st, u = heappop(cache)
+                    if fresh and not lifo:
+                        self._flush()
+                    while cur + need > limit and pool:
+                        if lifo:
+                            u, st = fresh.pop()
+                        else:
+                            _, _, st, u = heappop(cache)
                         if stamp[u] == st and resident[u] and pin[u] == 0:
                             stamp[u] = -1
                             ops.append(FREE)  # free
@@ -885,7 +919,7 @@ class _Recursion:
                 if caching:
                     clock += 1
                     stamp[u] = clock
-                    heappush(cache, (value[u], -clock, clock, u))
+                    fresh.append((u, clock))
                 else:  # free
                     ops.append(FREE)
                     nodes.append(u)
@@ -959,8 +993,8 @@ class _Statics:
 class _Recorded:
     """One call of the bare recursion, as :meth:`_Recursion.solve` replays it."""
 
-    ops: list[int]  # its steps
-    nodes: list[int]
+    ops: bytearray  # its steps (slices of the run's)
+    nodes: array
     units: int  # work it counted
     closure: tuple[int, ...]  # its targets' ancestors inside the subtree: none resident
     boundary: tuple[int, ...]  # what it reads from outside: all resident
