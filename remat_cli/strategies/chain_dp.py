@@ -212,11 +212,7 @@ def solve_chain(
         for u in preds[b]:
             read_by[u] = min(read_by.get(u, L), k)
 
-    sizes = [v for v in (*mem, *ws) if v > 0]
-    g = math.gcd(*sizes) if sizes else 1
-    total = int(graph.mem[graph.needed].sum() + graph.workspace.max(initial=0)) or 1
-    q = g * max(1, math.ceil(total / (g * max_slots)))
-    S = max(1, math.ceil(total / q))
+    q, S = slot_size(graph, max_slots)
     if max_bytes is not None:
         S = max(1, min(S, max_bytes // q))
 
@@ -251,6 +247,10 @@ def solve_chain(
         start.update({v: 0 for v in D[k + 1]})
         later = {u for u, j in read_by.items() if j < k}
         bwdp.append(slots(_local(mem, ws, preds, bwd[k], start, later)))
+    # a_{s-1} is not freed early and F_all on s holds as much either way: every state
+    # (s, t, f, 0) then equals (s, t, f, 1) (by induction on t: h enters a state only by
+    # these and by its left part (s, sp - 1, f2, h)), the choices too
+    same_h_arr = np.array([xf[k] == 0 and fall[k][0] == fall[k][1] and fallk[k][0] == fallk[k][1] for k in range(L)], dtype=bool)
     cf = [sum(cost[v] for v in nodes[k]) for k in range(L)]
     cb = [sum(cost[v] for v in bwd[k]) for k in range(L)]
 
@@ -279,7 +279,14 @@ def solve_chain(
     # memory), then the S + 1 levels, then S + 1 copies of the last level (more memory)
     W = S + 1
     Ctab = np.empty((L, L, 2, 2, 3 * W))  # a row is written (all of it) before it is read
-    rows = np.lib.stride_tricks.sliding_window_view(Ctab, W, axis=4)  # [..., start, level]
+    # every window of W levels of the flat table: a row (s, t, f, h) shifted by c starts at
+    # row_at(s, t, f, h, start_of(c)); one index array, not five, per gather
+    windows = np.lib.stride_tricks.sliding_window_view(Ctab.reshape(-1), W)
+
+    def row_at(s: Any, t: Any, f: Any, h: Any, start: Any) -> np.ndarray:
+        """The windows of rows (s, t, f, h) from ``start`` (broadcast index arrays)."""
+        return windows[(((s * L + t) * 2 + f) * 2 + h) * (3 * W) + start]
+
     x_arr = np.array(x, dtype=np.int64)
     d_arr = np.array(d, dtype=np.int64)
     ra_arr = np.array(ra, dtype=np.int64)
@@ -400,50 +407,64 @@ def solve_chain(
         # every state (s, s + length, f, h) at once, over all memory levels. Candidates per
         # s: code 1 (F_all on s), then codes 2 + j for j = 2·(sp - s - 1) + f2 (advance to
         # sp keeping a_{sp-1}); ties go to the lowest code, the order they were offered in
-        ss = np.arange(L - length)
+        n = L - length
+        ss = np.arange(n)
         ts = ss + length
         j = np.arange(2 * length)
         sps = ss[:, None] + 1 + j[None, :] // 2  # (s, j)
-        f2s = np.broadcast_to(j % 2, sps.shape)
+        f2s = j % 2  # broadcast over s
         xsp = x_arr[sps - 1]
         right_at = start_of(xsp)
         # what advancing s..sp-1 costs, or infinite where its peak does not fit (``above``)
         addend = np.where(levels < adv_peak_at[ss[:, None], sps][..., None], _INF, adv_cost_at[ss[:, None], sps][..., None])
         ra_s = ra_arr[ss]
+        t_list = ts.tolist()
+        # rows h = 1 that equal rows h = 0 (``same_h``) are copied, not solved again
+        redo = ss if borrow else np.flatnonzero(~same_h_arr[:n])
         for f in (0, 1):
             # the right part Solve(sp, t, f, f2) does not depend on h
-            right = rows[sps, ts[:, None], f, f2s, right_at] + addend
+            right = row_at(sps, ts[:, None], f, f2s, right_at) + addend
             left_at = start_of(d_arr[sps] + f2s * xsp - (d_arr[ts + 1] + f * x_arr[ts])[:, None])
+            best0 = None
             for h in (0, 1):
                 drop = (1 - h) * xf_arr[ss]  # a_{s-1} freed once segment s has read it
                 shift1 = kbar_arr[ss] + (1 - ra_s) * x_arr[ss] - drop
                 level1 = np.maximum(fall_arr[ss, h], bwdp_arr[ss] - drop + d_arr[ss + 1] - d_arr[ts + 1] - f * x_arr[ts])
-                allv = np.empty((len(ss), 1 + 2 * length, S + 1))
-                np.add(
-                    rows[ss + 1, ts, f, ra_s, start_of(shift1)],
-                    np.where(levels < level1[:, None], _INF, cfb_arr[ss][:, None]),
-                    out=allv[:, 0],
-                )
-                np.add(right, rows[ss[:, None], sps - 1, f2s, h, left_at], out=allv[:, 1:])
-                best = allv.min(axis=1)
+                part = ss if h == 0 else redo  # the states (by s) solved here
+                whole = part.size == n
+                best = best0.copy() if not whole else None
+                if part.size:
+                    sub, tsub = (ss, ts) if whole else (part, ts[part])
+                    allv = np.empty((part.size, 1 + 2 * length, S + 1))
+                    np.add(
+                        row_at(sub + 1, tsub, f, ra_s[part], start_of(shift1[part])),
+                        np.where(levels < level1[part, None], _INF, cfb_arr[sub][:, None]),
+                        out=allv[:, 0],
+                    )
+                    left = row_at(sub[:, None], sps[part] - 1, f2s, h, left_at[part])
+                    np.add(right if whole else right[part], left, out=allv[:, 1:])
+                    got = allv.min(axis=1)
+                    if whole:
+                        best = got
+                    else:
+                        best[part] = got
+                if h == 0:
+                    best0 = best
                 # the choices (argmin) are kept only where borrowed checkpoints are offered
                 # below; otherwise ``choose`` finds them for the states a plan visits
                 ch = np.where(best < _INF, allv.argmin(axis=1) + 1, -1).astype(np.int32) if borrow else None
-                for s in ss.tolist():
-                    t = s + length
-                    key = (s, t, f, h)
-                    SH[key + (1,)] = int(shift1[s])
-                    SH[key + (-1,)] = ra[s]
+                for s, t, sh in zip(range(n), t_list, shift1.tolist()):
+                    SH[(s, t, f, h, 1)] = sh
+                    SH[(s, t, f, h, -1)] = ra[s]
                     if borrow and t > s + 1:
                         _offer_borrowed(s, t, f, h, best[s], ch[s])
                 Ctab[ss, ts, f, h, :W] = _INF
                 Ctab[ss, ts, f, h, W : 2 * W] = best
                 Ctab[ss, ts, f, h, 2 * W :] = best[:, S:]
-                for s in ss.tolist():
-                    key = (s, s + length, f, h)
-                    C[key] = Ctab[key][W : 2 * W]
+                for s, t in zip(range(n), t_list):
+                    C[(s, t, f, h)] = Ctab[s, t, f, h, W : 2 * W]
                     if ch is not None:
-                        CH[key] = ch[s]
+                        CH[(s, t, f, h)] = ch[s]
 
     def choose(s: int, t: int, f: int, h: int, m: int) -> int:
         """The code ``argmin`` would pick for state (s, t, f, h) at level m: every candidate
@@ -467,6 +488,16 @@ def solve_chain(
         return code if best < _INF else -1
 
     return ChainTable(seg, q, S, C, CH, SH, PCH, tuple(x), tuple(d), choose)
+
+
+def slot_size(graph: Graph, max_slots: int) -> tuple[int, int]:
+    """Bytes per slot ``q`` and the slots of the whole table (no ``max_bytes``): ``q`` is the
+    sizes' gcd, or a multiple of it, so that the sum of all values fills ``max_slots``."""
+    sizes = [v for v in (*graph.mem.tolist(), *graph.workspace.tolist()) if v > 0]
+    g = math.gcd(*sizes) if sizes else 1
+    total = int(graph.mem[graph.needed].sum() + graph.workspace.max(initial=0)) or 1
+    q = g * max(1, math.ceil(total / (g * max_slots)))
+    return q, max(1, math.ceil(total / q))
 
 
 def _local(mem, ws, preds, seq: Sequence[int], start: Mapping[int, int], keep: set[int]) -> float:
@@ -564,13 +595,21 @@ def _best_plan(
         seg = seg.merged(_merge_starts(seg, max_segments))
         info["groups"] = seg.count
     borrow = seg.count <= int(options.borrow_segments)  # O(L⁴·M) instead of O(L³·M)
-    # levels above the budget's are never read by a plan within it (solve_chain); the full
-    # table only where none fits, for the smallest plan's peak
+    # levels above the budget's are never read by a plan within it (solve_chain); where none
+    # fits, more levels for the smallest plan's peak: a capped table equals the full one at
+    # every level it holds, so the smallest level with a plan and that plan are the full
+    # table's once it has one. First the store-all peak's level (the smallest plan is below
+    # it on every sample), then the full table (only that one, before)
+    max_slots = int(options.max_slots)
     try:
-        table = solve_chain(graph, seg, int(options.max_slots), borrow, max_bytes=budget - graph.fixed_mem, deadline=deadline)
+        table = solve_chain(graph, seg, max_slots, borrow, max_bytes=budget - graph.fixed_mem, deadline=deadline)
         m_min = table.min_slots()
-        if m_min is None:
-            table = solve_chain(graph, seg, int(options.max_slots), borrow, deadline=deadline)
+        q, whole = slot_size(graph, max_slots)
+        reach = -(-(store_all_plan(graph).metrics.peak_bytes - graph.fixed_mem) // q)
+        for cap in (reach, None):
+            if m_min is not None or table.slots >= (whole if cap is None else min(reach, whole - 1)):
+                continue
+            table = solve_chain(graph, seg, max_slots, borrow, max_bytes=None if cap is None else cap * q, deadline=deadline)
             m_min = table.min_slots()
     except TableStopped:
         return None, None  # past the deadline: no plan of this rule
