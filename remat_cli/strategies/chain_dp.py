@@ -184,6 +184,8 @@ def solve_chain(
     borrow: bool = True,
     max_bytes: int | None = None,
     deadline: float | None = None,
+    kept: dict[Any, ChainTable] | None = None,
+    key: Any = None,
 ) -> ChainTable:
     """Fill the DP table for every memory level up to the sum of all values, or up to the
     level of ``max_bytes`` (activation bytes) when given.
@@ -198,7 +200,28 @@ def solve_chain(
     ≤ L reads no state above L (test_chain_dp: equal tables). Capping the table there
     solves only those levels (a budget of 0.5x needs about a quarter of them); the slot
     size ``q`` is the same as without a cap, so the plans are too.
+
+    ``kept``: tables of this ``seg`` solved before (under ``key``, the one with the most
+    levels): one that holds every level asked for is returned as it is, the same table
+    at those levels; a new one with more levels replaces it. Past the deadline this
+    raises ``TableStopped`` before anything else, as it did without.
     """
+    if deadline is not None and time.perf_counter() > deadline:
+        raise TableStopped
+    q, S = slot_size(graph, max_slots)
+    if max_bytes is not None:
+        S = max(1, min(S, max_bytes // q))
+    have = None if kept is None else kept.get(key)
+    if have is not None and have.slots >= S:
+        return have
+    table = _solve(graph, seg, q, S, borrow, deadline)
+    if kept is not None and (have is None or table.slots > have.slots):
+        kept[key] = table
+    return table
+
+
+def _solve(graph: Graph, seg: Segmentation, q: int, S: int, borrow: bool, deadline: float | None) -> ChainTable:
+    """``solve_chain``'s table with ``S`` slots of ``q`` bytes."""
     mem = graph.mem.tolist()
     ws = graph.workspace.tolist()
     cost = graph.cost.tolist()
@@ -211,10 +234,6 @@ def solve_chain(
     for b, k in seg_of_b.items():
         for u in preds[b]:
             read_by[u] = min(read_by.get(u, L), k)
-
-    q, S = slot_size(graph, max_slots)
-    if max_bytes is not None:
-        S = max(1, min(S, max_bytes // q))
 
     def slots(b: float) -> int:
         return math.ceil(b / q)
@@ -284,7 +303,7 @@ def solve_chain(
     windows = np.lib.stride_tricks.sliding_window_view(Ctab.reshape(-1), W)
 
     def row_at(s: Any, t: Any, f: Any, h: Any, start: Any) -> np.ndarray:
-        """The windows of rows (s, t, f, h) from ``start`` (broadcast index arrays)."""
+        """The windows of rows (s, t, f, h) from ``start`` (broadcast index arrays): a copy."""
         return windows[(((s * L + t) * 2 + f) * 2 + h) * (3 * W) + start]
 
     x_arr = np.array(x, dtype=np.int64)
@@ -415,15 +434,19 @@ def solve_chain(
         f2s = j % 2  # broadcast over s
         xsp = x_arr[sps - 1]
         right_at = start_of(xsp)
-        # what advancing s..sp-1 costs, or infinite where its peak does not fit (``above``)
-        addend = np.where(levels < adv_peak_at[ss[:, None], sps][..., None], _INF, adv_cost_at[ss[:, None], sps][..., None])
+        # what advancing s..sp-1 costs, and the levels where its peak does not fit (``above``)
+        adv_cost = adv_cost_at[ss[:, None], sps][..., None]
+        adv_short = levels < adv_peak_at[ss[:, None], sps][..., None]
         ra_s = ra_arr[ss]
         t_list = ts.tolist()
         # rows h = 1 that equal rows h = 0 (``same_h``) are copied, not solved again
         redo = ss if borrow else np.flatnonzero(~same_h_arr[:n])
         for f in (0, 1):
             # the right part Solve(sp, t, f, f2) does not depend on h
-            right = row_at(sps, ts[:, None], f, f2s, right_at) + addend
+            # row + cost, infinite where the advance does not fit: row + (inf or cost) before
+            right = row_at(sps, ts[:, None], f, f2s, right_at)
+            np.add(right, adv_cost, out=right)
+            np.copyto(right, _INF, where=adv_short)
             left_at = start_of(d_arr[sps] + f2s * xsp - (d_arr[ts + 1] + f * x_arr[ts])[:, None])
             best0 = None
             for h in (0, 1):
@@ -466,13 +489,18 @@ def solve_chain(
                     if ch is not None:
                         CH[(s, t, f, h)] = ch[s]
 
+    # the levels alone, without the padding (a third of it), for the plans to be rebuilt
+    # from: a table kept for later budgets (``_best_plan``) holds L² · 4 · (S + 1) floats
+    compact = np.ascontiguousarray(Ctab[:, :, :, :, W : 2 * W])
+    C = {key: compact[key] for key in C}
+
     def choose(s: int, t: int, f: int, h: int, m: int) -> int:
         """The code ``argmin`` would pick for state (s, t, f, h) at level m: every candidate
         valued with the same float operations, in the same order, first minimum wins."""
 
         def at(key: tuple[int, int, int, int], c: int) -> float:
             k = m - c  # shifted(C[key], c)[m]
-            return _INF if k < 0 else Ctab[key][W + min(k, S)]
+            return _INF if k < 0 else C[key][min(k, S)]
 
         drop = (1 - h) * xf[s]
         level = max(fall[s][h], bwdp[s] - drop + d[s + 1] - d[t + 1] - f * x[t])
@@ -600,16 +628,27 @@ def _best_plan(
     # every level it holds, so the smallest level with a plan and that plan are the full
     # table's once it has one. First the store-all peak's level (the smallest plan is below
     # it on every sample), then the full table (only that one, before)
+    # A table is kept on the graph for the next budgets (a search for the smallest budget
+    # plans ten or more): one per attachment rule, the one with the most levels; it serves
+    # every budget whose level it holds (at most 13 tables: 2 of at most 40 segments,
+    # 11 of at most 12; 40² · 4 · 501 floats = 26 MB each at most).
     max_slots = int(options.max_slots)
+    kept = graph.derived("chain-dp tables", dict)
+    memo_key = (rule, max_segments, int(options.borrow_segments), max_slots)
+    q, whole = slot_size(graph, max_slots)
+
+    def table_to(cap: int | None) -> ChainTable:
+        """A table holding every level up to ``cap`` bytes (None: all of them)."""
+        return solve_chain(graph, seg, max_slots, borrow, max_bytes=cap, deadline=deadline, kept=kept, key=memo_key)
+
     try:
-        table = solve_chain(graph, seg, max_slots, borrow, max_bytes=budget - graph.fixed_mem, deadline=deadline)
+        table = table_to(budget - graph.fixed_mem)
         m_min = table.min_slots()
-        q, whole = slot_size(graph, max_slots)
         reach = -(-(store_all_plan(graph).metrics.peak_bytes - graph.fixed_mem) // q)
         for cap in (reach, None):
             if m_min is not None or table.slots >= (whole if cap is None else min(reach, whole - 1)):
                 continue
-            table = solve_chain(graph, seg, max_slots, borrow, max_bytes=None if cap is None else cap * q, deadline=deadline)
+            table = table_to(None if cap is None else cap * q)
             m_min = table.min_slots()
     except TableStopped:
         return None, None  # past the deadline: no plan of this rule
