@@ -24,7 +24,7 @@ from remat_cli.strategies.base import RunContext
 from remat_cli.strategies.chain_dp import ChainOptions, _merge_starts, solve_chain
 from remat_cli.training import checkmate_training_graph
 
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @st.composite

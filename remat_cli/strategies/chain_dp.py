@@ -26,8 +26,12 @@ Memory is counted exactly as the simulator counts it (workspace, frees after las
 per segment, in slots of ``q`` bytes (``q`` = 1 byte, or the sizes' gcd, whenever the
 table stays small). Time O(L³·M) for L segments and M slots, in numpy: all states of
 one length (t - s) and all memory levels at once, so the Python work is O(L²); memory
-O(L²·M) floats (one padded table, 75 MB at the default 40 segments and 500 slots). More
-than ``max_segments`` segments are merged into groups. Every plan is
+O(L²·M) floats (one padded table, 75 MB at the default 40 segments and 500 slots, while it
+is filled). Where a_{s-1} is not freed early (and F_all on s holds as much either way) the
+states with h = 1 equal those with h = 0 and are copied, not solved. Only the levels up to
+the budget's are solved; a table is kept on the graph (one per attachment rule, without its
+padding: 26 MB at most) and serves every later budget whose levels it holds (a search for
+the smallest budget). More than ``max_segments`` segments are merged into groups. Every plan is
 replayed by the simulator; if the model misjudged a general (non-chain) graph the next
 smaller memory level is tried. Anytime: past ``RunContext.deadline`` (a
 ``time.perf_counter()`` value) no further attachment rule is solved, a table being filled
@@ -330,14 +334,6 @@ def _solve(graph: Graph, seg: Segmentation, q: int, S: int, borrow: bool, deadli
             acc += cf[sp - 1]
             adv_peak_at[s0, sp], adv_cost_at[s0, sp] = peak, acc
 
-    def _store(key: tuple[int, int, int, int], best: np.ndarray, ch: np.ndarray) -> None:
-        row = Ctab[key]
-        row[:W] = _INF
-        row[W : 2 * W] = best
-        row[2 * W :] = best[S]
-        C[key] = row[W : 2 * W]
-        CH[key] = ch
-
     C: dict[tuple[int, int, int, int], np.ndarray] = {}
     CH: dict[tuple[int, int, int, int], np.ndarray] = {}
     SH: dict[tuple[int, ...], int] = {}
@@ -410,18 +406,26 @@ def _solve(graph: Graph, seg: Segmentation, q: int, S: int, borrow: bool, deadli
                                     best[better], ch[better] = val[better], code
                             P[pkey] = best
                             PCH[pkey] = ch
-        if length == 0:
+        if length == 0:  # one segment: F_all and its backward, from the level it needs
+            lv = np.empty((L, 2, 2), dtype=np.int64)
+            c0 = np.empty((L, 2, 2))
+            for s in range(L):
+                for h in (0, 1):
+                    drop = (1 - h) * xf[s]  # a_{s-1} freed once segment s has read it
+                    lv[s, 0, h], c0[s, 0, h] = max(fall[s][h], bwdp[s] - drop), cf[s] + cb[s]
+                    lv[s, 1, h], c0[s, 1, h] = max(fallk[s][h], bwdp[s] - drop - x[s]), cf[s] - cost[a[s]] + cb[s]
+            short = levels < lv[..., None]  # ``above(c0, level)``
+            one = np.where(short, _INF, c0[..., None])
+            ones = np.arange(L)
+            Ctab[ones, ones, :, :, :W] = _INF
+            Ctab[ones, ones, :, :, W : 2 * W] = one
+            Ctab[ones, ones, :, :, 2 * W :] = one[..., S:]
+            codes = np.where(short, -1, 0).astype(np.int32)
             for s in range(L):
                 for f in (0, 1):
                     for h in (0, 1):
-                        drop = (1 - h) * xf[s]  # a_{s-1} freed once segment s has read it
-                        if f:
-                            level = max(fallk[s][h], bwdp[s] - drop - x[s])
-                            c0 = cf[s] - cost[a[s]] + cb[s]
-                        else:
-                            level = max(fall[s][h], bwdp[s] - drop)
-                            c0 = cf[s] + cb[s]
-                        _store((s, s, f, h), above(c0, level), np.where(levels >= level, 0, -1).astype(np.int32))
+                        C[(s, s, f, h)] = Ctab[s, s, f, h, W : 2 * W]
+                        CH[(s, s, f, h)] = codes[s, f, h]
             continue
         # every state (s, s + length, f, h) at once, over all memory levels. Candidates per
         # s: code 1 (F_all on s), then codes 2 + j for j = 2·(sp - s - 1) + f2 (advance to
