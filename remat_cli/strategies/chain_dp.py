@@ -252,7 +252,13 @@ def _solve(graph: Graph, seg: Segmentation, q: int, S: int, borrow: bool, deadli
     kbar = [slots(sum(mem[v] for v in K[k])) for k in range(L)]
     # a_{k-1} can go once segment k's forward has read it, unless backward k.. reads it too
     succs = graph.succ_lists
-    late = [False] + [any(seg_of_b.get(w, -1) >= k for w in succs[a[k - 1]]) for k in range(1, L)]
+    # the latest backward segment reading a_{k-1} (-1: none)
+    last_read = [max((seg_of_b.get(w, -1) for w in succs[a[k - 1]]), default=-1) if k else -1 for k in range(L)]
+    late = [False] + [last_read[k] >= k for k in range(1, L)]
+    by_reader: list[list[int]] = [[] for _ in range(L)]  # values by their earliest reader
+    for u, j in read_by.items():
+        by_reader[j].append(u)
+    later: set[int] = set()  # values read by backward segments before k
     xf = [0] + [x[k - 1] if not late[k] and a[k - 1] in {u for v in nodes[k] for u in preds[v]} else 0 for k in range(1, L)]
     fall = [[0, 0] for _ in range(L)]
     fallk = [[0, 0] for _ in range(L)]
@@ -268,7 +274,7 @@ def _solve(graph: Graph, seg: Segmentation, q: int, S: int, borrow: bool, deadli
         adv_in.append(slots(_local(mem, ws, preds, nodes[k], counted, {a[k]})))
         start = {v: mem[v] for v in K[k]}
         start.update({v: 0 for v in D[k + 1]})
-        later = {u for u, j in read_by.items() if j < k}
+        later.update(by_reader[k - 1] if k else ())
         bwdp.append(slots(_local(mem, ws, preds, bwd[k], start, later)))
     # a_{s-1} is not freed early and F_all on s holds as much either way: every state
     # (s, t, f, 0) then equals (s, t, f, 1) (by induction on t: h enters a state only by
@@ -343,8 +349,8 @@ def _solve(graph: Graph, seg: Segmentation, q: int, S: int, borrow: bool, deadli
     # resident. The caller's left part rebuilds segments sp..sq-1 from an earlier one.
     P: dict[tuple[int, int, int, int, int], np.ndarray] = {}
     PCH: dict[tuple[int, int, int, int, int], np.ndarray] = {}
-    reads_late = [[k > 0 and any(seg_of_b.get(w, -1) >= j for w in succs[a[k - 1]]) for j in range(L + 1)] for k in range(L)]
-    pdrop = [slots(_local(mem, ws, preds, nodes[k], {a[k - 1]: 0}, {a[k]})) if k else 0 for k in range(L)]
+    reads_late = [[k > 0 and last_read[k] >= j for j in range(L + 1)] for k in range(L)]
+    pdrop = [slots(_local(mem, ws, preds, nodes[k], {a[k - 1]: 0}, {a[k]})) if k else 0 for k in range(L)] if borrow else []
 
     def _offer_borrowed(s: int, t: int, f: int, h: int, best: np.ndarray, ch: np.ndarray) -> None:
         """Offer state (s, t, f, h) the borrowed checkpoints a_{sp-1}: the left part restarts
@@ -495,7 +501,9 @@ def _solve(graph: Graph, seg: Segmentation, q: int, S: int, borrow: bool, deadli
 
     # the levels alone, without the padding (a third of it), for the plans to be rebuilt
     # from: a table kept for later budgets (``_best_plan``) holds L² · 4 · (S + 1) floats
-    compact = np.ascontiguousarray(Ctab[:, :, :, :, W : 2 * W])
+    compact = np.empty((L, L, 2, 2, W))  # rows s > t are never written nor read
+    for s in range(L):
+        compact[s, s:] = Ctab[s, s:, :, :, W : 2 * W]
     C = {key: compact[key] for key in C}
 
     def choose(s: int, t: int, f: int, h: int, m: int) -> int:
