@@ -339,6 +339,8 @@ def _solve(graph: Graph, seg: Segmentation, q: int, S: int, borrow: bool, deadli
                 peak = max(peak, adv_in[sp - 1])
             acc += cf[sp - 1]
             adv_peak_at[s0, sp], adv_cost_at[s0, sp] = peak, acc
+    # what advancing s..sp-1 costs, or infinite where its peak does not fit (``above``)
+    adv_rows = np.where(levels < adv_peak_at[..., None], _INF, adv_cost_at[..., None])
 
     C: dict[tuple[int, int, int, int], np.ndarray] = {}
     CH: dict[tuple[int, int, int, int], np.ndarray] = {}
@@ -444,19 +446,15 @@ def _solve(graph: Graph, seg: Segmentation, q: int, S: int, borrow: bool, deadli
         f2s = j % 2  # broadcast over s
         xsp = x_arr[sps - 1]
         right_at = start_of(xsp)
-        # what advancing s..sp-1 costs, and the levels where its peak does not fit (``above``)
-        adv_cost = adv_cost_at[ss[:, None], sps][..., None]
-        adv_short = levels < adv_peak_at[ss[:, None], sps][..., None]
+        addend = adv_rows[ss[:, None], sps]
         ra_s = ra_arr[ss]
         t_list = ts.tolist()
         # rows h = 1 that equal rows h = 0 (``same_h``) are copied, not solved again
         redo = ss if borrow else np.flatnonzero(~same_h_arr[:n])
         for f in (0, 1):
             # the right part Solve(sp, t, f, f2) does not depend on h
-            # row + cost, infinite where the advance does not fit: row + (inf or cost) before
             right = row_at(sps, ts[:, None], f, f2s, right_at)
-            np.add(right, adv_cost, out=right)
-            np.copyto(right, _INF, where=adv_short)
+            np.add(right, addend, out=right)
             left_at = start_of(d_arr[sps] + f2s * xsp - (d_arr[ts + 1] + f * x_arr[ts])[:, None])
             best0 = None
             for h in (0, 1):
