@@ -655,7 +655,9 @@ def _best_plan(
         table = table_to(budget - graph.fixed_mem)
         m_min = table.min_slots()
         reach = -(-(store_all_plan(graph).metrics.peak_bytes - graph.fixed_mem) // q)
-        for cap in (reach, None):
+        # (at 3 segments or fewer a table's time is its set-up, the same at every level: the
+        # whole table at once, as before)
+        for cap in (reach, None) if seg.count > 3 else (None,):
             if m_min is not None or table.slots >= (whole if cap is None else min(reach, whole - 1)):
                 continue
             table = table_to(None if cap is None else cap * q)
