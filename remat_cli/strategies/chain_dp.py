@@ -26,8 +26,12 @@ Memory is counted exactly as the simulator counts it (workspace, frees after las
 per segment, in slots of ``q`` bytes (``q`` = 1 byte, or the sizes' gcd, whenever the
 table stays small). Time O(L³·M) for L segments and M slots, in numpy: all states of
 one length (t - s) and all memory levels at once, so the Python work is O(L²); memory
-O(L²·M) floats (one padded table, 75 MB at the default 40 segments and 500 slots). More
-than ``max_segments`` segments are merged into groups. Every plan is
+O(L²·M) floats (one padded table, 75 MB at the default 40 segments and 500 slots, while it
+is filled). Where a_{s-1} is not freed early (and F_all on s holds as much either way) the
+states with h = 1 equal those with h = 0 and are copied, not solved. Only the levels up to
+the budget's are solved; a table is kept on the graph (one per attachment rule, without its
+padding: 26 MB at most) and serves every later budget whose levels it holds (a search for
+the smallest budget). More than ``max_segments`` segments are merged into groups. Every plan is
 replayed by the simulator; if the model misjudged a general (non-chain) graph the next
 smaller memory level is tried. Anytime: past ``RunContext.deadline`` (a
 ``time.perf_counter()`` value) no further attachment rule is solved, a table being filled
@@ -184,6 +188,8 @@ def solve_chain(
     borrow: bool = True,
     max_bytes: int | None = None,
     deadline: float | None = None,
+    kept: dict[Any, ChainTable] | None = None,
+    key: Any = None,
 ) -> ChainTable:
     """Fill the DP table for every memory level up to the sum of all values, or up to the
     level of ``max_bytes`` (activation bytes) when given.
@@ -198,7 +204,28 @@ def solve_chain(
     ≤ L reads no state above L (test_chain_dp: equal tables). Capping the table there
     solves only those levels (a budget of 0.5x needs about a quarter of them); the slot
     size ``q`` is the same as without a cap, so the plans are too.
+
+    ``kept``: tables of this ``seg`` solved before (under ``key``, the one with the most
+    levels): one that holds every level asked for is returned as it is, the same table
+    at those levels; a new one with more levels replaces it. Past the deadline this
+    raises ``TableStopped`` before anything else, as it did without.
     """
+    if deadline is not None and time.perf_counter() > deadline:
+        raise TableStopped
+    q, S = slot_size(graph, max_slots)
+    if max_bytes is not None:
+        S = max(1, min(S, max_bytes // q))
+    have = None if kept is None else kept.get(key)
+    if have is not None and have.slots >= S:
+        return have
+    table = _solve(graph, seg, q, S, borrow, deadline)
+    if kept is not None and (have is None or table.slots > have.slots):
+        kept[key] = table
+    return table
+
+
+def _solve(graph: Graph, seg: Segmentation, q: int, S: int, borrow: bool, deadline: float | None) -> ChainTable:
+    """``solve_chain``'s table with ``S`` slots of ``q`` bytes."""
     mem = graph.mem.tolist()
     ws = graph.workspace.tolist()
     cost = graph.cost.tolist()
@@ -211,14 +238,6 @@ def solve_chain(
     for b, k in seg_of_b.items():
         for u in preds[b]:
             read_by[u] = min(read_by.get(u, L), k)
-
-    sizes = [v for v in (*mem, *ws) if v > 0]
-    g = math.gcd(*sizes) if sizes else 1
-    total = int(graph.mem[graph.needed].sum() + graph.workspace.max(initial=0)) or 1
-    q = g * max(1, math.ceil(total / (g * max_slots)))
-    S = max(1, math.ceil(total / q))
-    if max_bytes is not None:
-        S = max(1, min(S, max_bytes // q))
 
     def slots(b: float) -> int:
         return math.ceil(b / q)
@@ -233,7 +252,13 @@ def solve_chain(
     kbar = [slots(sum(mem[v] for v in K[k])) for k in range(L)]
     # a_{k-1} can go once segment k's forward has read it, unless backward k.. reads it too
     succs = graph.succ_lists
-    late = [False] + [any(seg_of_b.get(w, -1) >= k for w in succs[a[k - 1]]) for k in range(1, L)]
+    # the latest backward segment reading a_{k-1} (-1: none)
+    last_read = [max((seg_of_b.get(w, -1) for w in succs[a[k - 1]]), default=-1) if k else -1 for k in range(L)]
+    late = [False] + [last_read[k] >= k for k in range(1, L)]
+    by_reader: list[list[int]] = [[] for _ in range(L)]  # values by their earliest reader
+    for u, j in read_by.items():
+        by_reader[j].append(u)
+    later: set[int] = set()  # values read by backward segments before k
     xf = [0] + [x[k - 1] if not late[k] and a[k - 1] in {u for v in nodes[k] for u in preds[v]} else 0 for k in range(1, L)]
     fall = [[0, 0] for _ in range(L)]
     fallk = [[0, 0] for _ in range(L)]
@@ -249,8 +274,12 @@ def solve_chain(
         adv_in.append(slots(_local(mem, ws, preds, nodes[k], counted, {a[k]})))
         start = {v: mem[v] for v in K[k]}
         start.update({v: 0 for v in D[k + 1]})
-        later = {u for u, j in read_by.items() if j < k}
+        later.update(by_reader[k - 1] if k else ())
         bwdp.append(slots(_local(mem, ws, preds, bwd[k], start, later)))
+    # a_{s-1} is not freed early and F_all on s holds as much either way: every state
+    # (s, t, f, 0) then equals (s, t, f, 1) (by induction on t: h enters a state only by
+    # these and by its left part (s, sp - 1, f2, h)), the choices too
+    same_h_arr = np.array([xf[k] == 0 and fall[k][0] == fall[k][1] and fallk[k][0] == fallk[k][1] for k in range(L)], dtype=bool)
     cf = [sum(cost[v] for v in nodes[k]) for k in range(L)]
     cb = [sum(cost[v] for v in bwd[k]) for k in range(L)]
 
@@ -279,7 +308,14 @@ def solve_chain(
     # memory), then the S + 1 levels, then S + 1 copies of the last level (more memory)
     W = S + 1
     Ctab = np.empty((L, L, 2, 2, 3 * W))  # a row is written (all of it) before it is read
-    rows = np.lib.stride_tricks.sliding_window_view(Ctab, W, axis=4)  # [..., start, level]
+    # every window of W levels of the flat table: a row (s, t, f, h) shifted by c starts at
+    # row_at(s, t, f, h, start_of(c)); one index array, not five, per gather
+    windows = np.lib.stride_tricks.sliding_window_view(Ctab.reshape(-1), W)
+
+    def row_at(s: Any, t: Any, f: Any, h: Any, start: Any) -> np.ndarray:
+        """The windows of rows (s, t, f, h) from ``start`` (broadcast index arrays): a copy."""
+        return windows[(((s * L + t) * 2 + f) * 2 + h) * (3 * W) + start]
+
     x_arr = np.array(x, dtype=np.int64)
     d_arr = np.array(d, dtype=np.int64)
     ra_arr = np.array(ra, dtype=np.int64)
@@ -303,14 +339,8 @@ def solve_chain(
                 peak = max(peak, adv_in[sp - 1])
             acc += cf[sp - 1]
             adv_peak_at[s0, sp], adv_cost_at[s0, sp] = peak, acc
-
-    def _store(key: tuple[int, int, int, int], best: np.ndarray, ch: np.ndarray) -> None:
-        row = Ctab[key]
-        row[:W] = _INF
-        row[W : 2 * W] = best
-        row[2 * W :] = best[S]
-        C[key] = row[W : 2 * W]
-        CH[key] = ch
+    # what advancing s..sp-1 costs, or infinite where its peak does not fit (``above``)
+    adv_rows = np.where(levels < adv_peak_at[..., None], _INF, adv_cost_at[..., None])
 
     C: dict[tuple[int, int, int, int], np.ndarray] = {}
     CH: dict[tuple[int, int, int, int], np.ndarray] = {}
@@ -321,8 +351,8 @@ def solve_chain(
     # resident. The caller's left part rebuilds segments sp..sq-1 from an earlier one.
     P: dict[tuple[int, int, int, int, int], np.ndarray] = {}
     PCH: dict[tuple[int, int, int, int, int], np.ndarray] = {}
-    reads_late = [[k > 0 and any(seg_of_b.get(w, -1) >= j for w in succs[a[k - 1]]) for j in range(L + 1)] for k in range(L)]
-    pdrop = [slots(_local(mem, ws, preds, nodes[k], {a[k - 1]: 0}, {a[k]})) if k else 0 for k in range(L)]
+    reads_late = [[k > 0 and last_read[k] >= j for j in range(L + 1)] for k in range(L)]
+    pdrop = [slots(_local(mem, ws, preds, nodes[k], {a[k - 1]: 0}, {a[k]})) if k else 0 for k in range(L)] if borrow else []
 
     def _offer_borrowed(s: int, t: int, f: int, h: int, best: np.ndarray, ch: np.ndarray) -> None:
         """Offer state (s, t, f, h) the borrowed checkpoints a_{sp-1}: the left part restarts
@@ -384,66 +414,95 @@ def solve_chain(
                                     best[better], ch[better] = val[better], code
                             P[pkey] = best
                             PCH[pkey] = ch
-        if length == 0:
+        if length == 0:  # one segment: F_all and its backward, from the level it needs
+            lv = np.empty((L, 2, 2), dtype=np.int64)
+            c0 = np.empty((L, 2, 2))
+            for s in range(L):
+                for h in (0, 1):
+                    drop = (1 - h) * xf[s]  # a_{s-1} freed once segment s has read it
+                    lv[s, 0, h], c0[s, 0, h] = max(fall[s][h], bwdp[s] - drop), cf[s] + cb[s]
+                    lv[s, 1, h], c0[s, 1, h] = max(fallk[s][h], bwdp[s] - drop - x[s]), cf[s] - cost[a[s]] + cb[s]
+            short = levels < lv[..., None]  # ``above(c0, level)``
+            one = np.where(short, _INF, c0[..., None])
+            ones = np.arange(L)
+            Ctab[ones, ones, :, :, :W] = _INF
+            Ctab[ones, ones, :, :, W : 2 * W] = one
+            Ctab[ones, ones, :, :, 2 * W :] = one[..., S:]
+            codes = np.where(short, -1, 0).astype(np.int32)
             for s in range(L):
                 for f in (0, 1):
                     for h in (0, 1):
-                        drop = (1 - h) * xf[s]  # a_{s-1} freed once segment s has read it
-                        if f:
-                            level = max(fallk[s][h], bwdp[s] - drop - x[s])
-                            c0 = cf[s] - cost[a[s]] + cb[s]
-                        else:
-                            level = max(fall[s][h], bwdp[s] - drop)
-                            c0 = cf[s] + cb[s]
-                        _store((s, s, f, h), above(c0, level), np.where(levels >= level, 0, -1).astype(np.int32))
+                        C[(s, s, f, h)] = Ctab[s, s, f, h, W : 2 * W]
+                        CH[(s, s, f, h)] = codes[s, f, h]
             continue
         # every state (s, s + length, f, h) at once, over all memory levels. Candidates per
         # s: code 1 (F_all on s), then codes 2 + j for j = 2·(sp - s - 1) + f2 (advance to
         # sp keeping a_{sp-1}); ties go to the lowest code, the order they were offered in
-        ss = np.arange(L - length)
+        n = L - length
+        ss = np.arange(n)
         ts = ss + length
         j = np.arange(2 * length)
         sps = ss[:, None] + 1 + j[None, :] // 2  # (s, j)
-        f2s = np.broadcast_to(j % 2, sps.shape)
+        f2s = j % 2  # broadcast over s
         xsp = x_arr[sps - 1]
         right_at = start_of(xsp)
-        # what advancing s..sp-1 costs, or infinite where its peak does not fit (``above``)
-        addend = np.where(levels < adv_peak_at[ss[:, None], sps][..., None], _INF, adv_cost_at[ss[:, None], sps][..., None])
+        addend = adv_rows[ss[:, None], sps]
         ra_s = ra_arr[ss]
+        t_list = ts.tolist()
+        # rows h = 1 that equal rows h = 0 (``same_h``) are copied, not solved again
+        redo = ss if borrow else np.flatnonzero(~same_h_arr[:n])
         for f in (0, 1):
             # the right part Solve(sp, t, f, f2) does not depend on h
-            right = rows[sps, ts[:, None], f, f2s, right_at] + addend
+            right = row_at(sps, ts[:, None], f, f2s, right_at)
+            np.add(right, addend, out=right)
             left_at = start_of(d_arr[sps] + f2s * xsp - (d_arr[ts + 1] + f * x_arr[ts])[:, None])
+            best0 = None
             for h in (0, 1):
                 drop = (1 - h) * xf_arr[ss]  # a_{s-1} freed once segment s has read it
                 shift1 = kbar_arr[ss] + (1 - ra_s) * x_arr[ss] - drop
                 level1 = np.maximum(fall_arr[ss, h], bwdp_arr[ss] - drop + d_arr[ss + 1] - d_arr[ts + 1] - f * x_arr[ts])
-                allv = np.empty((len(ss), 1 + 2 * length, S + 1))
-                np.add(
-                    rows[ss + 1, ts, f, ra_s, start_of(shift1)],
-                    np.where(levels < level1[:, None], _INF, cfb_arr[ss][:, None]),
-                    out=allv[:, 0],
-                )
-                np.add(right, rows[ss[:, None], sps - 1, f2s, h, left_at], out=allv[:, 1:])
-                best = allv.min(axis=1)
+                part = ss if h == 0 else redo  # the states (by s) solved here
+                whole = part.size == n
+                best = best0.copy() if not whole else None
+                if part.size:
+                    sub, tsub = (ss, ts) if whole else (part, ts[part])
+                    allv = np.empty((part.size, 1 + 2 * length, S + 1))
+                    np.add(
+                        row_at(sub + 1, tsub, f, ra_s[part], start_of(shift1[part])),
+                        np.where(levels < level1[part, None], _INF, cfb_arr[sub][:, None]),
+                        out=allv[:, 0],
+                    )
+                    left = row_at(sub[:, None], sps[part] - 1, f2s, h, left_at[part])
+                    np.add(right if whole else right[part], left, out=allv[:, 1:])
+                    got = allv.min(axis=1)
+                    if whole:
+                        best = got
+                    else:
+                        best[part] = got
+                if h == 0:
+                    best0 = best
                 # the choices (argmin) are kept only where borrowed checkpoints are offered
                 # below; otherwise ``choose`` finds them for the states a plan visits
                 ch = np.where(best < _INF, allv.argmin(axis=1) + 1, -1).astype(np.int32) if borrow else None
-                for s in ss.tolist():
-                    t = s + length
-                    key = (s, t, f, h)
-                    SH[key + (1,)] = int(shift1[s])
-                    SH[key + (-1,)] = ra[s]
+                for s, t, sh in zip(range(n), t_list, shift1.tolist()):
+                    SH[(s, t, f, h, 1)] = sh
+                    SH[(s, t, f, h, -1)] = ra[s]
                     if borrow and t > s + 1:
                         _offer_borrowed(s, t, f, h, best[s], ch[s])
                 Ctab[ss, ts, f, h, :W] = _INF
                 Ctab[ss, ts, f, h, W : 2 * W] = best
                 Ctab[ss, ts, f, h, 2 * W :] = best[:, S:]
-                for s in ss.tolist():
-                    key = (s, s + length, f, h)
-                    C[key] = Ctab[key][W : 2 * W]
+                for s, t in zip(range(n), t_list):
+                    C[(s, t, f, h)] = Ctab[s, t, f, h, W : 2 * W]
                     if ch is not None:
-                        CH[key] = ch[s]
+                        CH[(s, t, f, h)] = ch[s]
+
+    # the levels alone, without the padding (a third of it), for the plans to be rebuilt
+    # from: a table kept for later budgets (``_best_plan``) holds L² · 4 · (S + 1) floats
+    compact = np.empty((L, L, 2, 2, W))  # rows s > t are never written nor read
+    for s in range(L):
+        compact[s, s:] = Ctab[s, s:, :, :, W : 2 * W]
+    C = {key: compact[key] for key in C}
 
     def choose(s: int, t: int, f: int, h: int, m: int) -> int:
         """The code ``argmin`` would pick for state (s, t, f, h) at level m: every candidate
@@ -451,7 +510,7 @@ def solve_chain(
 
         def at(key: tuple[int, int, int, int], c: int) -> float:
             k = m - c  # shifted(C[key], c)[m]
-            return _INF if k < 0 else Ctab[key][W + min(k, S)]
+            return _INF if k < 0 else C[key][min(k, S)]
 
         drop = (1 - h) * xf[s]
         level = max(fall[s][h], bwdp[s] - drop + d[s + 1] - d[t + 1] - f * x[t])
@@ -467,6 +526,16 @@ def solve_chain(
         return code if best < _INF else -1
 
     return ChainTable(seg, q, S, C, CH, SH, PCH, tuple(x), tuple(d), choose)
+
+
+def slot_size(graph: Graph, max_slots: int) -> tuple[int, int]:
+    """Bytes per slot ``q`` and the slots of the whole table (no ``max_bytes``): ``q`` is the
+    sizes' gcd, or a multiple of it, so that the sum of all values fills ``max_slots``."""
+    sizes = [v for v in (*graph.mem.tolist(), *graph.workspace.tolist()) if v > 0]
+    g = math.gcd(*sizes) if sizes else 1
+    total = int(graph.mem[graph.needed].sum() + graph.workspace.max(initial=0)) or 1
+    q = g * max(1, math.ceil(total / (g * max_slots)))
+    return q, max(1, math.ceil(total / q))
 
 
 def _local(mem, ws, preds, seq: Sequence[int], start: Mapping[int, int], keep: set[int]) -> float:
@@ -564,13 +633,34 @@ def _best_plan(
         seg = seg.merged(_merge_starts(seg, max_segments))
         info["groups"] = seg.count
     borrow = seg.count <= int(options.borrow_segments)  # O(L⁴·M) instead of O(L³·M)
-    # levels above the budget's are never read by a plan within it (solve_chain); the full
-    # table only where none fits, for the smallest plan's peak
+    # levels above the budget's are never read by a plan within it (solve_chain); where none
+    # fits, more levels for the smallest plan's peak: a capped table equals the full one at
+    # every level it holds, so the smallest level with a plan and that plan are the full
+    # table's once it has one. First the store-all peak's level (the smallest plan is below
+    # it on every sample), then the full table (only that one, before)
+    # A table is kept on the graph for the next budgets (a search for the smallest budget
+    # plans ten or more): one per attachment rule, the one with the most levels; it serves
+    # every budget whose level it holds (at most 13 tables: 2 of at most 40 segments,
+    # 11 of at most 12; 40² · 4 · 501 floats = 26 MB each at most).
+    max_slots = int(options.max_slots)
+    kept = graph.derived("chain-dp tables", dict)
+    memo_key = (rule, max_segments, int(options.borrow_segments), max_slots)
+    q, whole = slot_size(graph, max_slots)
+
+    def table_to(cap: int | None) -> ChainTable:
+        """A table holding every level up to ``cap`` bytes (None: all of them)."""
+        return solve_chain(graph, seg, max_slots, borrow, max_bytes=cap, deadline=deadline, kept=kept, key=memo_key)
+
     try:
-        table = solve_chain(graph, seg, int(options.max_slots), borrow, max_bytes=budget - graph.fixed_mem, deadline=deadline)
+        table = table_to(budget - graph.fixed_mem)
         m_min = table.min_slots()
-        if m_min is None:
-            table = solve_chain(graph, seg, int(options.max_slots), borrow, deadline=deadline)
+        reach = -(-(store_all_plan(graph).metrics.peak_bytes - graph.fixed_mem) // q)
+        # (at 3 segments or fewer a table's time is its set-up, the same at every level: the
+        # whole table at once, as before)
+        for cap in (reach, None) if seg.count > 3 else (None,):
+            if m_min is not None or table.slots >= (whole if cap is None else min(reach, whole - 1)):
+                continue
+            table = table_to(None if cap is None else cap * q)
             m_min = table.min_slots()
     except TableStopped:
         return None, None  # past the deadline: no plan of this rule
