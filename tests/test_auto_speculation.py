@@ -128,22 +128,37 @@ def test_a_failed_speculation_is_made_here(monkeypatch, tmp_path):
 
 def test_no_speculation_on_a_plan_this_process_improved_already(monkeypatch, tmp_path):
     """This process improves the best plan known while the second one is still busy
-    (here: held up in treewidth until this process's improvement pass has ended, 30 s at
-    most: a fixed sleep of 1 s was too short on a loaded machine); the second process then
-    does not improve it again."""
+    (here: held up in treewidth until this process's improvement pass has ended); the
+    second process then does not improve it again. On a loaded machine this process could
+    reach treewidth before the second one had started and take it (the second one then
+    ran the rest unheld and improved its own plan), and a fixed hold of 1 s could end
+    before this process's pass: so greedy here waits until the second process is in
+    treewidth, which waits for the pass (30 s at most each)."""
     parent = os.getpid()
     real = registry.fast_strategies
     tw = next(s for s in real() if s.name == "treewidth")
-    log = tmp_path / "improve.log"
+    greedy = next(s for s in real() if s.name == "greedy")
+    log, entered = tmp_path / "improve.log", tmp_path / "treewidth.entered"
+
+    def wait_for(ready) -> None:
+        end = time.perf_counter() + 30.0
+        while not ready() and time.perf_counter() < end:
+            time.sleep(0.01)
 
     def held(graph, budget, options, context):
         if os.getpid() != parent:
-            done, end = log.with_suffix(".done"), time.perf_counter() + 30.0
-            while not (done.exists() and str(parent) in done.read_text().split()) and time.perf_counter() < end:
-                time.sleep(0.01)
+            entered.write_text("in treewidth")
+            done = log.with_suffix(".done")
+            wait_for(lambda: done.exists() and str(parent) in done.read_text().split())
         return tw.solve(graph, budget, options, context)
 
-    monkeypatch.setattr(registry, "fast_strategies", lambda: [replace(s, solve=held) if s is tw else s for s in real()])
+    def after_the_other_enters(graph, budget, options, context):
+        if os.getpid() == parent and context.parallel:
+            wait_for(entered.exists)
+        return greedy.solve(graph, budget, options, context)
+
+    swap = {tw.name: held, greedy.name: after_the_other_enters}
+    monkeypatch.setattr(registry, "fast_strategies", lambda: [replace(s, solve=swap[s.name]) if s.name in swap else s for s in real()])
     monkeypatch.setattr(auto, "PARALLEL_NODES", 10)
     speculated: list[object] = []
     real_adopt = auto._Child.adopt_improve
