@@ -245,7 +245,10 @@ def test_a_large_outcome_does_not_hold_up_the_second_process(monkeypatch):
 
 
 _INTERRUPTED = """
-import os, sys, time
+import os, signal, sys, time
+# as from a terminal, whatever the test runner's process ignored or blocked
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 from dataclasses import replace
 from pathlib import Path
 import remat_cli.strategies as registry
@@ -295,7 +298,12 @@ def test_ctrl_c_stops_both_processes_with_one_line(tmp_path):
         time.sleep(0.02)
     assert flag.exists(), proc.communicate(timeout=60)
     os.killpg(proc.pid, signal.SIGINT)
-    _stdout, stderr = proc.communicate(timeout=60)
+    try:
+        _stdout, stderr = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:  # say what each process of the group was doing
+        ps = subprocess.run(["ps", "-g", str(proc.pid), "-o", "pid,ppid,stat,wchan:24,cmd:40"], capture_output=True, text=True)
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail(f"not stopped 60 s after Ctrl-C; the flag said {flag.read_text()!r}:\n{ps.stdout}")
     assert proc.returncode == 130, stderr
     assert stderr.decode().strip() == "remat: interrupted"
     time.sleep(0.2)
