@@ -122,7 +122,7 @@ def test_kept_walks_are_used(monkeypatch) -> None:
 def test_picks_and_walks_equal_dtr_score(seed: int, n: int, dense: float) -> None:
     """Directly, over random evictions and recomputations with most values evicted (walks
     that stop at their limit of 32 values) and costs that are arbitrary floats (sums whose
-    order shows): each walk's key is ``_dtr_within``'s exactly, and each pick is the least
+    order shows): each walk's key is ``dtr_score``'s exactly, and each pick is the least
     ``dtr_score`` key among the unpinned candidates (None when all are pinned)."""
     rng = np.random.default_rng(seed)
     fwd = G.random_dag(n, 4.0 / n, seed=seed)
@@ -144,7 +144,7 @@ def test_picks_and_walks_equal_dtr_score(seed: int, n: int, dense: float) -> Non
         pins = [int(rng.random() < 0.2) for _ in range(g.n)]
         for v in pool:  # walks stopped above rising bests, each resumed from the last
             denom = state.mem[v] * (state.clock - state.last_access[v] + 1)
-            exact = greedy._dtr_within(state, v, math.inf)[0]
+            exact = greedy.dtr_score(state, v)[0]
             for best in [*sorted((rng.random(3) * 2 * exact).tolist()), math.inf]:
                 part = picker.found.get(v)
                 if part is not None and (part[1] or any(picker.changed[y] > part[3] for y in part[2])):

@@ -143,9 +143,10 @@ def test_dtr_score_is_the_summarys_formula() -> None:
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 10_000), st.integers(40, 120), st.floats(0.3, 0.9))
 def test_dtr_scoring_cut_short_picks_the_same_victims(seed: int, n: int, frac: float) -> None:
-    """dtr stops scoring a value once its partial ratio passes the best so far
-    (``dtr_score.within``); its replay is the same, step for step, as one that scores every
-    candidate to the end (more than 64 values resident: the sampled path), and valid."""
+    """dtr stops scoring a value once its partial ratio passes the best so far (and keeps
+    its walks, :class:`_DtrPicker`); its replay is the same, step for step, as one that
+    scores every candidate to the end (more than 64 values resident: the sampled path), and
+    valid."""
     from remat_cli.strategies.greedy import evict_schedule
 
     rng = np.random.default_rng(seed)

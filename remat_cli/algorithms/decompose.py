@@ -222,19 +222,14 @@ def shared_tree_decomposition(
     per heuristic. Past ``deadline`` (a ``time.perf_counter()`` value) no further heuristic
     is started (min-fill on a 10,000-node grid: 1-4 s). ``skels``: a list that holds the
     skeleton once built (the caller's, to use it again), else one of its own."""
-    if skels is None:
-        skels = []  # built at most once, when needed
-
-    def skel() -> tuple[np.ndarray, list[set[int]]]:
-        if not skels:
-            skels.append(shared(memo, graph, "skeleton", lambda: skeleton(graph)))
-        return skels[0]
-
+    held = [] if skels is None else skels  # the skeleton, built at most once, when needed
     best: TreeDecomposition | None = None
     for method in methods:  # as tree_decomposition does, one heuristic at a time
         if best is not None and (best.core or (deadline is not None and time.perf_counter() > deadline)):
             break
-        td = shared(memo, graph, "td " + method, lambda m=method: tree_decomposition(graph, methods=(m,), skel=skel()))
+        td = shared(
+            memo, graph, "td " + method, lambda m=method: tree_decomposition(graph, methods=(m,), skel=_skeleton_once(memo, graph, held))
+        )
         if best is None or td.width < best.width:
             best = td
     assert best is not None
@@ -246,13 +241,17 @@ def shared_path_decomposition(graph: Graph, memo: dict[Any, Any] | None) -> Path
     like :func:`shared_tree_decomposition`."""
     skels: list[tuple[np.ndarray, list[set[int]]]] = []  # the skeleton, built once for both
     td = shared_tree_decomposition(graph, memo, ("min-degree",), skels=skels)
+    return shared(memo, graph, "pd", lambda: path_decomposition(graph, td=td, skel=_skeleton_once(memo, graph, skels)))
 
-    def skel() -> tuple[np.ndarray, list[set[int]]]:
-        if not skels:
-            skels.append(shared(memo, graph, "skeleton", lambda: skeleton(graph)))
-        return skels[0]
 
-    return shared(memo, graph, "pd", lambda: path_decomposition(graph, td=td, skel=skel()))
+def _skeleton_once(
+    memo: dict[Any, Any] | None, graph: Graph, skels: list[tuple[np.ndarray, list[set[int]]]]
+) -> tuple[np.ndarray, list[set[int]]]:
+    """The moral skeleton (:func:`skeleton`), built at most once per ``skels`` (a list that
+    holds it: one call's, or shared by a caller that decomposes twice)."""
+    if not skels:
+        skels.append(shared(memo, graph, "skeleton", lambda: skeleton(graph)))
+    return skels[0]
 
 
 def tree_decomposition(

@@ -108,11 +108,13 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int, deadline: float 
     push, pop = heapq.heappush, heapq.heappop
     wait, keep_op, keep_node = pending.append, out_ops.append, out_nodes.append
     steps = len(ops)
-    # chunks of DEADLINE_EVERY steps; the clock is looked at before each but the first
-    for start in range(0, steps, DEADLINE_EVERY if deadline is not None else max(steps, 1)):
+    # chunks of DEADLINE_EVERY steps (one without a deadline); the clock is looked at
+    # before each but the first
+    chunk = DEADLINE_EVERY if deadline is not None else max(steps, 1)
+    for start in range(0, steps, chunk):
         if start and time.perf_counter() > deadline:  # type: ignore[operator]
             return None
-        end = min(start + DEADLINE_EVERY, steps) if deadline is not None else steps
+        end = min(start + chunk, steps)
         for pos, v, op in zip(range(start, end), nodes[start:end], ops[start:end]):
             s = state[v]
             if op:  # FREE: it becomes a candidate

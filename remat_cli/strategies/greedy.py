@@ -77,10 +77,21 @@ def largest_first(state: _State, v: int) -> tuple:
 
 
 def dtr_score(state: _State, v: int, limit: int = 32) -> tuple:
-    """DTR's h(t): evicted-neighbourhood recompute cost / (size · staleness); smallest first."""
-    key = _dtr_within(state, v, math.inf, limit)  # never cut short below infinity
-    assert key is not None
-    return key
+    """DTR's h(t): evicted-neighbourhood recompute cost / (size · staleness); smallest first.
+    The replay's victim search (:class:`_DtrPicker`) walks the same nodes in the same order
+    and adds the same floats, cut short once a value cannot be the victim."""
+    cost, evicted, nbrs = state.cost, state.evicted, state.nbrs
+    denom = state.mem[v] * (state.clock - state.last_access[v] + 1)
+    total = cost[v]
+    seen = {v}
+    stack = [v]
+    while stack and len(seen) < limit:
+        for w in nbrs[stack.pop()]:
+            if evicted[w] and w not in seen:
+                seen.add(w)
+                total += cost[w]
+                stack.append(w)
+    return (total / denom, v)
 
 
 def _dtr_floor(state: _State, v: int) -> tuple:
@@ -89,31 +100,7 @@ def _dtr_floor(state: _State, v: int) -> tuple:
     return (state.cost[v] / (state.mem[v] * (state.clock - state.last_access[v] + 1)), v)
 
 
-def _dtr_within(state: _State, v: int, best: float, limit: int = 32) -> tuple | None:
-    """``dtr_score(state, v)``, or None once it is proven above ``best`` (its ratio): the
-    neighbourhood's costs only add up, so the walk stops as soon as the partial ratio passes
-    ``best`` (a value that cannot be the victim is not scored to the end). Same walk and the
-    same arithmetic as :func:`dtr_score`, so a key it returns is that key exactly."""
-    cost, evicted, nbrs = state.cost, state.evicted, state.nbrs
-    denom = state.mem[v] * (state.clock - state.last_access[v] + 1)
-    total = cost[v]
-    if total / denom > best:
-        return None
-    seen = {v}
-    stack = [v]
-    while stack and len(seen) < limit:
-        for w in nbrs[stack.pop()]:
-            if evicted[w] and w not in seen:
-                seen.add(w)
-                total += cost[w]
-                if total / denom > best:  # division is monotone: the final ratio is larger still
-                    return None
-                stack.append(w)
-    return (total / denom, v)
-
-
 dtr_score.floor = _dtr_floor  # type: ignore[attr-defined]
-dtr_score.within = _dtr_within  # type: ignore[attr-defined]
 
 
 class _DtrPicker:
@@ -184,7 +171,7 @@ class _DtrPicker:
         return best
 
     def _walk(self, v: int, denom: int, best: float, part: tuple | None = None) -> float | None:
-        """:func:`_dtr_within`'s walk (the same nodes, order and additions) over the kept
+        """:func:`dtr_score`'s walk (the same nodes, order and additions) over the kept
         tuples of evicted neighbours, resumed from ``part`` (a valid kept walk that stopped
         above an earlier best) where given; keeps what it found."""
         st = self.st
@@ -309,27 +296,20 @@ def evict_schedule(
                 heapq.heappush(heap, key)
 
     floor = getattr(score, "floor", None)
-    within = getattr(score, "within", None)
-    pick_dtr = _DtrPicker(st) if score is dtr_score else None
+    pick_dtr = _DtrPicker(st) if score is dtr_score else None  # dtr's walks, cut short and kept
 
     def pick_scored() -> int | None:
+        pool = live if len(live) <= sample else rng.sample(live, sample)
         if pick_dtr is not None:
-            pool = live if len(live) <= sample else rng.sample(live, sample)
             best = pick_dtr.pick(pool, pins)
             return best if best is not None or pool is live else pick_dtr.pick(live, pins)
-        pool = live if len(live) <= sample else rng.sample(live, sample)
         best, best_key = None, None
         for _ in range(2):
             if floor is not None:  # the same minimum with fewer scores: lowest floors first
                 for low in sorted(floor(st, v) for v in pool if pins[v] == 0):
                     if best_key is not None and low > best_key:
                         break  # every key left is at least its floor
-                    if best_key is not None and within is not None:
-                        key = within(st, low[-1], best_key[0])  # None: proven above the best
-                        if key is None:
-                            continue
-                    else:
-                        key = score(st, low[-1])
+                    key = score(st, low[-1])
                     if best_key is None or key < best_key:
                         best, best_key = low[-1], key
             else:
