@@ -16,7 +16,8 @@ the simulator; the reported budget is one a plan was actually found for. The sea
 * bisects over the grid LB + k * tolerance, where the tolerance is 0.1% of the
   store-all peak, at least 1 byte (``tolerance_bytes``), between the largest grid budget
   probed without a plan and the smallest probed with one, until they are neighbours;
-  a budget a failing strategy says it meets is probed first (snapped to the grid);
+  a budget a failing strategy says it meets is probed first (snapped to the grid), and
+  where it fits, for a monotone strategy, the grid point just below it next;
 * then probes the found plan's own peak once, as a budget.
 
 It **assumes** that a strategy that fits budget B fits every larger budget (monotone).
@@ -241,6 +242,12 @@ def smallest_budget(
     unsettled: set[int] = set()  # the guess, where its probe was cut short at its share
     complete = True
     foreseen = False
+    # a stated budget that fits is most often the strategy's smallest: for a monotone one the
+    # grid point just below it is probed next, and if that fails the search is over in one
+    # probe where bisecting up from LB takes log2 of the range (the same answer: the grid's
+    # first fitting budget, whatever the order of the probes)
+    monotone = strat.name not in NOT_MONOTONE
+    below: int | None = None
     while True:
         if deadline is not None and time.perf_counter() > deadline:
             complete = False
@@ -256,7 +263,8 @@ def smallest_budget(
                 # BERT at its lower bound: 3 s): half the time left, the bisection the rest
                 share = GUESS_SHARE
         elif hi - lo > 1:
-            mid = (lo + hi) // 2
+            mid = below if below is not None and lo < below < hi else (lo + hi) // 2
+            below = None
             if deadline is not None and deadline - time.perf_counter() < failing:
                 complete, foreseen = False, True  # it would most likely be cut short
                 break
@@ -273,6 +281,8 @@ def smallest_budget(
             lo = max(lo, mid)
         else:
             best, hi = plan, mid
+            if monotone and mid in claimed:
+                below = mid - 1
     found = grid(hi)
     failed = grid(lo) if lo >= 0 else None
     peak = best.metrics.peak_bytes

@@ -21,6 +21,7 @@ from remat_cli.strategies.base import Strategy, StrategyResult
 from remat_cli.strategies.store_all import store_all_plan
 from remat_cli.sweep import search_tolerance, smallest_budget
 from remat_cli.training import checkmate_training_graph
+from remat_cli.units import fmt_bytes
 
 
 def _graph(n: int = 12, seed: int = 3):
@@ -50,6 +51,32 @@ def test_the_search_probes_the_budget_the_failed_attempt_named_first(monkeypatch
     assert info.value.min_budget is not None and info.value.min_budget <= stated
     plan = make_plan(g, "treewidth", info.value.min_budget)
     assert simulate(g, plan.schedule).metrics.peak_bytes <= info.value.min_budget
+
+
+def test_a_stated_budget_that_fits_is_checked_from_just_below(monkeypatch):
+    """Where the budget the failed attempt named fits, the grid point just below it is the
+    next probe (a monotone strategy); when that fails, the search is over: no bisection up
+    from the lower bound, and the error says none fits one step less."""
+    g = _graph()
+    budgets: list[int | None] = []
+    real = planner._make_plan
+
+    def spy(graph, strat, budget, *args):
+        budgets.append(budget)
+        return real(graph, strat, budget, *args)
+
+    stated = _stated(g)
+    tol = search_tolerance(store_all_peak(g))
+    assert stated is not None and stated - tol >= g.lb  # (the graph leaves room below it)
+    monkeypatch.setattr(planner, "_make_plan", spy)
+    with pytest.raises(NoPlanError) as info:
+        make_plan(g, "treewidth", g.lb, find_smallest=True)
+    snapped = min(g.lb + -(-(stated - g.lb) // tol) * tol, store_all_peak(g))
+    found = info.value.min_budget
+    assert found is not None and budgets[2] == snapped and budgets[3] == snapped - tol
+    if found == snapped:  # the stated budget was the smallest: settled in two probes after it
+        assert len(budgets) <= 5 and f"none at {fmt_bytes(tol)} less" in info.value.message  # (5th: its plan's own peak)
+    assert found == smallest_budget(g, "treewidth").budget_bytes  # the plain bisection's answer
 
 
 def _stated(g) -> int | None:

@@ -88,6 +88,26 @@ def test_monotone_strategies_fit_every_larger_budget(name: str, graph: Graph, da
     assert not any(_fits(graph, name, b) for b in smaller)
 
 
+@pytest.mark.parametrize("name", MONOTONE)
+@settings(max_examples=10)
+@given(graph=graphs, data=st.data())
+def test_a_stated_budget_changes_the_probes_not_the_answer(name: str, graph: Graph, data: st.DataObject) -> None:
+    """A budget the strategy said it meets (``hint``), right or wrong, is probed first and,
+    where it fits, the grid point just below it next: a monotone strategy's answer is the
+    grid's first fitting budget whatever the probes' order, so it is the bisection's."""
+    ref = store_all_peak(graph)
+    plain = smallest_budget(graph, name, reference_peak=ref)
+    assert plain.budget_bytes is not None
+    top = max(ref, graph.lb)
+    hint = data.draw(st.sampled_from([plain.budget_bytes, min(top, plain.budget_bytes + 1)]) | st.integers(graph.lb, top))
+    hinted = smallest_budget(graph, name, reference_peak=ref, hint=hint)
+    assert (hinted.budget_bytes, hinted.failed_bytes) == (plain.budget_bytes, plain.failed_bytes)
+    assert (hinted.peak_bytes, hinted.cost) == (plain.peak_bytes, plain.cost)
+    assert _fits(graph, name, hinted.budget_bytes)
+    if hinted.failed_bytes is not None:
+        assert not _fits(graph, name, hinted.failed_bytes)
+
+
 # Graphs (tests' generator, seed) on which these strategies fit a budget and fail a larger
 # one: why sweep.NOT_MONOTONE names them, and why their figure is not called a minimum.
 # auto has none now: its old one (88, 39, 40) fits at 40 B since min-memory's from-scratch
