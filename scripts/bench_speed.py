@@ -6,7 +6,8 @@ chain with sizes that vary; random: an Erdős–Rényi forward DAG with about tw
 node, e.g. the 10k training graph of ``random_dag(5000, p=0.0008)``; a wide grid), it
 writes the graph as remat JSON and times ``remat plan FILE -s S -b 0.5x`` for each
 strategy in its own process (load, plan, simulate and report included), plus
-``remat info`` and the start-up time of ``remat --version`` and ``remat --help``.
+``remat info`` and the start-up time of ``remat --version`` and ``remat --help``, and of
+``import onnx``, which every ONNX load adds.
 A run past ``--timeout`` is killed and shown as ``>T``; ``--rss`` adds each process's peak
 resident memory (MB, from ``wait4``), the figure the docs' memory bound is checked against.
 The load average is printed per row (the CPU seconds are the steadier figure on a shared
@@ -169,6 +170,11 @@ def main() -> None:
         wall, cpu = (statistics.median(r[i] for r in runs) for i in (0, 1))
         base = statistics.median(timed([python, "-c", "pass"], 30)[0] for _ in range(5))
         print(f"start-up remat {what[0]:10s} median wall {wall:.3f} s, cpu {cpu:.3f} s (python -c pass: {base:.3f} s)")
+    # every ONNX plan imports onnx (and numpy, and onnx's ml_dtypes): not in the rows below,
+    # which time JSON graphs; ml_dtypes 0.7.0 alone took 0.6 s of it (pyproject leaves it out)
+    runs = [timed([python, "-c", "import onnx"], 30)[:2] for _ in range(5)]
+    wall, cpu = (statistics.median(r[i] for r in runs) for i in (0, 1))
+    print(f"import onnx (each ONNX load) median wall {wall:.3f} s, cpu {cpu:.3f} s")
     strategies = args.strategies.split(",")
     wanted = args.shapes.split(",")
     what = "wall/cpu seconds/peak RSS MB" if args.rss else "wall/cpu seconds"
