@@ -193,3 +193,48 @@ def test_a_large_random_dag_passes_its_caps_where_the_reference_does() -> None:
     assert M.min_memory_schedule(g, targets, False, cap) is None  # the case the count is for
     assert M.scratch_schedule(g, targets, cap) is None
     assert reference.scratch_schedule(g, targets, cap) is None
+
+
+@SETTINGS
+@given(cases(), st.data())
+def test_unfolded_recomputations_are_counted_exactly(case, data) -> None:
+    """lower_peak's recomputation of a value from what is resident, unfolded (no ``memo``):
+    the count of its computes is the recursion's own (its steps are twice that less one),
+    from any resident set, so _evict gives up exactly where the recursion passes its cap."""
+    g, targets, drop, _ = case
+    mem = g.mem.tolist()
+    su = M.tree_numbers(g)
+    order = [sorted(sorted(set(p)), key=lambda u: su[u] - mem[u], reverse=True) for p in g.pred_lists]
+    anc = M._ancestor_bits(g)
+    u = data.draw(st.sampled_from(range(g.n)), label="u")
+    resident = {w for w in range(g.n) if w != u and data.draw(st.integers(0, 2), label="resident") == 0}
+    held = sum(1 << w for w in resident)
+    block = M._recompute(u, resident, order, BIG, False)
+    count = M._unfolded_computes([u], held, order, anc, BIG, 10**9)
+    if block is None:  # past BIG steps
+        assert 2 * count - 1 > BIG
+        return
+    assert 2 * count - 1 == len(block[0]) and count == block[0].count(COMPUTE)
+    for cap in {max(0, len(block[0]) - 1), len(block[0])}:
+        assert (M._recompute(u, resident, order, cap, False) is None) == (2 * count - 1 > cap)
+
+
+@SETTINGS
+@given(cases())
+def test_lower_peak_is_the_same_with_its_recomputations_counted(case) -> None:
+    """lower_peak on each variant's schedule, with and without the counts (no ancestor bit
+    sets: the loop as before): the same schedule, values recomputed and steps spent, also
+    under step budgets that stop it part way. Every schedule goes through the simulator."""
+    g, targets, drop, _ = case
+    seeds = [M.min_memory_schedule(g, targets, memo, BIG, drop) for memo in (True, False)]
+    seeds.append(M.scratch_schedule(g, targets, BIG))
+    for seed in seeds:
+        if seed is None or simulate(g, seed).metrics is None:
+            continue
+        for steps in (50, 2_000, 200_000):
+            new = M.lower_peak(g, seed, steps)
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(M, "_ancestor_bits", lambda graph: None)
+                old = M.lower_peak(g, seed, steps)
+            assert _steps(new[0]) == _steps(old[0]) and new[1:] == old[1:]
+            assert simulate(g, new[0]).metrics is not None

@@ -321,11 +321,21 @@ def _scratch_past(graph: Graph, targets: list[int], cap: int, order: list[list[i
     anc = _ancestor_bits(graph)
     if anc is None:
         return None
-    limit = _count_limit(graph, cap)
+    total = _unfolded_computes(targets, 0, order, anc, cap, _count_limit(graph, cap))
+    return None if total is None else total > cap
+
+
+def _unfolded_computes(roots: list[int], start: int, order: list[list[int]], anc: list[int], most: int, limit: int) -> int | None:
+    """The computes of the unfolded-tree recursion (:func:`scratch_schedule`,
+    :func:`_recompute` without ``memo``) making each of ``roots`` in turn from the values of
+    bit set ``start`` (resident throughout); once past ``most``, some number above it;
+    None past ``limit`` distinct subproblems (v, what is held among v's ancestors), each
+    counted once (:func:`_scratch_past`)."""
     memo: dict[tuple[int, int], int] = {}  # (v, held) -> computes
     total = 0
-    for t in targets:
-        stack: list[list[Any]] = [[t, 0, 0, 1, (t, 0)]]  # node, held (within its ancestors), next input, computes, key
+    for t in roots:
+        key = (t, start & anc[t])
+        stack: list[list[Any]] = [[t, key[1], 0, 1, key]]  # node, held (within its ancestors), next input, computes, key
         while stack:
             frame = stack[-1]
             v, r, i, acc, key = frame
@@ -344,15 +354,15 @@ def _scratch_past(graph: Graph, targets: list[int], cap: int, order: list[list[i
                     stack.append([u, sub[1], 0, 1, sub])
                     break
                 total += hit
-                if total > cap:
-                    return True
+                if total > most:
+                    return total
                 acc += hit
                 r |= b
             else:
                 stack.pop()
                 total += 1
-                if total > cap:
-                    return True
+                if total > most:
+                    return total
                 memo[key] = acc
                 if len(memo) > limit:
                     return None
@@ -361,7 +371,7 @@ def _scratch_past(graph: Graph, targets: list[int], cap: int, order: list[list[i
                     parent[1] |= 1 << v
                     parent[2] += 1
                     parent[3] += acc
-    return False
+    return total
 
 
 def min_memory_schedule(
@@ -959,6 +969,7 @@ def _lowering(graph: Graph, schedule: Schedule, max_steps: int, clock: list[floa
     succs = [np.asarray(sorted(set(q)), dtype=np.int64) for q in graph.succ_lists]
     su = tree_numbers(graph)
     order = [sorted(sorted(set(p)), key=lambda u: su[u] - mem_list[u], reverse=True) for p in graph.pred_lists]
+    anc = _ancestor_bits(graph)  # to count an unfolded recomputation before making it
     floor = int(graph.lb) - graph.fixed_mem
     block_steps = PEAK_BLOCK_STEPS_PER_NODE * int(graph.needed.sum())
     ops = schedule.ops.astype(np.int64)
@@ -985,7 +996,7 @@ def _lowering(graph: Graph, schedule: Schedule, max_steps: int, clock: list[floa
                 for memo in (True, False):
                     cap = min(max_steps - spent, max(len(ops), block_steps))
                     deadline = clock[0]
-                    trial = _evict(ops, nodes, at, u, succs[u], order, cap, memo, deadline)
+                    trial = _evict(ops, nodes, at, u, succs[u], order, cap, memo, deadline, anc)
                     late = deadline is not None and time.perf_counter() > deadline
                     if trial is None:
                         spent += cap
@@ -1052,11 +1063,16 @@ def _evict(
     cap: int,
     memo: bool,
     deadline: float | None = None,
+    anc: list[int] | None = None,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """``ops``/``nodes`` with ``u`` (resident and idle at step ``at``) freed after its last
     read before ``at`` and recomputed before its first read after (:func:`lower_peak`);
     None when the recomputation takes more than ``cap`` steps or runs past ``deadline``.
-    ``readers``: u's consumers."""
+    ``readers``: u's consumers. ``anc``: the graph's ancestor bit sets
+    (:func:`_ancestor_bits`), to count an unfolded recomputation (without ``memo``) before
+    making it: its steps are twice its computes less one (each value it makes but u is
+    freed once), so one that passes ``cap`` is None at once (on bert most of min-memory's
+    time went to recomputations given up at their cap)."""
     mine = np.flatnonzero(nodes == u)
     start = int(mine[(mine < at) & (ops[mine] == COMPUTE)].max())
     later = mine[mine > at]
@@ -1074,6 +1090,13 @@ def _evict(
     nxt = int(after[0])
     resident = set(_resident_before(ops, nodes, nxt).tolist())
     resident.discard(u)
+    if not memo and anc is not None:
+        held = 0
+        for w in resident:
+            held |= 1 << w
+        computes = _unfolded_computes([u], held, order, anc, (cap + 1) // 2, min(max(cap, 0) // 4, _COUNT_BITS // len(anc)))
+        if computes is not None and 2 * computes - 1 > cap:
+            return None
     block = _recompute(u, resident, order, cap, memo, deadline)
     if block is None:
         return None
