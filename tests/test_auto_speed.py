@@ -272,6 +272,66 @@ def test_the_second_process_starts_the_last_resort_while_nothing_fits(monkeypatc
     assert "auto: min-memory (second process)" in seen and "auto: min-memory" not in seen, seen
 
 
+def test_the_second_process_starts_the_last_resort_while_this_one_runs_a_queued_strategy(monkeypatch, tmp_path):
+    """Nothing fits yet and the second process has nothing else to run: it starts min-memory
+    while this process still runs pathwidth (here held until min-memory has begun in the
+    second process; on random1000 at 0.7x the second process sat idle 0.4 s, then this one
+    ran min-memory alone). The plan is the one made in one process, and min-memory's."""
+    import os
+    from dataclasses import replace
+
+    import remat_cli.strategies as registry
+
+    real = registry.fast_strategies
+    parent = os.getpid()
+    took, entered, begun = tmp_path / "treewidth there", tmp_path / "pathwidth here", tmp_path / "min-memory there"
+
+    def wait_for(flag: Path) -> bool:
+        end = time.perf_counter() + 30.0
+        while not flag.exists() and time.perf_counter() < end:
+            time.sleep(0.01)
+        return flag.exists()
+
+    def wrapped(strategy):
+        def solve(graph, budget, options, context):
+            here = os.getpid() == parent and context.parallel
+            there = os.getpid() != parent
+            if strategy.name == "greedy" and here:
+                wait_for(took)  # so that the second process takes treewidth
+            if strategy.name == "treewidth" and there:
+                took.write_text("")
+                wait_for(entered)  # and this process pathwidth
+            if strategy.name == "pathwidth" and here:
+                entered.write_text("")
+                (tmp_path / "saw").write_text(str(wait_for(begun)))
+            if strategy.name == "min-memory" and there:
+                begun.write_text("")
+            return strategy.solve(graph, budget, options, context)
+
+        return replace(strategy, solve=solve)
+
+    monkeypatch.setattr(registry, "fast_strategies", lambda: [wrapped(s) for s in real()])
+    monkeypatch.setattr(auto, "PARALLEL_NODES", 10)
+    g = load_graph(SAMPLES / "random_dag.twremat.txt")
+    budget = int(0.5 * store_all_peak(g))
+    seen: list[str] = []
+
+    def heard(done, total, label):
+        from remat_cli.units import say
+
+        seen.append(say(label))
+
+    two = make_plan(g, "auto", budget, {"parallel": True, "progress": heard})
+    one = make_plan(load_graph(SAMPLES / "random_dag.twremat.txt"), "auto", budget, {"parallel": False})
+    m = simulate(g, two.schedule).metrics
+    assert m is not None and m.peak_bytes <= budget
+    assert one.info["winner"] == two.info["winner"] == "min-memory"
+    assert two.schedule.ops.tolist() == one.schedule.ops.tolist() and two.schedule.nodes.tolist() == one.schedule.nodes.tolist()
+    assert str(two.info.get("tried")) == str(one.info.get("tried"))
+    assert "auto: pathwidth" in seen and "auto: min-memory (second process)" in seen, seen
+    assert (tmp_path / "saw").read_text() == "True"  # min-memory began there while pathwidth ran here
+
+
 def test_this_process_polishes_while_the_second_one_still_runs(monkeypatch):
     """Once this process has nothing left to run and the second one is still busy (here in
     treewidth, which waits until this process has started auto's improvement pass), the

@@ -91,8 +91,12 @@ SCALE_NODES = 20_000
 SCALE_REPLAY_SECONDS = 15.0
 #: Used only when no plan of the others fits: their plans are cheaper wherever they fit.
 #: The second process starts it early (the last in its queue) while no fitting plan is
-#: known, so that a budget nothing else meets is answered sooner; its plan is considered
-#: only once every other strategy has failed, as when it runs here last.
+#: known, so that a budget nothing else meets is answered sooner: as soon as it has
+#: nothing else to run, even while this process still runs a queued strategy (not in a
+#: fit probe, which waits for those: any plan that fits answers it). Its plan is
+#: considered only once every other strategy has failed, as when it runs here last (on
+#: random1000 at 0.7x it sat idle while this process ran pathwidth, 0.4 s, then this
+#: process ran min-memory alone).
 _LAST_RESORT = ("min-memory",)
 
 
@@ -574,8 +578,8 @@ def _child_main(
     polish: bool,
 ) -> None:
     """Body of the second process: take the next strategy not yet taken until none is
-    left (a last resort only once no other queued strategy is running and no plan is
-    known to fit: it is wasted work otherwise), run it, send back plain
+    left (a last resort only once no plan is known to fit, and in a fit probe only once
+    no other queued strategy is running: :data:`_LAST_RESORT`), run it, send back plain
     data; then, with ``polish``, the final passes on its best plan (:func:`_speculate`).
     It ends itself if its parent dies (e.g. a `remat batch` worker killed at its
     --timeout)."""
@@ -631,7 +635,7 @@ def _child_main(
                 if i >= len(strategies) or (last and fits.value):
                     stage.value = 1  # the queue is done (this process speculates next)
                     break
-                if last and busy.value > 0:  # a plan may yet fit: wait for it
+                if last and busy.value > 0 and not polish:  # a fit probe: a plan may yet fit, wait for it
                     wait = True
                 else:
                     wait = False
