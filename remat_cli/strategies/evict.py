@@ -100,21 +100,22 @@ def _from_sequence(graph: Graph, seq: list[int]) -> Schedule:
     is_comp = np.zeros(events, dtype=bool)
     is_comp[comp_at] = True
     read_at = np.flatnonzero(~is_comp)
-    ev_node = np.empty(events, dtype=np.int64)
+    # narrow arrays where the ids fit (fewer pages to fault in); 16-bit keys sort by radix
+    ev_node = np.empty(events, dtype=np.uint16 if graph.n <= 1 << 16 else np.int64)
     ev_node[comp_at] = s
     offset = np.repeat(ptr[s] - np.cumsum(indeg) + indeg, indeg)  # the CSR rows, concatenated
     ev_node[read_at] = graph.pred_idx[offset + np.arange(read_at.size, dtype=np.int64)]
-    ev_pos = np.empty(events, dtype=np.int64)  # the step of each event
-    ev_pos[comp_at] = np.arange(m, dtype=np.int64)
-    ev_pos[read_at] = np.repeat(np.arange(m, dtype=np.int64), indeg)
-    # stable: within a node, events stay in step order (16-bit keys sort by radix)
-    order = np.argsort(ev_node.astype(np.uint16) if graph.n <= 1 << 16 else ev_node, kind="stable")
+    idx = np.int32 if events < 1 << 31 else np.int64
+    ev_pos = np.empty(events, dtype=idx)  # the step of each event
+    ev_pos[comp_at] = np.arange(m, dtype=idx)
+    ev_pos[read_at] = np.repeat(np.arange(m, dtype=idx), indeg)
+    order = np.argsort(ev_node, kind="stable")  # within a node, events stay in step order
     comp_sorted = is_comp[order]
-    latest = np.where(comp_sorted, np.arange(events, dtype=np.int64), -1)
+    latest = np.where(comp_sorted, np.arange(events, dtype=idx), -1).astype(idx, copy=False)
     np.maximum.accumulate(latest, out=latest)  # per event, the last compute at or before it
     pos_sorted = ev_pos[order]
     reads = ~comp_sorted
-    last = np.arange(m, dtype=np.int64)  # an instance nobody reads is freed at once
+    last = np.arange(m, dtype=idx)  # an instance nobody reads is freed at once
     np.maximum.at(last, pos_sorted[latest[reads]], pos_sorted[reads])
     by_step = np.argsort(last, kind="stable")  # frees by (step, instance)
     free_at = np.arange(m, dtype=np.int64) + last[by_step] + 1
