@@ -136,32 +136,21 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int, deadline: float 
     None once ``deadline`` has passed (looked at every ``DEADLINE_EVERY`` steps)."""
     mem = graph.mem.tolist()
     ws = graph.workspace.tolist()
-    cost = graph.cost.tolist()
     n = graph.n
     ops = schedule.ops.tolist()
     nodes = schedule.nodes.tolist()
     last_touch = _last_touch(graph, schedule)
-    per_byte = [cost[v] / mem[v] if mem[v] else math.inf for v in range(n)]
 
     state = [0] * n  # 0 gone, 1 resident, 2 resident and an eviction candidate
     stamp = [0] * n  # bumped at every change of candidacy: a heap entry is live iff its stamp is
     # the heaps hold one int per entry, ordered as the tuple it stands for (ints compare
     # faster than tuples): (last touch, stamp, v) in `dead`, values no later step needs,
     # as ((last touch + 1)·S + stamp)·n + v; (cost per byte, -mem, stamp, v) in `cheap` as
-    # (rank·S + stamp)·n + v, rank the dense rank of (cost per byte, -mem). S bounds the
-    # stamps: a bump per step at most, and one per eviction (fewer than the steps)
-    span_stamps = 2 * len(ops) + 2  # S
-    span = span_stamps * n
-    by_value = sorted(range(n), key=lambda v: (per_byte[v], -mem[v]))
-    cheap_base = [0] * n  # rank·S·n + v
-    rank, prev = 0, None
-    for v in by_value:
-        key = (per_byte[v], -mem[v])
-        if prev is not None and key != prev:
-            rank += 1
-        prev = key
-        cheap_base[v] = rank * span + v
-    dead_base = [(last_touch[v] + 1) * span + v for v in range(n)]
+    # (rank·S + stamp)·n + v, rank the dense rank of (cost per byte, -mem) (made once per
+    # graph). S bounds the stamps: a bump per step at most, and one per eviction (fewer
+    # than the steps)
+    span = 2 * len(ops) + 2  # S
+    rank = graph.derived("memory-limit pass: eviction ranks", lambda: _eviction_ranks(graph))
     dead: list[int] = []
     cheap: list[int] = []
     cur = graph.fixed_mem
@@ -213,23 +202,24 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int, deadline: float 
                         # from `dead` before `cheap` is ever read; any other is computed again
                         # (the input frees it before its next use) or evicted, either way
                         # before it would be dead
-                        if last_touch[u] < at:
-                            push(dead, dead_base[u] + st * n)
+                        lt = last_touch[u]
+                        if lt < at:
+                            push(dead, ((lt + 1) * span + st) * n + u)
                         else:
-                            push(cheap, cheap_base[u] + st * n)
+                            push(cheap, (rank[u] * span + st) * n + u)
                     pending.clear()
-                now = (pos + 1) * span  # a dead key below it: last touch before pos
+                now = (pos + 1) * span * n  # a dead key below it: last touch before pos
                 while cur + need > limit:
                     if dead and dead[0] < now:  # no later step reads or computes it
                         key = pop(dead)
                         u = key % n
-                        if stamp[u] != key // n % span_stamps:
+                        if stamp[u] != key // n % span:
                             continue
                     else:
                         while cheap:
                             key = cheap[0]
                             u = key % n
-                            if stamp[u] == key // n % span_stamps:
+                            if stamp[u] == key // n % span:
                                 break
                             pop(cheap)
                         if not cheap:
@@ -245,6 +235,22 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int, deadline: float 
             state[v] = 1
             cur += mem[v]
     return Schedule(np.asarray(out_ops, dtype=np.int8), np.asarray(out_nodes, dtype=np.int32))
+
+
+def _eviction_ranks(graph: Graph) -> list[int]:
+    """Per node, the dense rank of (cost per byte, -mem), cost per byte inf for an empty
+    output: the cheap-first eviction order up to the stamp and the node
+    (:func:`lazy_eviction`'s heap keys). Kept on the graph (it depends on nothing else)."""
+    mem, cost = graph.mem.tolist(), graph.cost.tolist()
+    keys = [(cost[v] / mem[v] if mem[v] else math.inf, -mem[v]) for v in range(graph.n)]
+    rank = [0] * graph.n
+    r, prev = 0, None
+    for v in sorted(range(graph.n), key=keys.__getitem__):
+        if prev is not None and keys[v] != prev:
+            r += 1
+        prev = keys[v]
+        rank[v] = r
+    return rank
 
 
 def _last_touch(graph: Graph, schedule: Schedule) -> list[int]:
