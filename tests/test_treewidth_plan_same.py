@@ -1,6 +1,6 @@
 """treewidth's and pathwidth's strategy body with its second process started right after the
-bare recursion (before the bare run is measured and the cacheless budgeted run is made)
-gives the plans of the body it replaced (tests/treewidth_plan_reference.py): the same
+bare recursion (before the bare run is measured and the cacheless budgeted run is made;
+below ``LARGE_GRAPH_NODES``) gives the plans of the body it replaced (tests/treewidth_plan_reference.py): the same
 schedule, metrics and info (timings aside), or the same failure and message, at budgets
 from below the lower bound to above the store-all peak, on a graph planned the first time
 and again (the bare run kept on the graph), with the second process on (``PARALLEL_NEEDED``
@@ -72,11 +72,16 @@ def _outcome(module, g: Graph, sep, budget: int | None, parallel: bool):
     st.integers(0, 10_000),
     st.sampled_from(["tree", "path"]),
     st.booleans(),
+    st.booleans(),
 )
-def test_plan_is_the_reference(kind: str, n: int, seed: int, tree: str, parallel: bool) -> None:
+def test_plan_is_the_reference(kind: str, n: int, seed: int, tree: str, parallel: bool, scale: bool) -> None:
+    """``scale``: scale mode (one ladder point; the second process starts once the bare
+    and the budgeted run are made, as before)."""
     mp = pytest.MonkeyPatch()
-    mp.setattr(treewidth, "PARALLEL_NEEDED", 1)
-    mp.setattr(reference, "PARALLEL_NEEDED", 1)
+    for module in (treewidth, reference):
+        mp.setattr(module, "PARALLEL_NEEDED", 1)
+        if scale:
+            mp.setattr(module, "LARGE_GRAPH_NODES", 1)
     try:
         g_new, g_old = _graph(kind, n, seed), _graph(kind, n, seed)
         sep_new, sep_old = _sep(g_new, tree), _sep(g_old, tree)

@@ -62,8 +62,9 @@ cheap-first eviction pushes them onto its heap only when an eviction needs it.
 A capped run is charged a recomputation as soon as it frees a value that a needed node
 still to come reads. Standalone on ``PARALLEL_NEEDED`` nodes or more, a forked second
 process makes the memory-limit pass over the bare run and then the ladder's lower points
-(docs/algorithms.md §6); it starts as soon as the bare recursion has its steps, before this
-process measures them and makes the cacheless budgeted run.
+(docs/algorithms.md §6); below ``LARGE_GRAPH_NODES`` it starts as soon as the bare
+recursion has its steps, before this process measures them and makes the cacheless
+budgeted run.
 """
 
 from __future__ import annotations
@@ -1189,17 +1190,9 @@ def plan_over_separator_tree(
     def to_beat() -> float:
         return min((c.metrics.cost for c in candidates if c.metrics.peak_bytes <= budget), default=math.inf)
 
-    # standalone, on PARALLEL_NEEDED nodes or more, the bare recursion runs first and a
-    # second process starts from it at once (its clean-up and memory-limit pass take
-    # longest), while this process measures it and makes the budgeted run: the same runs,
-    # counted in the same order
-    ahead: tuple[Schedule | None, str] | None = None
-    forkable = options.memlimit and context.parallel and needed >= PARALLEL_NEEDED and _Forked.possible()
-    if forkable and hit[1] is None and hit[2] is None:
-        ahead = run_only("bare recursion", None)
-    bare_schedule = hit[1].schedule if hit[1] is not None else None if ahead is None else ahead[0]
-    forked: _Forked | None = None
-    if forkable and bare_schedule is not None:
+    def fork_from(bare_schedule: Schedule) -> _Forked | None:
+        """The second process, from the bare run's steps: the memory-limit pass over them,
+        then the ladder's lower points (None where it cannot start)."""
 
         def second(send: Any, cap: Any, note: Any) -> None:
             ops, nodes, metrics = _bare_pass_arrays(graph, cleaned_bare(bare_schedule), budget, deadline)
@@ -1237,7 +1230,22 @@ def plan_over_separator_tree(
                 except RecursionBug:
                     continue  # this process meets it again and counts it
 
-        forked = _Forked.start(second)
+        return _Forked.start(second)
+
+    # standalone, on PARALLEL_NEEDED nodes or more, a second process makes the bare run's
+    # memory-limit pass and the ladder's lower points. Below LARGE_GRAPH_NODES the bare
+    # recursion runs first and the second process starts from it at once (its clean-up
+    # and pass are the longest path on grid1000), while this process measures it and makes
+    # the budgeted run: the same runs, booked in the same order. On larger graphs (nn10000:
+    # this process's work copy-on-write under a live child cost more than it gained at
+    # load 2) it starts once both are made, as before
+    forkable = options.memlimit and context.parallel and needed >= PARALLEL_NEEDED and _Forked.possible()
+    early = forkable and not few
+    ahead: tuple[Schedule | None, str] | None = None
+    if early and hit[1] is None and hit[2] is None:
+        ahead = run_only("bare recursion", None)
+    early_steps = hit[1].schedule if hit[1] is not None else None if ahead is None else ahead[0]
+    forked: _Forked | None = fork_from(early_steps) if early and early_steps is not None else None
     try:
         if not too_wide:
             first = attempt("budgeted recursion", budget - graph.fixed_mem, cache=False, stop_over=True)
@@ -1260,6 +1268,8 @@ def plan_over_separator_tree(
         )
         points = points[:LARGE_LADDER_POINTS]
         variants = ((True, "recent"), (False, "recent"))  # cheap-first eviction left out too
+    if forkable and not early and bare_run is not None:
+        forked = fork_from(bare_run.schedule)
     if forked is not None and bare is not None:  # (forked: the bare run finished, so it is measured)
         forked.set_cap(to_beat() * (1 + 1e-9))
         forked.set_note(bare.peak_bytes)
