@@ -62,7 +62,9 @@ cheap-first eviction pushes them onto its heap only when an eviction needs it.
 A capped run is charged a recomputation as soon as it frees a value that a needed node
 still to come reads. Standalone on ``PARALLEL_NEEDED`` nodes or more, a forked second
 process makes the memory-limit pass over the bare run and then the ladder's lower points
-(docs/algorithms.md §6).
+(docs/algorithms.md §6); below ``LARGE_GRAPH_NODES`` it starts as soon as the bare
+recursion has its steps, before this process measures them and makes the cacheless
+budgeted run.
 """
 
 from __future__ import annotations
@@ -1053,22 +1055,29 @@ def plan_over_separator_tree(
         info["nodes outside the bound"] = Phrase("{} (more than {} inputs: not moralized)", (wide, MORAL_DEGREE_CAP))
     stopped: list[Phrase] = []  # "label (why)" of each run stopped at a limit
 
-    def attempt(label: str | Phrase, limit: int | None, **kw: Any) -> _Attempt | None:
-        """One run of the recursion, measured; None when it stopped at a limit."""
+    def attempt(label: str | Phrase, limit: int | None, *, ran: tuple[Schedule | None, str] | None = None, **kw: Any) -> _Attempt | None:
+        """One run of the recursion, measured; None when it stopped at a limit. ``ran``:
+        its outcome already (:func:`run_only`), to measure and count here."""
+        schedule, why = run_only(label, limit, **kw) if ran is None else ran
+        if schedule is None:
+            if why == "cannot win":
+                pruned[0] += 1
+            elif why == OVER_LIMIT:
+                unfit[0] += 1  # a candidate that does not fit, counted as tried
+            else:
+                stopped.append(Phrase("{} ({})", (label, why)))
+            return None
+        return _Attempt(schedule, _measure(graph, schedule), label)
+
+    def run_only(label: str | Phrase, limit: int | None, **kw: Any) -> tuple[Schedule | None, str]:
+        """One run of the recursion: its schedule, or None and why it stopped."""
         if progress is not None:
             progress(tried[0], 0, Phrase("{}: {}", ("treewidth" if kind.startswith("tree") else "pathwidth", label)))
         tried[0] += 1
         try:
-            schedule, _ = recursive_schedule(graph, sep, limit, deadline=deadline, memo=memo, **kw)
+            return recursive_schedule(graph, sep, limit, deadline=deadline, memo=memo, **kw)[0], ""
         except RecursionStopped as exc:
-            if str(exc) == "cannot win":
-                pruned[0] += 1
-            elif str(exc) == OVER_LIMIT:
-                unfit[0] += 1  # a candidate that does not fit, counted as tried
-            else:
-                stopped.append(Phrase("{} ({})", (label, str(exc))))
-            return None
-        return _Attempt(schedule, _measure(graph, schedule), label)
+            return None, str(exc)
 
     tried = [0]
     pruned = [0]
@@ -1119,13 +1128,14 @@ def plan_over_separator_tree(
     if hit is None or hit[0] is not sep:
         hit = [sep, None, None, None]  # tree, its run or None, why it stopped, cleaned-up run
 
-    def bare_attempt() -> _Attempt | None:
+    def bare_attempt(ran: tuple[Schedule | None, str] | None = None) -> _Attempt | None:
+        """The bare run, measured (``ran``: its recursion made already, by :func:`run_only`)."""
         if hit[1] is not None or hit[2] is not None:
             if hit[1] is None:
                 stopped.append(Phrase("{} ({})", ("bare recursion", hit[2])))
             return hit[1]
         before = len(stopped)
-        run = attempt("bare recursion", None)
+        run = attempt("bare recursion", None, ran=ran)
         why = None if run is not None else (stopped[-1].args[1] if len(stopped) > before else "cannot win")
         if run is not None or why == "work limit":  # a time limit may pass next time
             hit[1], hit[2] = run, why
@@ -1166,43 +1176,41 @@ def plan_over_separator_tree(
             " (a graph of {} needed nodes or more); the bare recursion and the memory-limit pass only",
             (bound, needed, LARGE_GRAPH_NODES),
         )
-    else:
-        first = attempt("budgeted recursion", budget - graph.fixed_mem, cache=False, stop_over=True)
-        if first is not None:
-            candidates.append(first)
-    bare_run = bare_attempt()
-    bare = None if bare_run is None else bare_run.metrics
-    if bare_run is not None:
-        info["bare peak (bytes)"] = bare_run.metrics.peak_bytes
-        candidates.append(bare_run)
-    points: list[int] = []
     variants: tuple[tuple[bool, str], ...] = ((True, "recent"), (True, "cheap"), (False, "recent"))
-    if options.cache and not too_wide:
-        floor = graph.lb if bare is None else max(graph.lb, int(0.8 * bare.peak_bytes))
-        points = _ladder(budget, floor, sa.peak_bytes)
-        if len(points) > LARGE_LADDER_POINTS and needed >= LARGE_GRAPH_NODES:
-            info["budget ladder"] = Phrase(
-                "{} of {} points, prefetch with recent-first eviction only: a graph of {} needed nodes or more",
-                (LARGE_LADDER_POINTS, len(points), LARGE_GRAPH_NODES),
-            )
-            points = points[:LARGE_LADDER_POINTS]
-            variants = ((True, "recent"), (False, "recent"))  # cheap-first eviction left out too
+    few = needed >= LARGE_GRAPH_NODES  # scale mode: one ladder point (see LARGE_LADDER_POINTS)
+
+    def ladder_points(bare_peak: int | None) -> list[int]:
+        """The budget ladder's points (none without ``options.cache`` or when too wide),
+        given the bare run's peak (None: it stopped)."""
+        if not options.cache or too_wide:
+            return []
+        floor = graph.lb if bare_peak is None else max(graph.lb, int(0.8 * bare_peak))
+        return _ladder(budget, floor, sa.peak_bytes)
 
     def to_beat() -> float:
         return min((c.metrics.cost for c in candidates if c.metrics.peak_bytes <= budget), default=math.inf)
 
-    forked: _Forked | None = None
-    if options.memlimit and bare_run is not None and context.parallel and needed >= PARALLEL_NEEDED:
-        bare_schedule = bare_run.schedule
-        # the ladder runs of the lower points, lowest first, while this process works down
-        # from the top: each one's outcome lands in ladder_runs, as if it had run here
-        # (the cache-only run too, where the point is not below the bare peak: it runs here
-        # where no prefetch run fits the point)
-        jobs = [(p, e, ev) for p in reversed(points[1:]) for e, ev in variants if e or p >= bare_run.metrics.peak_bytes]
+    def fork_from(bare_schedule: Schedule) -> _Forked | None:
+        """The second process, from the bare run's steps: the memory-limit pass over them,
+        then the ladder's lower points (None where it cannot start)."""
 
-        def second(send: Any, cap: Any) -> None:
+        def second(send: Any, cap: Any, note: Any) -> None:
             ops, nodes, metrics = _bare_pass_arrays(graph, cleaned_bare(bare_schedule), budget, deadline)
             send({"kind": "pass", "metrics": metrics}, ops, nodes)
+            # the ladder runs start under the cost cap they started under before: that of
+            # the budgeted and the bare run, which this process writes on the shared page,
+            # then the bare peak (measured there by now: it takes less than this pass)
+            while note() < 0:
+                time.sleep(0.001)
+            bare_peak = note()
+            points = ladder_points(bare_peak)
+            if few:
+                points = points[:LARGE_LADDER_POINTS]
+            # the ladder runs of the lower points, lowest first, while this process works
+            # down from the top: each one's outcome lands in ladder_runs, as if it had run
+            # here (the cache-only run too, where the point is not below the bare peak: it
+            # runs here where no prefetch run fits the point)
+            jobs = [(p, e, ev) for p in reversed(points[1:]) for e, ev in variants if e or p >= bare_peak]
             for point, eager, evict in jobs:
                 if (id(sep), point, eager, evict) in ladder_runs:
                     continue
@@ -1222,9 +1230,49 @@ def plan_over_separator_tree(
                 except RecursionBug:
                     continue  # this process meets it again and counts it
 
-        forked = _Forked.start(second)
+        return _Forked.start(second)
+
+    # standalone, on PARALLEL_NEEDED nodes or more, a second process makes the bare run's
+    # memory-limit pass and the ladder's lower points. Below LARGE_GRAPH_NODES the bare
+    # recursion runs first and the second process starts from it at once (its clean-up
+    # and pass are the longest path on grid1000), while this process measures it and makes
+    # the budgeted run: the same runs, booked in the same order. On larger graphs (nn10000:
+    # this process's work copy-on-write under a live child cost more than it gained at
+    # load 2) it starts once both are made, as before
+    forkable = options.memlimit and context.parallel and needed >= PARALLEL_NEEDED and _Forked.possible()
+    early = forkable and not few
+    ahead: tuple[Schedule | None, str] | None = None
+    if early and hit[1] is None and hit[2] is None:
+        ahead = run_only("bare recursion", None)
+    early_steps = hit[1].schedule if hit[1] is not None else None if ahead is None else ahead[0]
+    forked: _Forked | None = fork_from(early_steps) if early and early_steps is not None else None
+    try:
+        if not too_wide:
+            first = attempt("budgeted recursion", budget - graph.fixed_mem, cache=False, stop_over=True)
+            if first is not None:
+                candidates.append(first)
+        bare_run = bare_attempt(ahead)
+    except BaseException:
         if forked is not None:
-            forked.set_cap(to_beat() * (1 + 1e-9))
+            forked.stop()
+        raise
+    bare = None if bare_run is None else bare_run.metrics
+    if bare_run is not None:
+        info["bare peak (bytes)"] = bare_run.metrics.peak_bytes
+        candidates.append(bare_run)
+    points = ladder_points(None if bare is None else bare.peak_bytes)
+    if len(points) > LARGE_LADDER_POINTS and few:
+        info["budget ladder"] = Phrase(
+            "{} of {} points, prefetch with recent-first eviction only: a graph of {} needed nodes or more",
+            (LARGE_LADDER_POINTS, len(points), LARGE_GRAPH_NODES),
+        )
+        points = points[:LARGE_LADDER_POINTS]
+        variants = ((True, "recent"), (False, "recent"))  # cheap-first eviction left out too
+    if forkable and not early and bare_run is not None:
+        forked = fork_from(bare_run.schedule)
+    if forked is not None and bare is not None:  # (forked: the bare run finished, so it is measured)
+        forked.set_cap(to_beat() * (1 + 1e-9))
+        forked.set_note(bare.peak_bytes)
     sent: list[Any] = []  # the second process's memory-limit pass over the bare run
 
     def absorb(wait: bool = False) -> None:
@@ -1420,24 +1468,33 @@ class _Forked:
         self.buf = b""
         self.ended = False  # the pipe reached its end
 
-    @classmethod
-    def start(cls, fn: Any) -> _Forked | None:
-        """Run ``fn(send, cap)`` in a second process: ``send(header, ops, nodes)`` sends a
-        message back (``header`` a dict of plain values and dataclasses; ``ops`` and
-        ``nodes`` a schedule's arrays, or none), ``cap()`` reads the number
-        :meth:`set_cap` last wrote."""
-        import mmap
+    @staticmethod
+    def possible() -> bool:
+        """Whether :meth:`start` may start one here (fork, two cores, no daemon worker, no
+        other process of ours running)."""
         import os
-        import struct
         import sys
 
         mp = sys.modules.get("multiprocessing")  # imported wherever a worker or auto forked
         if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2:
+            return False
+        return mp is None or not (mp.current_process().daemon or mp.active_children())
+
+    @classmethod
+    def start(cls, fn: Any) -> _Forked | None:
+        """Run ``fn(send, cap, note)`` in a second process: ``send(header, ops, nodes)``
+        sends a message back (``header`` a dict of plain values and dataclasses; ``ops``
+        and ``nodes`` a schedule's arrays, or none), ``cap()`` reads the number
+        :meth:`set_cap` last wrote, ``note()`` the integer :meth:`set_note` last wrote
+        (−1 before)."""
+        import mmap
+        import os
+        import struct
+
+        if not cls.possible():
             return None
-        if mp is not None and (mp.current_process().daemon or mp.active_children()):
-            return None
-        shared = mmap.mmap(-1, 8)
-        shared[:8] = struct.pack("d", math.inf)
+        shared = mmap.mmap(-1, 16)
+        shared[:16] = struct.pack("dq", math.inf, -1)
         read, write = os.pipe()
         try:  # room for a ladder run's schedule in the pipe (Linux; best effort)
             import fcntl
@@ -1474,7 +1531,7 @@ class _Forked:
                     while view:
                         view = view[os.write(write, view) :]
 
-                fn(send, lambda: struct.unpack("d", shared[:8])[0])
+                fn(send, lambda: struct.unpack("d", shared[:8])[0], lambda: struct.unpack("q", shared[8:16])[0])
                 code = 0
             finally:
                 os._exit(code)
@@ -1485,6 +1542,11 @@ class _Forked:
         import struct
 
         self.shared[:8] = struct.pack("d", value)
+
+    def set_note(self, value: int) -> None:
+        import struct
+
+        self.shared[8:16] = struct.pack("q", value)
 
     def messages(self, wait: bool = False, until: float | None = None) -> list[tuple[dict[str, Any], Schedule | None]]:
         """The messages that have arrived, as (header, schedule or None) (with ``wait``, at
