@@ -8,6 +8,12 @@ lowered so small graphs take that path) and off. Every plan goes through the sim
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+
 import numpy as np
 import pytest
 import treewidth_plan_reference as reference
@@ -92,3 +98,74 @@ def test_plan_is_the_reference(kind: str, n: int, seed: int, tree: str, parallel
             assert got == _outcome(reference, g_old, sep_old, budget, parallel), budget
     finally:
         mp.undo()
+
+
+_DIES_MID_PLAN = """
+import os, sys, time
+from remat_cli import generators as G
+from remat_cli.algorithms import decompose as D
+from remat_cli.planner import store_all_peak
+from remat_cli.strategies import treewidth
+from remat_cli.strategies.base import RunContext
+from remat_cli.training import checkmate_training_graph
+
+treewidth.PARALLEL_NEEDED = 1
+real = treewidth.recursive_schedule
+
+
+def budgeted_run_dies(graph, sep, limit=None, **kw):
+    if kw.get("stop_over"):  # the budgeted run: the second process has started by now
+        print("forked", flush=True)
+        time.sleep(1.0)  # it makes its pass and sends it, then waits for the bare peak
+        os._exit(0)  # this process dies (as if killed) before it writes that peak
+    return real(graph, sep, limit, **kw)
+
+
+treewidth.recursive_schedule = budgeted_run_dies
+g = checkmate_training_graph(G.grid(3, 8))
+sep = D.separator_tree(g, D.tree_decomposition(g))
+budget = store_all_peak(g) // 2
+treewidth.plan_over_separator_tree(
+    g, sep, budget, treewidth.DecompositionOptions(), RunContext(), kind="tree (test)", decompose_seconds=0.0
+)
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc") or not hasattr(os, "fork"), reason="fork and /proc (Linux)")
+def test_the_second_process_ends_when_this_one_dies_before_it_is_told_the_bare_peak() -> None:
+    """The second process, started from the bare run's steps, waits for this process to
+    write the bare run's peak; killed before that, this process must not leave it waiting
+    (spinning) for ever: it ends within seconds."""
+    proc = subprocess.Popen([sys.executable, "-c", _DIES_MID_PLAN], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "forked"
+        children = [int(p) for p in os.listdir("/proc") if p.isdigit() and _ppid(int(p)) == proc.pid]
+        assert children, "no second process was started"
+        assert proc.wait(timeout=60) == 0
+        end = time.monotonic() + 20
+        while time.monotonic() < end and any(_alive(c) for c in children):
+            time.sleep(0.05)
+        left = [c for c in children if _alive(c)]
+        for c in left:
+            os.kill(c, signal.SIGKILL)
+        assert not left, "the second process outlived its parent"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _ppid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    """Running (not gone, not a zombie waiting to be reaped by init)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

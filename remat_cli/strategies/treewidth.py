@@ -1194,13 +1194,20 @@ def plan_over_separator_tree(
         """The second process, from the bare run's steps: the memory-limit pass over them,
         then the ladder's lower points (None where it cannot start)."""
 
+        import os
+
+        me = os.getpid()  # (this process; the second one's parent)
+
         def second(send: Any, cap: Any, note: Any) -> None:
             ops, nodes, metrics = _bare_pass_arrays(graph, cleaned_bare(bare_schedule), budget, deadline)
             send({"kind": "pass", "metrics": metrics}, ops, nodes)
             # the ladder runs start under the cost cap they started under before: that of
             # the budgeted and the bare run, which this process writes on the shared page,
-            # then the bare peak (measured there by now: it takes less than this pass)
+            # then the bare peak (measured there by now: it takes less than this pass);
+            # should this process die first (killed), the wait ends with it, not never
             while note() < 0:
+                if os.getppid() != me:
+                    return
                 time.sleep(0.001)
             bare_peak = note()
             points = ladder_points(bare_peak)
