@@ -1,5 +1,6 @@
 """The faster memory-limit pass (issue 14 item 1: ``cleanup`` lays out its schedule with one
-stable sort by node, ``evict._from_sequence``) equals the code it replaced
+stable sort by node, ``segments._by_node``, which ``schedule_from_sequence`` uses from
+``BY_NODE_COMPUTES`` computes) equals the code it replaced
 (tests/memlimit_reference.py): ``cleanup``, one round of ``lazy_eviction`` and the whole
 ``memlimit_pass`` give the reference's steps, node for node, on the schedules the
 strategies hand it (the bare treewidth/pathwidth recursion, budgeted runs, store-all) and
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 
 from remat_cli import generators as G
 from remat_cli.algorithms import decompose as D
+from remat_cli.algorithms import segments
 from remat_cli.graph import Graph
 from remat_cli.planner import store_all_peak
 from remat_cli.schedule import COMPUTE, FREE, Schedule
@@ -150,8 +152,11 @@ def test_from_sequence_is_the_reference(n: int, seed: int, p_free: float) -> Non
     g = _graph("dag", n, seed)
     s = _random_schedule(g, seed, p_free)
     seq = s.compute_nodes.tolist()
-    assert _steps(evict._from_sequence(g, seq)) == _steps(reference.schedule_from_sequence(g, seq))
-    assert _steps(evict._from_sequence(g, [])) == _steps(reference.schedule_from_sequence(g, []))
+    want = _steps(reference.schedule_from_sequence(g, seq))
+    assert _steps(segments._by_node(g, np.asarray(seq, dtype=np.int64))) == want  # (short: called directly)
+    got = segments.schedule_from_sequence(g, seq)
+    assert _steps(got) == want and simulate(g, got).valid
+    assert _steps(segments.schedule_from_sequence(g, [])) == _steps(reference.schedule_from_sequence(g, []))
 
 
 def test_from_sequence_on_more_than_65536_nodes() -> None:
@@ -160,7 +165,8 @@ def test_from_sequence_on_more_than_65536_nodes() -> None:
     edges = np.array([(i, i + 1) for i in range(n - 1)] + [(n - 60, n - 1), (5, n - 2)], dtype=np.int64)
     g = G.from_edges(n, edges, mem=np.ones(n, dtype=np.int64), cost=np.ones(n))
     seq = list(range(n)) + [n - 3, n - 2, n - 1]
-    assert _steps(evict._from_sequence(g, seq)) == _steps(reference.schedule_from_sequence(g, seq))
+    assert len(seq) >= segments.BY_NODE_COMPUTES  # (laid out by node)
+    assert _steps(segments.schedule_from_sequence(g, seq)) == _steps(reference.schedule_from_sequence(g, seq))
 
 
 @pytest.mark.parametrize("kind", ["grid", "pkt"])

@@ -25,6 +25,11 @@ import numpy as np
 from remat_cli.graph import Graph
 from remat_cli.schedule import COMPUTE, FREE, Schedule
 
+#: From this many computes :func:`schedule_from_sequence` lays its steps out by node
+#: (:func:`_by_node`); below, its per-read search is faster (fewer numpy calls): 71 vs 97 µs
+#: on 95 computes, even at about 2,000.
+BY_NODE_COMPUTES = 2048
+
 __all__ = ["Segmentation", "split", "segment", "schedule_from_sequence", "checkpoint_sequence", "prune_unread"]
 
 
@@ -147,12 +152,16 @@ def schedule_from_sequence(graph: Graph, seq: Sequence[int]) -> Schedule:
 
     An instance of v is read by the computes of v's consumers up to v's next compute; one
     that nobody reads is freed at once. ``seq`` must compute each node's inputs before it.
-    Vectorised (sorts, no loop per step): O((m + reads) log m) for m computes.
+    Vectorised (sorts, no loop per step): O((m + reads) log m) for m computes; from
+    ``BY_NODE_COMPUTES`` computes laid out by :func:`_by_node` (the same steps), faster
+    there (grid10000, 50k computes: 16 -> 10 ms) and slower on short sequences.
     """
     s = np.asarray(seq, dtype=np.int64).reshape(-1)
     m = int(s.size)
     if m == 0:
         return Schedule(np.zeros(0, dtype=np.int8), np.zeros(0, dtype=np.int32))
+    if m >= BY_NODE_COMPUTES:
+        return _by_node(graph, s)
     ptr = graph.pred_ptr
     indeg = ptr[s + 1] - ptr[s]
     reader = np.repeat(np.arange(m, dtype=np.int64), indeg)  # position of each read
@@ -174,6 +183,54 @@ def schedule_from_sequence(graph: Graph, seq: Sequence[int]) -> Schedule:
     steps = np.lexsort((step_tie, step_kind, step_pos))
     ops = np.where(step_kind[steps] == 0, COMPUTE, FREE).astype(np.int8)
     nodes = np.concatenate([s, s])[steps].astype(np.int32)
+    return Schedule(ops, nodes)
+
+
+def _by_node(graph: Graph, s: np.ndarray) -> Schedule:
+    """:func:`schedule_from_sequence`'s steps for the (non-empty, int64) compute sequence
+    ``s``, built with one stable sort by node of the reads and computes instead of a search
+    per read and a three-key sort of the steps: the bare recursion's 175,000 computes on
+    grid1000 in 0.02 s instead of 0.05 s.
+
+    The reads and computes, in step order (at step p: the reads of p's inputs, then p's
+    compute), sorted stably by node, put each read right after the instance it reads
+    (the latest compute of that node before it: a valid ``seq`` computes a node before
+    any step reads it). The frees, sorted stably by their step, then take their places:
+    the k-th free due after step p lands at index k + p + 1."""
+    m = int(s.size)
+    ptr = graph.pred_ptr
+    indeg = ptr[s + 1] - ptr[s]
+    comp_at = np.cumsum(indeg + 1) - 1  # each compute's index among the events
+    events = int(comp_at[-1]) + 1
+    is_comp = np.zeros(events, dtype=bool)
+    is_comp[comp_at] = True
+    read_at = np.flatnonzero(~is_comp)
+    # narrow arrays where the ids fit (fewer pages to fault in); 16-bit keys sort by radix
+    ev_node = np.empty(events, dtype=np.uint16 if graph.n <= 1 << 16 else np.int64)
+    ev_node[comp_at] = s
+    offset = np.repeat(ptr[s] - np.cumsum(indeg) + indeg, indeg)  # the CSR rows, concatenated
+    ev_node[read_at] = graph.pred_idx[offset + np.arange(read_at.size, dtype=np.int64)]
+    idx = np.int32 if events < 1 << 31 else np.int64
+    ev_pos = np.empty(events, dtype=idx)  # the step of each event
+    ev_pos[comp_at] = np.arange(m, dtype=idx)
+    ev_pos[read_at] = np.repeat(np.arange(m, dtype=idx), indeg)
+    order = np.argsort(ev_node, kind="stable")  # within a node, events stay in step order
+    comp_sorted = is_comp[order]
+    latest = np.where(comp_sorted, np.arange(events, dtype=idx), -1).astype(idx, copy=False)
+    np.maximum.accumulate(latest, out=latest)  # per event, the last compute at or before it
+    pos_sorted = ev_pos[order]
+    reads = ~comp_sorted
+    last = np.arange(m, dtype=idx)  # an instance nobody reads is freed at once
+    np.maximum.at(last, pos_sorted[latest[reads]], pos_sorted[reads])
+    by_step = np.argsort(last, kind="stable")  # frees by (step, instance)
+    free_at = np.arange(m, dtype=np.int64) + last[by_step] + 1
+    ops = np.zeros(2 * m, dtype=np.int8)  # COMPUTE is 0
+    nodes = np.empty(2 * m, dtype=np.int32)
+    ops[free_at] = FREE
+    nodes[free_at] = s[by_step]
+    computes = np.ones(2 * m, dtype=bool)
+    computes[free_at] = False
+    nodes[computes] = s
     return Schedule(ops, nodes)
 
 

@@ -38,7 +38,7 @@ import time
 
 import numpy as np
 
-from remat_cli.algorithms.segments import prune_unread
+from remat_cli.algorithms.segments import prune_unread, schedule_from_sequence
 from remat_cli.graph import Graph
 from remat_cli.schedule import COMPUTE, FREE, Schedule
 
@@ -74,59 +74,7 @@ def cleanup(graph: Graph, schedule: Schedule) -> Schedule:
     of every target) and free every value right after its last read; never adds a step."""
     kept = prune_unread(graph, schedule.compute_nodes.tolist())
     # free each instance right after its last read (or its own compute when never read)
-    return _from_sequence(graph, kept)
-
-
-def _from_sequence(graph: Graph, seq: list[int]) -> Schedule:
-    """:func:`remat_cli.algorithms.segments.schedule_from_sequence`'s schedule (compute
-    ``seq`` in order, free each instance right after its last reader, the frees due at a
-    step in the order of their instances), built with one stable sort by node of the
-    reads and computes instead of a search per read and a three-key sort of the steps:
-    the bare recursion's 175,000 computes on grid1000 in 0.02 s instead of 0.05 s.
-
-    The reads and computes, in step order (at step p: the reads of p's inputs, then p's
-    compute), sorted stably by node, put each read right after the instance it reads
-    (the latest compute of that node before it: a valid ``seq`` computes a node before
-    any step reads it). The frees, sorted stably by their step, then take their places:
-    the k-th free due after step p lands at index k + p + 1."""
-    s = np.asarray(seq, dtype=np.int64).reshape(-1)
-    m = int(s.size)
-    if m == 0:
-        return Schedule(np.zeros(0, dtype=np.int8), np.zeros(0, dtype=np.int32))
-    ptr = graph.pred_ptr
-    indeg = ptr[s + 1] - ptr[s]
-    comp_at = np.cumsum(indeg + 1) - 1  # each compute's index among the events
-    events = int(comp_at[-1]) + 1
-    is_comp = np.zeros(events, dtype=bool)
-    is_comp[comp_at] = True
-    read_at = np.flatnonzero(~is_comp)
-    # narrow arrays where the ids fit (fewer pages to fault in); 16-bit keys sort by radix
-    ev_node = np.empty(events, dtype=np.uint16 if graph.n <= 1 << 16 else np.int64)
-    ev_node[comp_at] = s
-    offset = np.repeat(ptr[s] - np.cumsum(indeg) + indeg, indeg)  # the CSR rows, concatenated
-    ev_node[read_at] = graph.pred_idx[offset + np.arange(read_at.size, dtype=np.int64)]
-    idx = np.int32 if events < 1 << 31 else np.int64
-    ev_pos = np.empty(events, dtype=idx)  # the step of each event
-    ev_pos[comp_at] = np.arange(m, dtype=idx)
-    ev_pos[read_at] = np.repeat(np.arange(m, dtype=idx), indeg)
-    order = np.argsort(ev_node, kind="stable")  # within a node, events stay in step order
-    comp_sorted = is_comp[order]
-    latest = np.where(comp_sorted, np.arange(events, dtype=idx), -1).astype(idx, copy=False)
-    np.maximum.accumulate(latest, out=latest)  # per event, the last compute at or before it
-    pos_sorted = ev_pos[order]
-    reads = ~comp_sorted
-    last = np.arange(m, dtype=idx)  # an instance nobody reads is freed at once
-    np.maximum.at(last, pos_sorted[latest[reads]], pos_sorted[reads])
-    by_step = np.argsort(last, kind="stable")  # frees by (step, instance)
-    free_at = np.arange(m, dtype=np.int64) + last[by_step] + 1
-    ops = np.zeros(2 * m, dtype=np.int8)  # COMPUTE is 0
-    nodes = np.empty(2 * m, dtype=np.int32)
-    ops[free_at] = FREE
-    nodes[free_at] = s[by_step]
-    computes = np.ones(2 * m, dtype=bool)
-    computes[free_at] = False
-    nodes[computes] = s
-    return Schedule(ops, nodes)
+    return schedule_from_sequence(graph, kept)
 
 
 def lazy_eviction(graph: Graph, schedule: Schedule, limit: int, deadline: float | None = None) -> Schedule | None:
