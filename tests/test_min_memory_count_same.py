@@ -139,7 +139,7 @@ def test_counts_are_exact(case) -> None:
     c = BIG + 1 if whole is None else _computes(whole)  # past BIG: the count passes BIG in the run's turn
     big = 4 * c + 8  # so that the count may meet every subproblem
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(M, "_count_limit", lambda graph, cap: big)
+        mp.setattr(M, "_count_limit", lambda n, cap: big)
         if whole is not None:
             assert M._tree_turn_past(g, targets, c, drop, preds, by_su) == 0
         if c:
@@ -150,7 +150,7 @@ def test_counts_are_exact(case) -> None:
     whole = reference.scratch_schedule(g, targets, BIG)
     scratch = BIG + 1 if whole is None else _computes(whole)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(M, "_count_limit", lambda graph, cap: 4 * scratch + 8)
+        mp.setattr(M, "_count_limit", lambda n, cap: 4 * scratch + 8)
         if whole is not None:
             assert M._scratch_past(g, targets, scratch, order) is False
         if scratch:

@@ -213,10 +213,11 @@ def _ancestor_bits(graph: Graph) -> list[int] | None:
 _COUNT_BITS = 100_000_000
 
 
-def _count_limit(graph: Graph, cap: int) -> int:
-    """How many distinct subproblems a count may meet before it gives up: each is a frame
-    of the run counted, so a count never costs more than a part of the run it spares."""
-    return min(cap // 4, _COUNT_BITS // max(graph.n, 1))
+def _count_limit(n: int, cap: int) -> int:
+    """How many distinct subproblems a count on a graph of ``n`` nodes may meet before it
+    gives up: each is a frame of the run counted, so a count never costs more than a part
+    of the run it spares (``cap``: the run's cap)."""
+    return min(max(cap, 0) // 4, _COUNT_BITS // max(n, 1))
 
 
 def _tree_turn_past(
@@ -237,7 +238,7 @@ def _tree_turn_past(
     anc = _ancestor_bits(graph)
     if anc is None:
         return None
-    limit = _count_limit(graph, cap)
+    limit = _count_limit(graph.n, cap)
     uses = [0] * graph.n
     for t in targets:
         for u in preds[t]:
@@ -321,7 +322,7 @@ def _scratch_past(graph: Graph, targets: list[int], cap: int, order: list[list[i
     anc = _ancestor_bits(graph)
     if anc is None:
         return None
-    total = _unfolded_computes(targets, 0, order, anc, cap, _count_limit(graph, cap))
+    total = _unfolded_computes(targets, 0, order, anc, cap, _count_limit(graph.n, cap))
     return None if total is None else total > cap
 
 
@@ -1094,7 +1095,7 @@ def _evict(
         held = 0
         for w in resident:
             held |= 1 << w
-        computes = _unfolded_computes([u], held, order, anc, (cap + 1) // 2, min(max(cap, 0) // 4, _COUNT_BITS // len(anc)))
+        computes = _unfolded_computes([u], held, order, anc, (cap + 1) // 2, _count_limit(len(anc), cap))
         if computes is not None and 2 * computes - 1 > cap:
             return None
     block = _recompute(u, resident, order, cap, memo, deadline)
