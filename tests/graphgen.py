@@ -48,3 +48,22 @@ def tiny_training_graph(n: int, seed: int) -> Graph:
     fwd = G.random_dag(k, 0.6, seed=seed) if seed % 2 else G.chain(k)
     fwd = G.from_edges(k, np.stack(fwd.edges(), axis=1), mem=rng.integers(1, 6, k), cost=rng.integers(1, 6, k).astype(float))
     return checkmate_training_graph(fwd)
+
+
+def tied_graph(kind: str, n: int, seed: int) -> Graph:
+    """A small graph with random sizes (zeros included: ties) and costs; odd seeds give the
+    training graph: a 3-row grid, a skip chain, a partial k-tree, diamonds or a random DAG
+    (``kind``), for the tests that compare a faster strategy with its frozen copy."""
+    if kind == "grid":
+        g = G.grid(3, max(2, n // 3))
+    elif kind == "skip":
+        g = G.skip_chain(n, skip=2 + seed % 3)
+    elif kind == "pkt":
+        g = G.partial_ktree(n, 2 + seed % 2, seed=seed)
+    elif kind == "diamonds":
+        g = G.diamonds(max(1, n // 4), width=2 + seed % 2)
+    else:
+        g = G.random_dag(n, p=0.25, seed=seed)
+    rng = np.random.default_rng(seed)
+    g = g.with_arrays(mem=rng.integers(0, 6, g.n), cost=rng.choice([0.0, 1.0, 2.0, 3.5], g.n))
+    return checkmate_training_graph(g) if seed % 2 else g

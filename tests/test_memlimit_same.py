@@ -14,6 +14,7 @@ import math
 
 import memlimit_reference as reference
 import numpy as np
+from graphgen import tied_graph
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -27,27 +28,8 @@ from remat_cli.schedule import COMPUTE, FREE, Schedule
 from remat_cli.simulate import simulate
 from remat_cli.strategies import evict, treewidth
 from remat_cli.strategies.store_all import store_all_plan
-from remat_cli.training import checkmate_training_graph
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def _graph(kind: str, n: int, seed: int) -> Graph:
-    """A small graph with random sizes (zeros included: ties) and costs; odd seeds give the
-    training graph."""
-    if kind == "grid":
-        g = G.grid(3, max(2, n // 3))
-    elif kind == "skip":
-        g = G.skip_chain(n, skip=2 + seed % 3)
-    elif kind == "pkt":
-        g = G.partial_ktree(n, 2 + seed % 2, seed=seed)
-    elif kind == "diamonds":
-        g = G.diamonds(max(1, n // 4), width=2 + seed % 2)
-    else:
-        g = G.random_dag(n, p=0.25, seed=seed)
-    rng = np.random.default_rng(seed)
-    g = g.with_arrays(mem=rng.integers(0, 6, g.n), cost=rng.choice([0.0, 1.0, 2.0, 3.5], g.n))
-    return checkmate_training_graph(g) if seed % 2 else g
 
 
 def _random_schedule(g: Graph, seed: int, p_free: float) -> Schedule:
@@ -137,7 +119,7 @@ def _check(g: Graph, s: Schedule, limit: int) -> None:
 def test_memlimit_pass_is_the_reference(kind: str, n: int, seed: int, tree: str) -> None:
     """The pass over each schedule a plan hands it, at limits from below the lower bound
     (nothing fits: the soft limit) to above the store-all peak (nothing is evicted)."""
-    g = _graph(kind, n, seed)
+    g = tied_graph(kind, n, seed)
     peak = store_all_peak(g)
     for s in _schedules(g, seed, tree):
         for limit in sorted({max(0, int(g.lb) - 1), int(0.3 * peak), int(0.5 * peak), int(0.8 * peak), peak + 1}):
@@ -149,7 +131,7 @@ def test_memlimit_pass_is_the_reference(kind: str, n: int, seed: int, tree: str)
 def test_from_sequence_is_the_reference(n: int, seed: int, p_free: float) -> None:
     """The schedule laid out from a compute sequence (instances read by later computes,
     values never read, several frees due at one step) is the reference's."""
-    g = _graph("dag", n, seed)
+    g = tied_graph("dag", n, seed)
     s = _random_schedule(g, seed, p_free)
     seq = s.compute_nodes.tolist()
     want = _steps(reference.schedule_from_sequence(g, seq))
@@ -174,7 +156,7 @@ def test_memlimit_pass_past_its_deadline_is_the_reference(kind: str, monkeypatch
     """Past the deadline both stop at the same round (the clock looked at every few steps)."""
     monkeypatch.setattr(evict, "DEADLINE_EVERY", 7)
     monkeypatch.setattr(reference, "DEADLINE_EVERY", 7)
-    g = _graph(kind, 40, 3)
+    g = tied_graph(kind, 40, 3)
     sep = D.separator_tree(g, D.tree_decomposition(g))
     bare = treewidth.recursive_schedule(g, sep, None)[0]
     limit = int(0.5 * store_all_peak(g))

@@ -33,14 +33,7 @@ def test_the_search_probes_the_budget_the_failed_attempt_named_first(monkeypatch
     """treewidth's failure names the peak of its smallest plan; the search probes it right
     after the store-all peak (before, it bisected from the lower bound first)."""
     g = _graph()
-    budgets: list[int | None] = []
-    real = planner._make_plan
-
-    def spy(graph, strat, budget, *args):
-        budgets.append(budget)
-        return real(graph, strat, budget, *args)
-
-    monkeypatch.setattr(planner, "_make_plan", spy)
+    budgets = _budgets_planned(monkeypatch)
     with pytest.raises(NoPlanError) as info:
         make_plan(g, "treewidth", g.lb, find_smallest=True)
     stated = _stated(g)
@@ -58,17 +51,10 @@ def test_a_stated_budget_that_fits_is_checked_from_just_below(monkeypatch):
     next probe (a monotone strategy); when that fails, the search is over: no bisection up
     from the lower bound, and the error says none fits one step less."""
     g = _graph()
-    budgets: list[int | None] = []
-    real = planner._make_plan
-
-    def spy(graph, strat, budget, *args):
-        budgets.append(budget)
-        return real(graph, strat, budget, *args)
-
     stated = _stated(g)
     tol = search_tolerance(store_all_peak(g))
     assert stated is not None and stated - tol >= g.lb  # (the graph leaves room below it)
-    monkeypatch.setattr(planner, "_make_plan", spy)
+    budgets = _budgets_planned(monkeypatch)
     with pytest.raises(NoPlanError) as info:
         make_plan(g, "treewidth", g.lb, find_smallest=True)
     snapped = min(g.lb + -(-(stated - g.lb) // tol) * tol, store_all_peak(g))
@@ -77,6 +63,19 @@ def test_a_stated_budget_that_fits_is_checked_from_just_below(monkeypatch):
     if found == snapped:  # the stated budget was the smallest: settled in two probes after it
         assert len(budgets) <= 5 and f"none at {fmt_bytes(tol)} less" in info.value.message  # (5th: its plan's own peak)
     assert found == smallest_budget(g, "treewidth").budget_bytes  # the plain bisection's answer
+
+
+def _budgets_planned(monkeypatch) -> list[int | None]:
+    """The budgets of the plans made from now on, in order (each probe of a search is one)."""
+    budgets: list[int | None] = []
+    real = planner._make_plan
+
+    def spy(graph, strat, budget, *args):
+        budgets.append(budget)
+        return real(graph, strat, budget, *args)
+
+    monkeypatch.setattr(planner, "_make_plan", spy)
+    return budgets
 
 
 def _stated(g) -> int | None:

@@ -11,12 +11,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from graphgen import tied_graph
 import pytest
 import treewidth_reference as reference
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from remat_cli import generators as G
 from remat_cli.algorithms import decompose as D
 from remat_cli.algorithms.orders import memory_greedy_order
 from remat_cli.graph import Graph
@@ -24,29 +24,10 @@ from remat_cli.planner import store_all_peak
 from remat_cli.schedule import Schedule
 from remat_cli.simulate import simulate
 from remat_cli.strategies import treewidth
-from remat_cli.training import checkmate_training_graph
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 #: (cache, eager, evict) of the runs a plan makes: cacheless, cached, cached with prefetch
 RUNS = ((False, False, "recent"), (True, False, "recent"), (True, True, "recent"), (True, True, "cheap"), (True, False, "cheap"))
-
-
-def _graph(kind: str, n: int, seed: int) -> Graph:
-    """A small graph with random sizes (zeros included: ties) and costs; odd seeds give the
-    training graph."""
-    if kind == "grid":
-        g = G.grid(3, max(2, n // 3))
-    elif kind == "skip":
-        g = G.skip_chain(n, skip=2 + seed % 3)
-    elif kind == "pkt":
-        g = G.partial_ktree(n, 2 + seed % 2, seed=seed)
-    elif kind == "diamonds":
-        g = G.diamonds(max(1, n // 4), width=2 + seed % 2)
-    else:
-        g = G.random_dag(n, p=0.25, seed=seed)
-    rng = np.random.default_rng(seed)
-    g = g.with_arrays(mem=rng.integers(0, 6, g.n), cost=rng.choice([0.0, 1.0, 2.0, 3.5], g.n))
-    return checkmate_training_graph(g) if seed % 2 else g
 
 
 def _outcome(module, g: Graph, sep, limit, memo, **kw):
@@ -70,7 +51,7 @@ def test_recursion_is_the_reference(kind: str, n: int, seed: int, tree: str, num
     """Every run of one plan, at budgets from below the lower bound to above the store-all
     peak, with and without cost caps (a cap between the base cost and the uncapped cost
     stops runs part way: "cannot win"), gives the reference's steps, node for node."""
-    g = _graph(kind, n, seed)
+    g = tied_graph(kind, n, seed)
     if tree == "tree":
         sep = D.separator_tree(g, D.tree_decomposition(g))
     else:
@@ -106,7 +87,7 @@ def test_memory_greedy_order_is_the_reference(kind: str, n: int, seed: int, shar
     """The memory-greedy order (a ready node's key updated by the freed value's size, not
     recomputed) gives the reference's order on whole graphs and on random sub-problems
     with kept values, sizes of 0 included (a freed value that gives nothing back)."""
-    g = _graph(kind, n, seed)
+    g = tied_graph(kind, n, seed)
     preds, succs, mem, rank = g.pred_lists, g.succ_lists, g.mem.tolist(), g.topo_rank.tolist()
     every = set(range(g.n))
     assert memory_greedy_order(every, preds, succs, mem, rank) == reference.memory_greedy_order(every, preds, succs, mem, rank)
