@@ -137,36 +137,30 @@ def _replay_arrays(graph: Graph, schedule: Schedule, per_step: bool) -> tuple[in
     overflow 62 bits), which :func:`_replay_steps` then names. Same figures as the step
     by step replay: memory is a running sum, and a step's validity depends only on the
     previous step of the same node (compute and free alternate, compute first) and on the
-    latest step of each input before it (a compute: resident)."""
+    latest step of each input before it (a compute: resident).
+
+    Both are read off one stable sort by node of the *events*: per step, in step order, the
+    reads of its inputs (a compute) and then the step itself. Within a node the events stay
+    in step order, so each node's steps are consecutive and each read comes right after the
+    latest step of its node before the reader. On graphs of at most 2^16 nodes the keys
+    are 16 bits wide and numpy sorts them by radix, O(events): the treewidth recursion's
+    351,000 steps on grid1000 in 0.02 s instead of 0.06 s (a sort of the steps and a binary
+    search per read, :func:`_steps_valid_searched`, which larger graphs keep)."""
     n = graph.n
     ops = np.asarray(schedule.ops)
     nodes = np.asarray(schedule.nodes, dtype=np.int64)
-    steps = len(ops)
     mem, ws = graph.mem, graph.workspace
     if nodes.min() < 0 or nodes.max() >= n or not np.all((ops == COMPUTE) | (ops == FREE)):
         return None
     if graph.fixed_mem + float(mem.sum(dtype=np.float64)) + float(ws.max(initial=0)) >= 2.0**62:
         return None  # (hostile sizes: Python's integers, step by step)
     comp = ops == COMPUTE
-    # each node's steps in order: compute first, then alternating
-    order = np.argsort(nodes, kind="stable")
-    by_node, by_op = nodes[order], comp[order]
-    first = np.ones(steps, dtype=bool)
-    first[1:] = by_node[1:] != by_node[:-1]
-    if not np.all(by_op[first]) or np.any(by_op[1:][~first[1:]] == by_op[:-1][~first[1:]]):
-        return None
-    # every input of a compute resident: its latest step before is a compute
     at = np.flatnonzero(comp)
-    v = nodes[at]
-    deg = graph.pred_ptr[v + 1] - graph.pred_ptr[v]
-    total = int(deg.sum())
-    if total:
-        offset = np.repeat(np.cumsum(deg) - deg, deg)
-        inputs = graph.pred_idx[np.repeat(graph.pred_ptr[v], deg) + np.arange(total) - offset].astype(np.int64)
-        key = by_node * steps + order  # sorted: by node, then step
-        pos = np.searchsorted(key, inputs * steps + np.repeat(at, deg)) - 1
-        if np.any(pos < 0) or np.any(by_node[np.maximum(pos, 0)] != inputs) or not np.all(by_op[np.maximum(pos, 0)]):
+    if n > 1 << 16:
+        if not _steps_valid_searched(graph, nodes, comp, at):
             return None
+    elif not _steps_valid_sorted(graph, nodes, comp, at):
+        return None
     size = mem[nodes]
     after = graph.fixed_mem + np.cumsum(np.where(comp, size, -size))
     trace = np.where(comp, after + ws[nodes], after)
@@ -176,6 +170,73 @@ def _replay_arrays(graph: Graph, schedule: Schedule, per_step: bool) -> tuple[in
         if top > peak:  # the first step that reaches it, as the step by step replay
             peak, peak_step = top, int(at[np.argmax(trace[at] == top)])
     return peak, peak_step, (trace.astype(np.int64) if per_step else None)
+
+
+def _steps_valid_sorted(graph: Graph, nodes: np.ndarray, comp: np.ndarray, at: np.ndarray) -> bool:
+    """Whether the steps (``nodes``, ``comp``: which are computes, ``at``: where) keep
+    rules 1-2, from one stable radix sort of the events by node (graphs of at most 2^16
+    nodes; see :func:`_replay_arrays`)."""
+    steps = nodes.size
+    ptr = graph.pred_ptr
+    v = nodes[at]
+    deg = ptr[v + 1] - ptr[v]
+    per_step = np.ones(steps, dtype=np.int64)
+    per_step[at] += deg
+    step_at = np.cumsum(per_step) - 1  # each step's index among the events
+    events = int(step_at[-1]) + 1
+    idx = np.int32 if events < 1 << 31 else np.int64
+    kind = np.zeros(events, dtype=np.int8)  # 0 a read, 1 a free, 2 a compute
+    kind[step_at] = np.where(comp, 2, 1)
+    ev_node = np.empty(events, dtype=np.uint16)
+    ev_node[step_at] = nodes
+    total = events - steps
+    if total:
+        offset = np.repeat(ptr[v] - np.cumsum(deg) + deg, deg)  # the CSR rows, concatenated
+        ev_node[kind == 0] = graph.pred_idx[offset + np.arange(total, dtype=np.int64)]
+    order = np.argsort(ev_node, kind="stable")  # within a node, events stay in step order
+    node_sorted = ev_node[order]
+    kind_sorted = kind[order]
+    # each node's steps: compute first, then alternating
+    is_step = kind_sorted != 0
+    by_node, by_op = node_sorted[is_step], kind_sorted[is_step]
+    first = np.ones(steps, dtype=bool)
+    first[1:] = by_node[1:] != by_node[:-1]
+    if np.any(by_op[first] != 2) or np.any(by_op[1:][~first[1:]] == by_op[:-1][~first[1:]]):
+        return False
+    if not total:
+        return True
+    # every input of a compute resident: the latest step before its read (in the sorted
+    # events) is a compute of the same node
+    latest = np.where(is_step, np.arange(events, dtype=idx), -1).astype(idx, copy=False)
+    np.maximum.accumulate(latest, out=latest)
+    reads = ~is_step
+    prev = latest[reads]
+    if prev.size and prev.min() < 0:
+        return False
+    return bool(np.all(node_sorted[prev] == node_sorted[reads]) and np.all(kind_sorted[prev] == 2))
+
+
+def _steps_valid_searched(graph: Graph, nodes: np.ndarray, comp: np.ndarray, at: np.ndarray) -> bool:
+    """:func:`_steps_valid_sorted` on any graph: a stable sort of the steps by node and a
+    binary search per read for the latest step of its node before the reader."""
+    steps = nodes.size
+    order = np.argsort(nodes, kind="stable")
+    by_node, by_op = nodes[order], comp[order]
+    first = np.ones(steps, dtype=bool)
+    first[1:] = by_node[1:] != by_node[:-1]
+    if not np.all(by_op[first]) or np.any(by_op[1:][~first[1:]] == by_op[:-1][~first[1:]]):
+        return False
+    v = nodes[at]
+    deg = graph.pred_ptr[v + 1] - graph.pred_ptr[v]
+    total = int(deg.sum())
+    if total:
+        offset = np.repeat(np.cumsum(deg) - deg, deg)
+        inputs = graph.pred_idx[np.repeat(graph.pred_ptr[v], deg) + np.arange(total) - offset].astype(np.int64)
+        key = by_node * steps + order  # sorted: by node, then step
+        pos = np.searchsorted(key, inputs * steps + np.repeat(at, deg)) - 1
+        if np.any(pos < 0) or np.any(by_node[np.maximum(pos, 0)] != inputs) or not np.all(by_op[np.maximum(pos, 0)]):
+            return False
+    return True
 
 
 def _finish(graph: Graph, schedule: Schedule, peak: int, peak_step: int, memory: np.ndarray | None) -> SimResult:
