@@ -148,7 +148,9 @@ def _replay_arrays(graph: Graph, schedule: Schedule, per_step: bool) -> tuple[in
     search per read, :func:`_steps_valid_searched`, which larger graphs keep)."""
     n = graph.n
     ops = np.asarray(schedule.ops)
-    nodes = np.asarray(schedule.nodes, dtype=np.int64)
+    nodes = np.asarray(schedule.nodes)
+    if nodes.dtype != np.int32:  # (a schedule's nodes are int32; any other ints widened)
+        nodes = nodes.astype(np.int64)
     mem, ws = graph.mem, graph.workspace
     if nodes.min() < 0 or nodes.max() >= n or not np.all((ops == COMPUTE) | (ops == FREE)):
         return None
@@ -157,7 +159,7 @@ def _replay_arrays(graph: Graph, schedule: Schedule, per_step: bool) -> tuple[in
     comp = ops == COMPUTE
     at = np.flatnonzero(comp)
     if n > 1 << 16:
-        if not _steps_valid_searched(graph, nodes, comp, at):
+        if not _steps_valid_searched(graph, nodes.astype(np.int64), comp, at):
             return None
     elif not _steps_valid_sorted(graph, nodes, comp, at):
         return None
@@ -180,11 +182,11 @@ def _steps_valid_sorted(graph: Graph, nodes: np.ndarray, comp: np.ndarray, at: n
     ptr = graph.pred_ptr
     v = nodes[at]
     deg = ptr[v + 1] - ptr[v]
-    per_step = np.ones(steps, dtype=np.int64)
-    per_step[at] += deg
-    step_at = np.cumsum(per_step) - 1  # each step's index among the events
-    events = int(step_at[-1]) + 1
+    events = steps + int(deg.sum())
     idx = np.int32 if events < 1 << 31 else np.int64
+    per_step = np.ones(steps, dtype=idx)
+    per_step[at] += deg.astype(idx, copy=False)
+    step_at = np.cumsum(per_step, dtype=idx) - 1  # each step's index among the events
     kind = np.zeros(events, dtype=np.int8)  # 0 a read, 1 a free, 2 a compute
     kind[step_at] = np.where(comp, 2, 1)
     ev_node = np.empty(events, dtype=np.uint16)
