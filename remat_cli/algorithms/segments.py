@@ -238,7 +238,14 @@ def prune_unread(graph: Graph, seq: Sequence[int]) -> list[int]:
     """The compute sequence ``seq`` without the computes whose value nobody reads before
     its next compute (the last compute of each target stays). One backward pass reaches the
     fixpoint of "delete unread computes, repeat": whether a compute is read depends only on
-    the computes kept after it, which are decided first."""
+    the computes kept after it, which are decided first.
+
+    From ``BY_NODE_COMPUTES`` computes, :func:`_all_read` first looks with one stable sort
+    whether any compute is unread at all: when none is (the bare treewidth recursion's
+    175,000 computes on grid1000: 7 ms instead of the pass's 21), the pass keeps every one
+    (from the end, each compute is read by a kept one), and ``seq`` is the answer."""
+    if len(seq) >= BY_NODE_COMPUTES and _all_read(graph, np.fromiter(seq, dtype=np.int64, count=len(seq))):
+        return list(seq)
     preds = graph.pred_lists
     pending = [False] * graph.n  # a target whose last compute is still to come (from the end)
     for t in graph.targets.tolist():
@@ -254,3 +261,40 @@ def prune_unread(graph: Graph, seq: Sequence[int]) -> list[int]:
         pending[v] = False
     kept.reverse()
     return kept
+
+
+def _all_read(graph: Graph, s: np.ndarray) -> bool:
+    """Whether every compute of the (int64) sequence ``s`` is read before its node's next
+    compute, or is the last compute of a target: then :func:`prune_unread` deletes nothing.
+    As in :func:`_by_node`, the reads and computes in step order (at step p: the reads of
+    p's inputs, then p's compute), sorted stably by node, put each read right after the
+    instance it reads; an instance is read iff the event after it is a read of its node.
+    False also where ``s`` reads a node before computing it (the pass then decides)."""
+    m = int(s.size)
+    ptr = graph.pred_ptr
+    indeg = ptr[s + 1] - ptr[s]
+    comp_at = np.cumsum(indeg + 1) - 1  # each compute's index among the events
+    events = int(comp_at[-1]) + 1
+    is_comp = np.zeros(events, dtype=bool)
+    is_comp[comp_at] = True
+    ev_node = np.empty(events, dtype=np.uint16 if graph.n <= 1 << 16 else np.int64)
+    ev_node[comp_at] = s
+    offset = np.repeat(ptr[s] - np.cumsum(indeg) + indeg, indeg)  # the CSR rows, concatenated
+    ev_node[~is_comp] = graph.pred_idx[offset + np.arange(events - m, dtype=np.int64)]
+    order = np.argsort(ev_node, kind="stable")  # within a node, events stay in step order
+    node_sorted = ev_node[order]
+    comp_sorted = is_comp[order]
+    same_next = np.zeros(events, dtype=bool)  # the next event is of the same node
+    same_next[:-1] = node_sorted[1:] == node_sorted[:-1]
+    read_next = np.zeros(events, dtype=bool)  # ... and a read
+    read_next[:-1] = same_next[:-1] & ~comp_sorted[1:]
+    if not comp_sorted[0] or np.any(~comp_sorted[1:] & ~same_next[:-1]):
+        return False  # a read before any compute of its node
+    unread = comp_sorted & ~read_next
+    if not unread.any():
+        return True
+    target = np.zeros(graph.n, dtype=bool)
+    target[graph.targets] = True
+    # an unread compute stays only as the last compute of a target (no compute of it after)
+    at = np.flatnonzero(unread)
+    return bool(np.all(~same_next[at] & target[node_sorted[at]]))
