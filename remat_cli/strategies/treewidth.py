@@ -555,6 +555,7 @@ class _Recursion:
         for u in early.pop(-1, ()):
             self.release(u)
         prefetched: dict[int, list[int]] = {}  # index of the last reader -> values to unpin
+        later: list[Any] = []  # what owned_need reads from each child, made at the first prefetch
         child_tins, children_x = self.child_tins[x], self.children[x]
         node_tin = self.node_tin
         acquire, release, solve, caching = self.acquire, self.release, self.solve, self.caching
@@ -572,7 +573,7 @@ class _Recursion:
                     else:
                         missing[child] = [u]
             for child, inputs in missing.items():
-                if caching and self._prefetch(x, child, inputs, owned_need, i, prefetched):
+                if caching and self._prefetch(x, child, inputs, owned_need, i, prefetched, later):
                     continue
                 solve(child, inputs, True)
             if resident[v]:  # obtain
@@ -679,17 +680,51 @@ class _Recursion:
                 return None
         return not any(bound_inside) and not any(map(resident.__getitem__, inner))
 
-    def _prefetch(self, x: int, child: int, inputs: list[int], owned_need: list[int], i: int, prefetched: dict[int, list[int]]) -> bool:
+    def _prefetch(
+        self,
+        x: int,
+        child: int,
+        inputs: list[int],
+        owned_need: list[int],
+        i: int,
+        prefetched: dict[int, list[int]],
+        later: list[Any],
+    ) -> bool:
         """Ask ``child`` at once for ``inputs`` and for what later nodes of x read from it,
-        if one plain schedule fits; the extra values stay pinned until their last reader."""
-        resident, preds, owner, node_tin = self.resident, self.preds, self.owner, self.node_tin
-        child_tins, children_x = self.child_tins[x], self.children[x]
+        if one plain schedule fits; the extra values stay pinned until their last reader.
+
+        ``later`` holds (made at the first call of a :meth:`_solve`, whose ``owned_need`` does
+        not change) per child, the reads of owned_need from outside x's own nodes in scan
+        order (node by node, each node's inputs in order) as (positions, values): each call
+        then scans only the reads after position i of its child, instead of every input of
+        every later node with a search for its child (wide bags of random DAGs). The
+        values kept are those the scan finds not resident and not asked for already, each
+        with its last position, in the order first met: as before."""
+        resident = self.resident
+        if not later:
+            preds, owner, node_tin = self.preds, self.owner, self.node_tin
+            child_tins, children_x = self.child_tins[x], self.children[x]
+            by_child: dict[int, tuple[list[int], list[int]]] = {}
+            for j, w in enumerate(owned_need):
+                for u in preds[w]:
+                    if owner[u] != x:
+                        c = children_x[bisect_right(child_tins, node_tin[u]) - 1]
+                        reads = by_child.get(c)
+                        if reads is None:
+                            reads = by_child[c] = ([], [])
+                        reads[0].append(j)
+                        reads[1].append(u)
+            later.append(by_child)
+        reads = later[0].get(child)
+        if reads is None:
+            return False
+        at, values = reads
         first = set(inputs)
         last: dict[int, int] = {}
-        for j in range(i + 1, len(owned_need)):
-            for u in preds[owned_need[j]]:
-                if not resident[u] and u not in first and owner[u] != x and children_x[bisect_right(child_tins, node_tin[u]) - 1] == child:
-                    last[u] = j
+        for k in range(bisect_right(at, i), len(at)):
+            u = values[k]
+            if not resident[u] and u not in first:
+                last[u] = at[k]
         if not last:
             return False
         if not self.solve(child, inputs + list(last), True, plain_only=not self.eager, tentative=True):
