@@ -548,7 +548,8 @@ class _Recursion:
                     j = pos.get(w)
                     if j is None:
                         break
-                    last = max(last, j)
+                    if j > last:
+                        last = j
             else:
                 early.setdefault(last, []).append(p)
                 early_set.add(p)
@@ -599,13 +600,18 @@ class _Recursion:
         # release each other pinned value after the last child that may still read it
         slot = {c: i for i, c in enumerate(rest)}
         after: list[list[int]] = [[] for _ in range(len(rest) + 1)]
+        slot_of: dict[int, int] = {}  # per reader met, the slot of its child (-1: none)
         for p in [v for v in here if v not in wanted] + list(boundary):
             if p in early_set:
                 continue
             last = -1
             for w in succs[p]:
                 if w in need and owner[w] != x:
-                    last = max(last, slot.get(self._child_of(x, w), -1))
+                    k = slot_of.get(w)
+                    if k is None:  # (_child_of, inlined)
+                        k = slot_of[w] = slot.get(children_x[bisect_right(child_tins, node_tin[w]) - 1], -1)
+                    if k > last:
+                        last = k
             after[last + 1].append(p)
         for u in after[0]:
             self.release(u)
