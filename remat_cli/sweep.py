@@ -17,7 +17,7 @@ the simulator; the reported budget is one a plan was actually found for. The sea
   store-all peak, at least 1 byte (``tolerance_bytes``), between the largest grid budget
   probed without a plan and the smallest probed with one, until they are neighbours;
   a budget a failing strategy says it meets is probed first (snapped to the grid), and
-  where it fits, for a monotone strategy, the grid point just below it next;
+  where it fits, the grid point just below it next (where that fails, the search is over);
 * then probes the found plan's own peak once, as a budget.
 
 It **assumes** that a strategy that fits budget B fits every larger budget (monotone).
@@ -242,11 +242,11 @@ def smallest_budget(
     unsettled: set[int] = set()  # the guess, where its probe was cut short at its share
     complete = True
     foreseen = False
-    # a stated budget that fits is most often the strategy's smallest: for a monotone one the
-    # grid point just below it is probed next, and if that fails the search is over in one
-    # probe where bisecting up from LB takes log2 of the range (the same answer: the grid's
-    # first fitting budget, whatever the order of the probes)
-    monotone = strat.name not in NOT_MONOTONE
+    # a stated budget that fits is most often the strategy's smallest: the grid point just
+    # below it is probed next, and if that fails the search is over in one probe where
+    # bisecting up from LB takes log2 of the range (for a monotone strategy the same answer:
+    # the grid's first fitting budget, whatever the order of the probes; for one that is
+    # not, a budget found, with one that failed just below it, as the bisection's answer is)
     below: int | None = None
     while True:
         if deadline is not None and time.perf_counter() > deadline:
@@ -281,7 +281,7 @@ def smallest_budget(
             lo = max(lo, mid)
         else:
             best, hi = plan, mid
-            if monotone and mid in claimed:
+            if mid in claimed:
                 below = mid - 1
     found = grid(hi)
     failed = grid(lo) if lo >= 0 else None
