@@ -1091,6 +1091,7 @@ def _lowering(graph: Graph, schedule: Schedule, max_steps: int, clock: _Clock) -
     score = _peak_score(ops, nodes, mem, ws, cost)
     spent = 0
     evicted = 0
+    n = graph.n
 
     def result(ops: np.ndarray, nodes: np.ndarray, evicted: int, spent: int) -> tuple[Schedule, int, int]:
         if not evicted:
@@ -1098,11 +1099,13 @@ def _lowering(graph: Graph, schedule: Schedule, max_steps: int, clock: _Clock) -
         return Schedule(ops.astype(np.int8), nodes.astype(np.int32)), evicted, spent
 
     while spent < max_steps and score[0] > floor:
-        at = score[3]
+        at = score[-1]  # its first step at the peak
         begun = spent
+        profile = _Profile(ops, nodes, mem, ws, cost)  # the round's trials are scored against it
+        held = _balance(ops, nodes, 0, at, n)  # computes less frees of each value before ``at``
         while True:  # the round, again from its start after each pause
             spent = begun
-            better = None
+            better: list[Any] | None = None  # [trial, (peak, count, first step), its cost or None]
             late = False
             for u in _idle_at_peak(ops, nodes, at, preds, mem_list)[:PEAK_TRIES]:
                 if late:
@@ -1110,28 +1113,157 @@ def _lowering(graph: Graph, schedule: Schedule, max_steps: int, clock: _Clock) -
                 for memo in (True, False):
                     cap = min(max_steps - spent, max(len(ops), block_steps))
                     deadline = clock[0]
-                    trial = _evict(ops, nodes, at, u, succs[u], order, cap, memo, deadline, anc)
+                    trial = _evict_at(ops, nodes, at, u, succs[u], order, cap, memo, deadline, anc, profile.comp, held)
                     late = (deadline is not None and time.perf_counter() > deadline) or _stopped(clock)
                     if trial is None:
                         spent += cap
                         if late:
                             break
                         continue
-                    spent += len(trial[0])
-                    got = _peak_score(trial[0], trial[1], mem, ws, cost)
-                    key = (got[0], got[1], got[2])
-                    if got[:2] < score[:2] and (better is None or key < better[2]):
-                        better = (trial, got, key)
+                    spent += _trial_length(len(ops), trial)
+                    got = profile.score(trial, mem_list[u], mem, ws)
+                    if got[:2] < score[:2] and (better is None or _before(got, trial, better, ops, nodes, profile)):
+                        better = [trial, got, None]
                     if spent >= max_steps or late:
                         break
             if not late:
                 break
-            yield result(*better[0], evicted + 1, spent) if better is not None else result(ops, nodes, evicted, spent)
+            if better is not None:
+                yield result(*_trial_arrays(ops, nodes, better[0]), evicted + 1, spent)
+            else:
+                yield result(ops, nodes, evicted, spent)
         if better is None:
             break
-        (ops, nodes), score, _ = better
+        ops, nodes = _trial_arrays(ops, nodes, better[0])
+        score = better[1]
         evicted += 1
     return result(ops, nodes, evicted, spent)
+
+
+#: A trial of :func:`_lowering` as positions in the schedule it changes: (u, the step after
+#: which u is freed, the step before which the block goes (or the free of u it drops, or the
+#: schedule's length), the block's ops and nodes (None: u is not read again before that free)).
+_Trial = tuple[int, int, int, Any, Any]
+
+
+def _trial_arrays(ops: np.ndarray, nodes: np.ndarray, trial: _Trial) -> tuple[np.ndarray, np.ndarray]:
+    """The trial's schedule (the steps :func:`_evict` returns)."""
+    u, last, stop, block_ops, block_nodes = trial
+    free = np.asarray([FREE]), np.asarray([u])
+    if block_ops is None:  # idle until freed: free it early, drop the late free
+        return (
+            np.concatenate([ops[: last + 1], free[0], ops[last + 1 : stop], ops[stop + 1 :]]),
+            np.concatenate([nodes[: last + 1], free[1], nodes[last + 1 : stop], nodes[stop + 1 :]]),
+        )
+    return (
+        np.concatenate([ops[: last + 1], free[0], ops[last + 1 : stop], block_ops, ops[stop:]]),
+        np.concatenate([nodes[: last + 1], free[1], nodes[last + 1 : stop], block_nodes, nodes[stop:]]),
+    )
+
+
+def _trial_length(length: int, trial: _Trial) -> int:
+    """The steps of the trial's schedule, of a schedule of ``length`` steps."""
+    _, _, stop, block_ops, _ = trial
+    if block_ops is None:
+        return length + 1 - (stop < length)
+    return length + 1 + len(block_ops)
+
+
+def _before(got: tuple[int, int, int], trial: _Trial, better: list[Any], ops: np.ndarray, nodes: np.ndarray, profile: _Profile) -> bool:
+    """Whether a trial of score ``got`` comes before ``better`` in :func:`_lowering`'s order:
+    (peak, compute steps at it, total cost); the costs (:meth:`_Profile.cost`) are made only
+    to break a tie."""
+    if got[:2] != better[1][:2]:
+        return got[:2] < better[1][:2]
+    if better[2] is None:
+        better[2] = profile.cost(ops, nodes, better[0])
+    return profile.cost(ops, nodes, trial) < better[2]
+
+
+def _balance(ops: np.ndarray, nodes: np.ndarray, begin: int, end: int, n: int) -> np.ndarray:
+    """Per node, its computes less its frees among steps ``begin`` to ``end`` (excluded)."""
+    head, comp = nodes[begin:end], ops[begin:end] == COMPUTE
+    return np.bincount(head[comp], minlength=n) - np.bincount(head[~comp], minlength=n)
+
+
+class _Profile:
+    """A schedule's memory at each step, with the largest of each prefix and suffix (how
+    often and first where), so that a trial of :func:`_lowering`, which changes the memory
+    only between u's early free and its recomputation, is scored from those and its own
+    steps: its :func:`_peak_score` less the cost, without a pass over the whole schedule."""
+
+    def __init__(self, ops: np.ndarray, nodes: np.ndarray, mem: np.ndarray, ws: np.ndarray, cost: np.ndarray) -> None:
+        comp = ops == COMPUTE
+        self.costs = cost
+        # where every cost is a whole number and the costs of a schedule add up to less than
+        # 2**53 in magnitude, each addition is exact in any order: a trial's total is the
+        # round's plus its block's, as a pass over its whole schedule adds them
+        self.top = float(np.abs(cost).max()) if cost.size else 0.0
+        self.exact = bool(np.all(cost == np.floor(cost))) and self.top * (len(ops) + 1) < 2.0**53
+        self.total = int(cost[nodes[comp]].astype(np.int64).sum()) if self.exact else 0
+        size = mem[nodes]
+        delta = np.where(comp, size, -size)
+        self.before = np.cumsum(delta) - delta
+        here = np.where(comp, self.before + size + ws[nodes], -1)
+        self.comp, self.here = comp, here
+        self.pmax, self.pcount, self.pfirst = _running_max(here)
+        smax, scount, slast = _running_max(here[::-1], last=True)
+        self.smax, self.scount, self.slast = smax, scount, slast  # of the reversed profile
+
+    def cost(self, ops: np.ndarray, nodes: np.ndarray, trial: _Trial) -> float:
+        """The trial's total cost as :func:`_peak_score` sums it over its whole schedule."""
+        _, _, _, block_ops, block_nodes = trial
+        if self.exact and self.top * (len(ops) + 1 + (0 if block_ops is None else len(block_ops))) < 2.0**53:
+            extra = 0 if block_ops is None else int(self.costs[block_nodes[block_ops == COMPUTE]].astype(np.int64).sum())
+            return float(self.total + extra)
+        ops, nodes = _trial_arrays(ops, nodes, trial)
+        return float(self.costs[nodes[ops == COMPUTE]].sum())
+
+    def score(self, trial: _Trial, size: int, mem: np.ndarray, ws: np.ndarray) -> tuple[int, int, int]:
+        """(peak, compute steps at it, the first of them) of the trial's schedule."""
+        _, last, stop, block_ops, block_nodes = trial
+        length = len(self.here)
+        parts: list[tuple[int, int, int]] = [(int(self.pmax[last]), int(self.pcount[last]), int(self.pfirst[last]))]
+        region = self.here[last + 1 : stop]
+        if region.size:  # u gone: the computes there hold size bytes less
+            lowered = np.where(self.comp[last + 1 : stop], region - size, -1)
+            parts.append(_top(lowered, last + 2))
+        if block_ops is not None:
+            comp = block_ops == COMPUTE
+            bsize = mem[block_nodes]
+            delta = np.where(comp, bsize, -bsize)
+            start = int(self.before[stop]) - size  # (``stop`` reads u: a step of the schedule)
+            before = start + np.cumsum(delta) - delta
+            parts.append(_top(np.where(comp, before + bsize + ws[block_nodes], -1), stop + 1))
+            tail, shift = stop, 1 + len(block_ops)  # u is back, the block's values freed: as before
+        else:
+            tail, shift = stop + 1, 0
+        if tail < length:
+            k = length - 1 - tail  # the suffix from ``tail``, in the reversed profile
+            parts.append((int(self.smax[k]), int(self.scount[k]), length - 1 - int(self.slast[k]) + shift))
+        peak = max(p[0] for p in parts)
+        return peak, sum(p[1] for p in parts if p[0] == peak), next(p[2] for p in parts if p[0] == peak)
+
+
+def _top(values: np.ndarray, offset: int) -> tuple[int, int, int]:
+    """(largest value, how often, ``offset`` + its first position)."""
+    peak = int(values.max())
+    return peak, int(np.count_nonzero(values == peak)), offset + int(np.argmax(values))
+
+
+def _running_max(values: np.ndarray, last: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per prefix of ``values``: its largest value, how often it occurs there, and its first
+    position (with ``last``: its last)."""
+    top = np.maximum.accumulate(values)
+    pos = np.arange(values.size)
+    rises = np.ones(values.size, dtype=bool)
+    rises[1:] = top[1:] != top[:-1]
+    first = np.maximum.accumulate(np.where(rises, pos, 0))
+    hits = np.cumsum(values == top)
+    count = hits - hits[first] + 1
+    if last:
+        return top, count, np.maximum.accumulate(np.where(values == top, pos, 0))
+    return top, count, first
 
 
 def _peak_score(ops: np.ndarray, nodes: np.ndarray, mem: np.ndarray, ws: np.ndarray, cost: np.ndarray) -> tuple[int, int, float, int]:
@@ -1165,6 +1297,53 @@ def _idle_at_peak(ops: np.ndarray, nodes: np.ndarray, at: int, preds: list[set[i
     reads = preds[int(nodes[at])]
     resident = _resident_before(ops, nodes, at).tolist()
     return sorted((u for u in resident if u not in reads and mem[u] > 0), key=lambda u: (-mem[u], u))
+
+
+def _evict_at(
+    ops: np.ndarray,
+    nodes: np.ndarray,
+    at: int,
+    u: int,
+    readers: np.ndarray,
+    order: list[list[int]],
+    cap: int,
+    memo: bool,
+    deadline: float | None,
+    anc: list[int] | None,
+    comp: np.ndarray,
+    held: np.ndarray,
+) -> _Trial | None:
+    """:func:`_evict` as positions (:data:`_Trial`): the same trial, None where it is None.
+    ``comp``: the schedule's compute steps; the reads of u are looked for between its
+    compute before ``at`` and its free after. ``held``: :func:`_balance` up to ``at``; the
+    resident values before u's next read are found from it and the steps since."""
+    n = held.size
+    mine = np.flatnonzero(nodes == u)
+    start = int(mine[(mine < at) & (ops[mine] == COMPUTE)].max())
+    later = mine[mine > at]
+    end = int(later[0]) if later.size else len(ops)  # the free that closes this stay, if any
+    reader = np.zeros(n, dtype=bool)
+    reader[readers] = True
+    reads = start + 1 + np.flatnonzero(comp[start + 1 : end] & reader[nodes[start + 1 : end]])
+    before = reads[reads < at]
+    last = int(before[-1]) if before.size else start
+    after = reads[reads > at]
+    if not after.size:
+        return (u, last, end, None, None)
+    nxt = int(after[0])
+    resident = set(np.flatnonzero(held + _balance(ops, nodes, at, nxt, n) > 0).tolist())  # _resident_before(nxt)
+    resident.discard(u)
+    if not memo and anc is not None:
+        bits = 0
+        for w in resident:
+            bits |= 1 << w
+        computes = _unfolded_computes([u], bits, order, anc, (cap + 1) // 2, _count_limit(len(anc), cap))
+        if computes is not None and 2 * computes - 1 > cap:
+            return None
+    block = _recompute(u, resident, order, cap, memo, deadline)
+    if block is None:
+        return None
+    return (u, last, nxt, np.asarray(block[0], np.int64), np.asarray(block[1], np.int64))
 
 
 def _evict(
