@@ -21,7 +21,9 @@ is returned. ``RunContext.progress`` hears of each strategy. On graphs of
 two processes share (``RunContext.parallel`` False turns
 that off): a second process starts on the first while the cheap ones run here, and each
 process takes the next one not yet taken when it is free, so neither waits while work is
-left. The choice of plan is the same: every candidate runs with the same options and
+left (this process too takes the last resort, min-memory, when it would otherwise wait for
+the second one's queued strategy with no plan known to fit: it makes min-memory's variants
+then, pausing once a plan fits). The choice of plan is the same: every candidate runs with the same options and
 the cheapest is chosen by (cost, peak, registry order), whichever process ran it.
 """
 
@@ -96,7 +98,7 @@ SCALE_REPLAY_SECONDS = 15.0
 #: fit probe, which waits for those: any plan that fits answers it). Its plan is
 #: considered only once every other strategy has failed, as when it runs here last (on
 #: random1000 at 0.7x it sat idle while this process ran pathwidth, 0.4 s, then this
-#: process ran min-memory alone).
+#: process ran min-memory alone). The other way round too (:meth:`_Child.idle_here`).
 _LAST_RESORT = ("min-memory",)
 
 

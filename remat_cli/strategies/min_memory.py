@@ -52,7 +52,9 @@ most about 2 s per graph.
 These schedules and the store-all plan (so that at the store-all peak the
 plan costs the base cost, as every budget-driven strategy's must) are replayed by the
 simulator; the cheapest that fits the budget is returned, the lowest peak when there is
-no budget. They do not depend on the budget and are cached per graph. Cost: the
+no budget. They do not depend on the budget and are cached per graph (the dag runs share
+their turns, :class:`TurnBlocks`; the making can pause at a deadline or a stop request
+and resume where it paused, :func:`min_memory_variants`). Cost: the
 schedules' length, at most ``MAX_COMPUTES_PER_NODE`` computes per needed node and
 ``MAX_COMPUTES`` in all (a chain of L layers costs O(L²); ``tree`` on reconvergent
 branches may cost exponentially more: past the cap a variant is dropped; where a lower
