@@ -17,7 +17,8 @@ the simulator; the reported budget is one a plan was actually found for. The sea
   store-all peak, at least 1 byte (``tolerance_bytes``), between the largest grid budget
   probed without a plan and the smallest probed with one, until they are neighbours;
   a budget a failing strategy says it meets is probed first (snapped to the grid), and
-  where it fits, for a monotone strategy, the grid point just below it next;
+  where it fits, for a monotone strategy or ``auto``, the grid point just below it next
+  (where that fails, the search is over);
 * then probes the found plan's own peak once, as a budget.
 
 It **assumes** that a strategy that fits budget B fits every larger budget (monotone).
@@ -64,6 +65,7 @@ __all__ = [
     "search_tolerance",
     "searchable",
     "NOT_MONOTONE",
+    "JUST_BELOW",
     "SweepPoint",
     "StrategyBest",
     "Tradeoff",
@@ -80,6 +82,9 @@ GUESS_SHARE = 0.5
 # Strategies that tests/test_sweep.py shows fitting a budget and failing a larger one on
 # some graph: for them the search's figure is a budget found, and smaller ones may fit.
 NOT_MONOTONE = frozenset({"greedy", "dtr", "auto"})
+#: Of those, the ones whose search probes the grid point just below a stated budget that
+#: fits next, as for the monotone ones (:func:`smallest_budget`).
+JUST_BELOW = frozenset({"auto"})
 
 
 @dataclass(frozen=True)
@@ -242,11 +247,15 @@ def smallest_budget(
     unsettled: set[int] = set()  # the guess, where its probe was cut short at its share
     complete = True
     foreseen = False
-    # a stated budget that fits is most often the strategy's smallest: for a monotone one the
-    # grid point just below it is probed next, and if that fails the search is over in one
-    # probe where bisecting up from LB takes log2 of the range (the same answer: the grid's
-    # first fitting budget, whatever the order of the probes)
-    monotone = strat.name not in NOT_MONOTONE
+    # a stated budget that fits is most often the strategy's smallest: the grid point just
+    # below it is probed next, and if that fails the search is over in one probe where
+    # bisecting up from LB takes log2 of the range (for a monotone strategy the same answer:
+    # the grid's first fitting budget, whatever the order of the probes). Of the others,
+    # auto too (:data:`JUST_BELOW`): a budget found with one that failed just below it, as
+    # the bisection's answer is, instead of a bisection whose probes far below what auto
+    # meets take longest to fail; greedy and dtr keep the bisection, which finds budgets
+    # they meet below a larger one they fail (dtr on grid1000 at 0.3x: 136 B, below 157 B)
+    just_below = strat.name not in NOT_MONOTONE or strat.name in JUST_BELOW
     below: int | None = None
     while True:
         if deadline is not None and time.perf_counter() > deadline:
@@ -281,7 +290,7 @@ def smallest_budget(
             lo = max(lo, mid)
         else:
             best, hi = plan, mid
-            if monotone and mid in claimed:
+            if mid in claimed and just_below:
                 below = mid - 1
     found = grid(hi)
     failed = grid(lo) if lo >= 0 else None

@@ -308,3 +308,36 @@ def test_a_guess_slow_to_fail_leaves_the_bisection_time():
 def _fitting(graph, budget: int):
     """A plan of ``graph`` within ``budget`` (treewidth's; the tests' graphs fit it)."""
     return make_plan(graph, "treewidth", budget).schedule
+
+
+def test_a_stated_budget_that_fits_is_checked_from_just_below_for_auto_too(monkeypatch):
+    """auto is not monotone in the budget, and the grid point just below a stated budget that
+    fits is still its next probe: on the sample random DAG at 0.3x its failed attempt names
+    min-memory's lowest peak, which fits, and the point below fails: the search is over
+    after it (before, it bisected from the lower bound and stopped at its 2 s). Each figure
+    the message gives is true: a plan fits the budget named and none fits one step less."""
+    from pathlib import Path
+
+    from remat_cli.loaders import load_graph
+
+    g = load_graph(Path(__file__).resolve().parent.parent / "sample_graphs" / "random_dag.twremat.txt")
+    tol = search_tolerance(store_all_peak(g))
+    budget = max(g.lb, int(0.3 * store_all_peak(g)))
+    try:
+        make_plan(g, "auto", budget)
+        pytest.skip("auto fits 0.3x here")
+    except NoPlanError as exc:
+        stated = exc.min_budget
+    assert stated is not None
+    budgets = _budgets_planned(monkeypatch)
+    with pytest.raises(NoPlanError) as info:
+        make_plan(g, "auto", budget, {"time_limit": 60}, find_smallest=True)
+    found = info.value.min_budget
+    snapped = min(g.lb + -(-(stated - g.lb) // tol) * tol, store_all_peak(g))
+    assert budgets[:4] == [budget, store_all_peak(g), snapped, snapped - tol], budgets
+    assert found == snapped and len(budgets) == 4
+    assert f"none at {fmt_bytes(tol)} less; auto can fit a budget and fail a larger one, so a smaller one may fit)" in info.value.message
+    plan = make_plan(load_graph(Path(__file__).resolve().parent.parent / "sample_graphs" / "random_dag.twremat.txt"), "auto", found)
+    assert simulate(g, plan.schedule).metrics.peak_bytes <= found
+    with pytest.raises(NoPlanError):
+        make_plan(load_graph(Path(__file__).resolve().parent.parent / "sample_graphs" / "random_dag.twremat.txt"), "auto", found - tol)

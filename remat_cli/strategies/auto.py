@@ -21,7 +21,9 @@ is returned. ``RunContext.progress`` hears of each strategy. On graphs of
 two processes share (``RunContext.parallel`` False turns
 that off): a second process starts on the first while the cheap ones run here, and each
 process takes the next one not yet taken when it is free, so neither waits while work is
-left. The choice of plan is the same: every candidate runs with the same options and
+left (this process too takes the last resort, min-memory, when it would otherwise wait for
+the second one's queued strategy with no plan known to fit: it makes min-memory's variants
+then, pausing once a plan fits). The choice of plan is the same: every candidate runs with the same options and
 the cheapest is chosen by (cost, peak, registry order), whichever process ran it.
 """
 
@@ -96,7 +98,7 @@ SCALE_REPLAY_SECONDS = 15.0
 #: fit probe, which waits for those: any plan that fits answers it). Its plan is
 #: considered only once every other strategy has failed, as when it runs here last (on
 #: random1000 at 0.7x it sat idle while this process ran pathwidth, 0.4 s, then this
-#: process ran min-memory alone).
+#: process ran min-memory alone). The other way round too (:meth:`_Child.idle_here`).
 _LAST_RESORT = ("min-memory",)
 
 
@@ -131,11 +133,13 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
         if isinstance(outcome, RematError):  # a strategy that cannot handle this graph
             tried[strat.name] = Phrase("failed: {}", (outcome.message,))
             return
-        sim = simulate(graph, outcome.schedule)
-        if sim.metrics is None:
-            tried[strat.name] = Phrase("invalid ({})", (sim.error,))
-            return
-        m = sim.metrics
+        m = _replayed(graph, strat.name, outcome.schedule)
+        if m is None:
+            sim = simulate(graph, outcome.schedule)
+            if sim.metrics is None:
+                tried[strat.name] = Phrase("invalid ({})", (sim.error,))
+                return
+            m = sim.metrics
         if budget is not None and m.peak_bytes > budget:
             tried[strat.name] = Phrase("over budget ({})", (Fact(m.peak_bytes, "bytes"),))
             floors.append(m.peak_bytes)
@@ -209,6 +213,14 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
                 tried[strat.name] = "skipped (it cannot beat the store-all plan, which fits)"
                 continue
             if strat.name in _LAST_RESORT:
+                if not first_fit and best is None and child is not None and child.idle_here(strat.name, here, tried):
+                    # nothing fits yet and this process has nothing else to run while the second
+                    # one still runs a queued strategy: make the last resort's plans now, until a
+                    # plan of another strategy fits; it is still chosen only if none does (below)
+                    here.add(strat.name)
+                    if progress is not None:
+                        progress(rank, len(candidates), Phrase("auto: {}", (strat.name,)))
+                    _prepare_last_resort(graph, strat.name, deadline, child.fits)
                 speculate()
                 collect(last_resort=False)  # whether a plan fits is known once all others are in
                 if best is not None:
@@ -224,7 +236,7 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
                     if child is not None and best is not None:
                         with child.taken.get_lock():
                             child.fits.value, child.bar.value = 1, best[0]  # (store-all's plan fits)
-            if child is not None and child.queued(strat.name):
+            if child is not None and child.queued(strat.name) and strat.name not in here:
                 if not child.claim(strat.name):
                     continue  # the second process took it; collected below
                 here.add(strat.name)
@@ -274,6 +286,27 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
     tried_facts = Phrase(", ".join("{} {}" for _ in ranked), tuple(x for kv in ranked for x in kv))
     info = {"winner": name, **{f"{k}": v for k, v in result.info.items()}, "tried": tried_facts}
     return StrategyResult(result.schedule, info, result.keep)
+
+
+def _prepare_last_resort(graph: Graph, name: str, deadline: float | None, fits: Any) -> None:
+    """Make last resort ``name``'s budget-independent work ahead of need (min-memory's
+    variants, kept on the graph: its run then only picks one), pausing as soon as
+    ``fits`` (the shared flag, :class:`_Child`) says a plan of another strategy fits; a
+    later run resumes it where it paused, so its plan is the same either way."""
+    if name == "min-memory":
+        from remat_cli.strategies.min_memory import min_memory_variants
+
+        min_memory_variants(graph, deadline, stop=lambda: bool(fits.value))
+
+
+def _replayed(graph: Graph, name: str, schedule: Schedule) -> Any:
+    """The simulator's metrics of strategy ``name``'s plan where they are known already
+    (min-memory's plans are its variants, each replayed when made); None: replay it."""
+    if name != "min-memory":
+        return None
+    from remat_cli.strategies.min_memory import replayed
+
+    return replayed(graph, schedule)
 
 
 def _options(name: str, fitting: list[tuple]) -> dict[str, Any] | None:
@@ -399,6 +432,19 @@ class _Child:
         except (EOFError, OSError):
             return False
         return any(name not in self.received for name in waiting)
+
+    def idle_here(self, name: str, here: set[str], settled: dict[str, Any]) -> bool:
+        """Take last resort ``name`` for this process when the second process still runs a
+        queued strategy (:meth:`busy_elsewhere`), every other queued one is taken, and no
+        plan is known to fit: this process would otherwise only wait for its results."""
+        i = next(k for k, s in enumerate(self.strategies) if s.name == name)
+        if not self.busy_elsewhere(here, settled):
+            return False
+        with self.taken.get_lock():
+            if self.taken.value != i or self.fits.value:
+                return False
+            self.taken.value = i + 1
+            return True
 
     def claim(self, name: str) -> bool:
         """Take queued strategy ``name`` for this process: True when it is the next one not
@@ -671,7 +717,7 @@ def _child_main(
                     stage.value = 1  # before the parent can read this outcome
             outbox.put(message)
             if polish and r is not None:
-                m = simulate(graph, r.schedule).metrics
+                m = _replayed(graph, name, r.schedule) or simulate(graph, r.schedule).metrics
                 if m is not None and budget is not None and m.peak_bytes <= budget:
                     mine.append((m.cost, m.peak_bytes, ranks[i], name, r.schedule))
         if polish:

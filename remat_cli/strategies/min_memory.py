@@ -52,7 +52,9 @@ most about 2 s per graph.
 These schedules and the store-all plan (so that at the store-all peak the
 plan costs the base cost, as every budget-driven strategy's must) are replayed by the
 simulator; the cheapest that fits the budget is returned, the lowest peak when there is
-no budget. They do not depend on the budget and are cached per graph. Cost: the
+no budget. They do not depend on the budget and are cached per graph (the dag runs share
+their turns, :class:`TurnBlocks`; the making can pause at a deadline or a stop request
+and resume where it paused, :func:`min_memory_variants`). Cost: the
 schedules' length, at most ``MAX_COMPUTES_PER_NODE`` computes per needed node and
 ``MAX_COMPUTES`` in all (a chain of L layers costs O(L²); ``tree`` on reconvergent
 branches may cost exponentially more: past the cap a variant is dropped; where a lower
@@ -74,6 +76,7 @@ sequence 128 within 1.04x (whose lower bounds are not known to be tight).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -91,6 +94,7 @@ __all__ = [
     "lower_peak",
     "min_memory_schedule",
     "min_memory_variants",
+    "replayed",
     "scratch_schedule",
     "tree_numbers",
     "variants_made",
@@ -383,11 +387,16 @@ def min_memory_schedule(
     drop: frozenset[int] = frozenset(),
     deadline: float | None = None,
     turns: list[int] | None = None,
+    blocks: TurnBlocks | None = None,
 ) -> Schedule | None:
     """Compute ``targets`` in this order as the module docstring says (``memo``: the dag
     variant); targets in ``drop`` are not kept but recomputed on demand like the other
     values. None when that takes more than ``max_computes`` computes; raises
     :class:`_Stopped` past ``deadline`` (a ``time.perf_counter()`` value).
+
+    ``blocks``: the dag variant's turns made by earlier runs on the same graph
+    (:class:`TurnBlocks`), reused where a turn starts from the same resident ancestors;
+    the same steps as without.
 
     ``turns``: where None is returned, how many targets had had their turn (the one under
     way included) is appended to it. Up to there the run depends only on those targets, in
@@ -407,7 +416,7 @@ def min_memory_schedule(
                 turns.append(past)
             return None
     else:
-        made_fast = _dag_schedule(targets, preds, by_su, max_computes, drop, deadline, turns)
+        made_fast = _dag_schedule(targets, preds, by_su, max_computes, drop, deadline, turns, blocks)
         if made_fast is not False:
             return made_fast
     n = graph.n
@@ -527,6 +536,27 @@ def min_memory_schedule(
     return _from_steps(steps)
 
 
+class TurnBlocks:
+    """The turns of :func:`min_memory_schedule`'s dag variant made so far on one graph, for
+    the next runs (the other order of the targets, the rounds that drop a target).
+
+    A turn starts with only kept targets resident (everything it recomputes it frees by
+    its end), and its steps up to the releases after it depend only on its target t and
+    on which of t's ancestors are resident then: the search reads nothing else. So a turn
+    is kept under (t, that set as a bit set over ``anc``, :func:`_ancestor_bits`) with its
+    steps, its computes and the targets it recomputes (a run whose kept targets include
+    one of those cannot use it: the general loop runs, as without). On random1000 389 of
+    the 500 turns of the store-all order's run were made by the file order's already."""
+
+    __slots__ = ("anc", "made")
+
+    def __init__(self, anc: list[int]) -> None:
+        self.anc = anc
+        #: (t, resident ancestors) -> (computes, steps as :func:`_from_steps` reads them,
+        #: ((compute ordinal within the turn, target), ...) for the targets it recomputes)
+        self.made: dict[tuple[int, int], tuple[int, list[int], tuple[tuple[int, int], ...]]] = {}
+
+
 def _dag_schedule(
     targets: list[int],
     preds: list[list[int]],
@@ -535,6 +565,7 @@ def _dag_schedule(
     drop: frozenset[int],
     deadline: float | None,
     turns: list[int] | None,
+    blocks: TurnBlocks | None = None,
 ) -> Schedule | None | bool:
     """:func:`min_memory_schedule`'s dag variant, the same steps made with less bookkeeping;
     False where it cannot tell (a kept target recomputed: an order of the targets that is
@@ -545,7 +576,8 @@ def _dag_schedule(
     post-order of a depth-first search over inputs by tree number, and a recomputed input
     is freed at its last reader unless kept. A compute that frees several inputs frees
     them in the general loop's order, those resident when its frame began first (made
-    before it, ``when``)."""
+    before it, ``when``). ``blocks``: turns kept from earlier runs (:class:`TurnBlocks`),
+    replayed where their key matches, and this run's turns kept there."""
     n = len(preds)
     is_target = bytearray(n)
     uses = [0] * n
@@ -562,14 +594,54 @@ def _dag_schedule(
     computes = 0
     look = _next_look(0, max_computes, deadline)
 
+    anc = None if blocks is None else blocks.anc
+    made = None if blocks is None else blocks.made
+    live = 0  # with ``blocks``: the resident values as a bit set (at a turn's start: kept targets)
+
     def release(u: int) -> None:
+        nonlocal live
         if resident[u] and not (is_target[u] and uses[u] > 0 and u not in drop):
             resident[u] = 0
             put(u << 1 | 1)
+            live &= ~(1 << u)
 
+    key: tuple[int, int] | None = None
     for turn, t in enumerate(targets, 1):
         if resident[t]:
             continue
+        if made is not None:
+            key = (t, live & anc[t])  # type: ignore[index]
+            hit = made.get(key)
+            if hit is not None:  # the turn as an earlier run made it
+                size, block, again = hit
+                bad = next((i for i, v in again if uses[v] > 0 and v not in drop), None)
+                past = max_computes - computes + 1  # the ordinal at which it passes the cap
+                if past <= size and (bad is None or past <= bad):
+                    if turns is not None:
+                        turns.append(turn)
+                    return None
+                if bad is not None:
+                    return False  # a kept target recomputed, as the search below finds
+                if (
+                    deadline is not None
+                    and (computes + size) // DEADLINE_EVERY > computes // DEADLINE_EVERY
+                    and time.perf_counter() > deadline
+                ):
+                    raise _Stopped
+                steps.extend(block)
+                computes += size
+                look = _next_look(computes, max_computes, deadline)
+                resident[t] = 1
+                live |= 1 << t
+                for u in preds[t]:
+                    uses[u] -= 1
+                for u in preds[t]:
+                    release(u)
+                release(t)
+                continue
+            start = len(steps)
+            base = computes
+            again_here: list[tuple[int, int]] = []
         todo = [t]
         seen = {t}
         while todo:
@@ -611,8 +683,11 @@ def _dag_schedule(
                 look = _next_look(computes, max_computes, deadline)
             resident[v] = 1
             if v != t:
-                if is_target[v] and uses[v] > 0 and v not in drop:
-                    return False  # kept once recomputed: the general loop's pins and wants matter
+                if is_target[v]:
+                    if uses[v] > 0 and v not in drop:
+                        return False  # kept once recomputed: the general loop's pins and wants matter
+                    if made is not None:
+                        again_here.append((computes - base, v))
                 fresh[v] = 1
                 when[v] = computes
             late = None  # its last reader: freed now, those resident when the frame began first
@@ -636,6 +711,9 @@ def _dag_schedule(
                     resident[u] = 0
                     fresh[u] = 0
                     put(u << 1 | 1)
+        if made is not None:
+            made[key] = (computes - base, steps[start:], tuple(again_here))  # type: ignore[index]
+            live |= 1 << t
         for u in preds[t]:  # every value recomputed in the turn is freed by now
             uses[u] -= 1
         for u in preds[t]:
@@ -727,7 +805,9 @@ def _from_steps(steps: list[int]) -> Schedule:
     return Schedule(ops, (arr >> 1).astype(np.int32))
 
 
-def min_memory_variants(graph: Graph, deadline: float | None = None) -> list[tuple[str, Schedule, Metrics]]:
+def min_memory_variants(
+    graph: Graph, deadline: float | None = None, stop: Callable[[], bool] | None = None
+) -> list[tuple[str, Schedule, Metrics]]:
     """The variants of the module docstring that stay within the compute cap, each with
     its simulated metrics. They do not depend on the budget, so they are made once per
     graph and cached on it (as ``store_all_plan`` is): a budget search replays none.
@@ -736,17 +816,19 @@ def min_memory_variants(graph: Graph, deadline: float | None = None) -> list[tup
     variants; the making pauses there and the next call on the graph resumes it, redoing
     only the variant it was in, so the variants it ends with are those of one call
     without a deadline (a search's probes of BERT at its lower bound, each given half the
-    time left, made none before)."""
+    time left, made none before). ``stop``: asked before each recursion and each trial of
+    a lowering; where it says True the making pauses as at the deadline (``auto`` makes
+    the variants ahead of need and stops once a plan of another strategy fits)."""
     kept = graph.derived("_min_memory_variants", dict)
     if "all" in kept:
         return kept["all"]
     making = graph.derived("_min_memory_making", dict)  # not handed back by auto (a generator)
     if "run" not in making:
         out: list[tuple[str, Schedule, Metrics]] = []
-        clock = [deadline]
+        clock: _Clock = [deadline, stop]
         making["run"] = (_variants(graph, out, clock), out, clock)
     run, out, clock = making["run"]
-    clock[0] = deadline
+    clock[0], clock[1] = deadline, stop
     try:
         for partial in run:  # paused at the deadline: what it has, not kept
             return out + partial
@@ -766,6 +848,21 @@ def variants_made(graph: Graph) -> bool:
     return isinstance(kept, dict) and "all" in kept
 
 
+def replayed(graph: Graph, schedule: Schedule) -> Metrics | None:
+    """The simulator's metrics of ``schedule`` when it has the steps of one of the graph's
+    kept variants (:func:`min_memory_variants` replays each as it makes it); None otherwise.
+    ``auto`` asks before replaying min-memory's plan again (242k steps on random1000: 0.06 s)."""
+    kept = graph.derived_items(lambda key: key == "_min_memory_variants").get("_min_memory_variants")
+    if not isinstance(kept, dict) or "all" not in kept:
+        return None
+    for _, made, metrics in kept["all"]:
+        if made is schedule or (
+            len(made) == len(schedule) and np.array_equal(made.nodes, schedule.nodes) and np.array_equal(made.ops, schedule.ops)
+        ):
+            return metrics
+    return None
+
+
 class _Stopped(Exception):
     """A variant passed the deadline."""
 
@@ -774,26 +871,38 @@ class _Stopped(Exception):
 DEADLINE_EVERY = 4096
 
 _Variant = tuple[str, Schedule, Metrics]
+#: When a making pauses: [the deadline (a ``time.perf_counter()`` value), a stop request]
+#: (:func:`min_memory_variants`); the caller sets both before each resumption.
+_Clock = list[Any]
 
 
-def _until_done(make: Any) -> Any:
+def _stopped(clock: _Clock) -> bool:
+    """Whether the clock's stop request (if any) says to pause."""
+    return clock[1] is not None and bool(clock[1]())
+
+
+def _until_done(make: Any, clock: _Clock) -> Any:
     """``make()`` (which reads the current deadline), paused (a yield of no partial
-    variant) each time it stops at the deadline and started again when resumed."""
+    variant) before it starts while the clock's stop request holds, and each time it
+    stops at the deadline; started again when resumed."""
     while True:
+        if _stopped(clock):
+            yield []
+            continue
         try:
             return make()
         except _Stopped:
             yield []
 
 
-def _variants(graph: Graph, out: list[_Variant], clock: list[float | None]) -> Any:
+def _variants(graph: Graph, out: list[_Variant], clock: _Clock) -> Any:
     """Make the variants into ``out``, in order; a generator that yields (the partial
-    variants usable now, not in ``out``) wherever it pauses at the deadline ``clock[0]``,
-    which the caller sets before each resumption."""
+    variants usable now, not in ``out``) wherever it pauses at the deadline ``clock[0]``
+    or at the stop request ``clock[1]``, which the caller sets before each resumption."""
     from remat_cli.strategies.store_all import store_all_plan
 
     def late() -> bool:
-        return clock[0] is not None and time.perf_counter() > clock[0]
+        return (clock[0] is not None and time.perf_counter() > clock[0]) or _stopped(clock)
 
     needed = int(graph.needed.sum())
     rank = graph.topo_rank.tolist()
@@ -810,6 +919,8 @@ def _variants(graph: Graph, out: list[_Variant], clock: list[float | None]) -> A
         return
     orders = [("file order", file_order)] + ([("store-all order", sa_order)] if sa_order != file_order else [])
     spent = 0
+    anc = _ancestor_bits(graph)
+    blocks = None if anc is None else TurnBlocks(anc)  # the dag runs share their turns
     seeds: list[_Variant] = []  # before the rounds below: lower_peak's inputs
     passed: dict[bool, tuple[list[int], int]] = {}  # per memo: an order whose run passed the cap, and in which turn
     for order_name, order in orders:
@@ -819,9 +930,9 @@ def _variants(graph: Graph, out: list[_Variant], clock: list[float | None]) -> A
 
             def whole(order: list[int] = order, memo: bool = memo) -> tuple[Schedule | None, list[int]]:
                 turns: list[int] = []
-                return min_memory_schedule(graph, order, memo, cap, deadline=clock[0], turns=turns), turns
+                return min_memory_schedule(graph, order, memo, cap, deadline=clock[0], turns=turns, blocks=blocks), turns
 
-            schedule, turns = yield from _until_done(whole)
+            schedule, turns = yield from _until_done(whole, clock)
             if turns:
                 passed[memo] = (order, turns[0])
             m = None if schedule is None else simulate(graph, schedule).metrics
@@ -837,7 +948,10 @@ def _variants(graph: Graph, out: list[_Variant], clock: list[float | None]) -> A
                 better = None
                 for u in _held_at_peak(graph, schedule, drop)[:TRIES]:
                     trial = yield from _until_done(
-                        lambda order=order, memo=memo, drop=drop, u=u: min_memory_schedule(graph, order, memo, cap, drop | {u}, clock[0])
+                        lambda order=order, memo=memo, drop=drop, u=u: min_memory_schedule(
+                            graph, order, memo, cap, drop | {u}, clock[0], blocks=blocks
+                        ),
+                        clock,
                     )
                     tm = None if trial is None else simulate(graph, trial).metrics
                     spent += 0 if trial is None else len(trial)
@@ -850,7 +964,7 @@ def _variants(graph: Graph, out: list[_Variant], clock: list[float | None]) -> A
             if drop:
                 name += f", {len(drop)} target{'s' if len(drop) > 1 else ''} recomputed"
             out.append((name, schedule, m))
-    scratch = yield from _until_done(lambda: scratch_schedule(graph, file_order, cap, clock[0]))
+    scratch = yield from _until_done(lambda: scratch_schedule(graph, file_order, cap, clock[0]), clock)
     if scratch is not None:
         out.append(("every target from scratch", scratch, simulate(graph, scratch).metrics))
         seeds.append(out[-1])
@@ -949,16 +1063,17 @@ def lower_peak(graph: Graph, schedule: Schedule, max_steps: int, deadline: float
     and the best trial of the round under way (:func:`_lowering`, which pauses there).
     Cost: O(schedule length) numpy work per value tried, plus the inserted block.
     A heuristic: no optimality is claimed."""
-    lowering = _lowering(graph, schedule, max_steps, [deadline])
+    lowering = _lowering(graph, schedule, max_steps, [deadline, None])
     try:
         return next(lowering)  # paused at the deadline
     except StopIteration as done:
         return done.value
 
 
-def _lowering(graph: Graph, schedule: Schedule, max_steps: int, clock: list[float | None]) -> Any:
+def _lowering(graph: Graph, schedule: Schedule, max_steps: int, clock: _Clock) -> Any:
     """:func:`lower_peak` as a generator that pauses at the deadline ``clock[0]`` (read at
-    each look; the caller may move it before resuming), yielding what it has then (the
+    each look; the caller may move it before resuming) or where the stop request
+    ``clock[1]`` says so after a trial, yielding what it has then (the
     rounds done, with the best trial of the round under way: valid, usable now), and
     returns its result. Resumed, it starts the round under way again with the steps it had
     spent at its start, so its result is the one a run without a deadline returns."""
@@ -978,6 +1093,7 @@ def _lowering(graph: Graph, schedule: Schedule, max_steps: int, clock: list[floa
     score = _peak_score(ops, nodes, mem, ws, cost)
     spent = 0
     evicted = 0
+    n = graph.n
 
     def result(ops: np.ndarray, nodes: np.ndarray, evicted: int, spent: int) -> tuple[Schedule, int, int]:
         if not evicted:
@@ -985,11 +1101,13 @@ def _lowering(graph: Graph, schedule: Schedule, max_steps: int, clock: list[floa
         return Schedule(ops.astype(np.int8), nodes.astype(np.int32)), evicted, spent
 
     while spent < max_steps and score[0] > floor:
-        at = score[3]
+        at = score[-1]  # its first step at the peak
         begun = spent
+        profile = _Profile(ops, nodes, mem, ws, cost)  # the round's trials are scored against it
+        held = _balance(ops, nodes, 0, at, n)  # computes less frees of each value before ``at``
         while True:  # the round, again from its start after each pause
             spent = begun
-            better = None
+            better: list[Any] | None = None  # [trial, (peak, count, first step), its cost or None]
             late = False
             for u in _idle_at_peak(ops, nodes, at, preds, mem_list)[:PEAK_TRIES]:
                 if late:
@@ -997,28 +1115,157 @@ def _lowering(graph: Graph, schedule: Schedule, max_steps: int, clock: list[floa
                 for memo in (True, False):
                     cap = min(max_steps - spent, max(len(ops), block_steps))
                     deadline = clock[0]
-                    trial = _evict(ops, nodes, at, u, succs[u], order, cap, memo, deadline, anc)
-                    late = deadline is not None and time.perf_counter() > deadline
+                    trial = _evict_at(ops, nodes, at, u, succs[u], order, cap, memo, deadline, anc, profile.comp, held)
+                    late = (deadline is not None and time.perf_counter() > deadline) or _stopped(clock)
                     if trial is None:
                         spent += cap
                         if late:
                             break
                         continue
-                    spent += len(trial[0])
-                    got = _peak_score(trial[0], trial[1], mem, ws, cost)
-                    key = (got[0], got[1], got[2])
-                    if got[:2] < score[:2] and (better is None or key < better[2]):
-                        better = (trial, got, key)
+                    spent += _trial_length(len(ops), trial)
+                    got = profile.score(trial, mem_list[u], mem, ws)
+                    if got[:2] < score[:2] and (better is None or _before(got, trial, better, ops, nodes, profile)):
+                        better = [trial, got, None]
                     if spent >= max_steps or late:
                         break
             if not late:
                 break
-            yield result(*better[0], evicted + 1, spent) if better is not None else result(ops, nodes, evicted, spent)
+            if better is not None:
+                yield result(*_trial_arrays(ops, nodes, better[0]), evicted + 1, spent)
+            else:
+                yield result(ops, nodes, evicted, spent)
         if better is None:
             break
-        (ops, nodes), score, _ = better
+        ops, nodes = _trial_arrays(ops, nodes, better[0])
+        score = better[1]
         evicted += 1
     return result(ops, nodes, evicted, spent)
+
+
+#: A trial of :func:`_lowering` as positions in the schedule it changes: (u, the step after
+#: which u is freed, the step before which the block goes (or the free of u it drops, or the
+#: schedule's length), the block's ops and nodes (None: u is not read again before that free)).
+_Trial = tuple[int, int, int, Any, Any]
+
+
+def _trial_arrays(ops: np.ndarray, nodes: np.ndarray, trial: _Trial) -> tuple[np.ndarray, np.ndarray]:
+    """The trial's schedule (the steps :func:`_evict` returns)."""
+    u, last, stop, block_ops, block_nodes = trial
+    free = np.asarray([FREE]), np.asarray([u])
+    if block_ops is None:  # idle until freed: free it early, drop the late free
+        return (
+            np.concatenate([ops[: last + 1], free[0], ops[last + 1 : stop], ops[stop + 1 :]]),
+            np.concatenate([nodes[: last + 1], free[1], nodes[last + 1 : stop], nodes[stop + 1 :]]),
+        )
+    return (
+        np.concatenate([ops[: last + 1], free[0], ops[last + 1 : stop], block_ops, ops[stop:]]),
+        np.concatenate([nodes[: last + 1], free[1], nodes[last + 1 : stop], block_nodes, nodes[stop:]]),
+    )
+
+
+def _trial_length(length: int, trial: _Trial) -> int:
+    """The steps of the trial's schedule, of a schedule of ``length`` steps."""
+    _, _, stop, block_ops, _ = trial
+    if block_ops is None:
+        return length + 1 - (stop < length)
+    return length + 1 + len(block_ops)
+
+
+def _before(got: tuple[int, int, int], trial: _Trial, better: list[Any], ops: np.ndarray, nodes: np.ndarray, profile: _Profile) -> bool:
+    """Whether a trial of score ``got`` comes before ``better`` in :func:`_lowering`'s order:
+    (peak, compute steps at it, total cost); the costs (:meth:`_Profile.cost`) are made only
+    to break a tie."""
+    if got[:2] != better[1][:2]:
+        return got[:2] < better[1][:2]
+    if better[2] is None:
+        better[2] = profile.cost(ops, nodes, better[0])
+    return profile.cost(ops, nodes, trial) < better[2]
+
+
+def _balance(ops: np.ndarray, nodes: np.ndarray, begin: int, end: int, n: int) -> np.ndarray:
+    """Per node, its computes less its frees among steps ``begin`` to ``end`` (excluded)."""
+    head, comp = nodes[begin:end], ops[begin:end] == COMPUTE
+    return np.bincount(head[comp], minlength=n) - np.bincount(head[~comp], minlength=n)
+
+
+class _Profile:
+    """A schedule's memory at each step, with the largest of each prefix and suffix (how
+    often and first where), so that a trial of :func:`_lowering`, which changes the memory
+    only between u's early free and its recomputation, is scored from those and its own
+    steps: its :func:`_peak_score` less the cost, without a pass over the whole schedule."""
+
+    def __init__(self, ops: np.ndarray, nodes: np.ndarray, mem: np.ndarray, ws: np.ndarray, cost: np.ndarray) -> None:
+        comp = ops == COMPUTE
+        self.costs = cost
+        # where every cost is a whole number and the costs of a schedule add up to less than
+        # 2**53 in magnitude, each addition is exact in any order: a trial's total is the
+        # round's plus its block's, as a pass over its whole schedule adds them
+        self.top = float(np.abs(cost).max()) if cost.size else 0.0
+        self.exact = bool(np.all(cost == np.floor(cost))) and self.top * (len(ops) + 1) < 2.0**53
+        self.total = int(cost[nodes[comp]].astype(np.int64).sum()) if self.exact else 0
+        size = mem[nodes]
+        delta = np.where(comp, size, -size)
+        self.before = np.cumsum(delta) - delta
+        here = np.where(comp, self.before + size + ws[nodes], -1)
+        self.comp, self.here = comp, here
+        self.pmax, self.pcount, self.pfirst = _running_max(here)
+        smax, scount, slast = _running_max(here[::-1], last=True)
+        self.smax, self.scount, self.slast = smax, scount, slast  # of the reversed profile
+
+    def cost(self, ops: np.ndarray, nodes: np.ndarray, trial: _Trial) -> float:
+        """The trial's total cost as :func:`_peak_score` sums it over its whole schedule."""
+        _, _, _, block_ops, block_nodes = trial
+        if self.exact and self.top * (len(ops) + 1 + (0 if block_ops is None else len(block_ops))) < 2.0**53:
+            extra = 0 if block_ops is None else int(self.costs[block_nodes[block_ops == COMPUTE]].astype(np.int64).sum())
+            return float(self.total + extra)
+        ops, nodes = _trial_arrays(ops, nodes, trial)
+        return float(self.costs[nodes[ops == COMPUTE]].sum())
+
+    def score(self, trial: _Trial, size: int, mem: np.ndarray, ws: np.ndarray) -> tuple[int, int, int]:
+        """(peak, compute steps at it, the first of them) of the trial's schedule."""
+        _, last, stop, block_ops, block_nodes = trial
+        length = len(self.here)
+        parts: list[tuple[int, int, int]] = [(int(self.pmax[last]), int(self.pcount[last]), int(self.pfirst[last]))]
+        region = self.here[last + 1 : stop]
+        if region.size:  # u gone: the computes there hold size bytes less
+            lowered = np.where(self.comp[last + 1 : stop], region - size, -1)
+            parts.append(_top(lowered, last + 2))
+        if block_ops is not None:
+            comp = block_ops == COMPUTE
+            bsize = mem[block_nodes]
+            delta = np.where(comp, bsize, -bsize)
+            start = int(self.before[stop]) - size  # (``stop`` reads u: a step of the schedule)
+            before = start + np.cumsum(delta) - delta
+            parts.append(_top(np.where(comp, before + bsize + ws[block_nodes], -1), stop + 1))
+            tail, shift = stop, 1 + len(block_ops)  # u is back, the block's values freed: as before
+        else:
+            tail, shift = stop + 1, 0
+        if tail < length:
+            k = length - 1 - tail  # the suffix from ``tail``, in the reversed profile
+            parts.append((int(self.smax[k]), int(self.scount[k]), length - 1 - int(self.slast[k]) + shift))
+        peak = max(p[0] for p in parts)
+        return peak, sum(p[1] for p in parts if p[0] == peak), next(p[2] for p in parts if p[0] == peak)
+
+
+def _top(values: np.ndarray, offset: int) -> tuple[int, int, int]:
+    """(largest value, how often, ``offset`` + its first position)."""
+    peak = int(values.max())
+    return peak, int(np.count_nonzero(values == peak)), offset + int(np.argmax(values))
+
+
+def _running_max(values: np.ndarray, last: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per prefix of ``values``: its largest value, how often it occurs there, and its first
+    position (with ``last``: its last)."""
+    top = np.maximum.accumulate(values)
+    pos = np.arange(values.size)
+    rises = np.ones(values.size, dtype=bool)
+    rises[1:] = top[1:] != top[:-1]
+    first = np.maximum.accumulate(np.where(rises, pos, 0))
+    hits = np.cumsum(values == top)
+    count = hits - hits[first] + 1
+    if last:
+        return top, count, np.maximum.accumulate(np.where(values == top, pos, 0))
+    return top, count, first
 
 
 def _peak_score(ops: np.ndarray, nodes: np.ndarray, mem: np.ndarray, ws: np.ndarray, cost: np.ndarray) -> tuple[int, int, float, int]:
@@ -1052,6 +1299,53 @@ def _idle_at_peak(ops: np.ndarray, nodes: np.ndarray, at: int, preds: list[set[i
     reads = preds[int(nodes[at])]
     resident = _resident_before(ops, nodes, at).tolist()
     return sorted((u for u in resident if u not in reads and mem[u] > 0), key=lambda u: (-mem[u], u))
+
+
+def _evict_at(
+    ops: np.ndarray,
+    nodes: np.ndarray,
+    at: int,
+    u: int,
+    readers: np.ndarray,
+    order: list[list[int]],
+    cap: int,
+    memo: bool,
+    deadline: float | None,
+    anc: list[int] | None,
+    comp: np.ndarray,
+    held: np.ndarray,
+) -> _Trial | None:
+    """:func:`_evict` as positions (:data:`_Trial`): the same trial, None where it is None.
+    ``comp``: the schedule's compute steps; the reads of u are looked for between its
+    compute before ``at`` and its free after. ``held``: :func:`_balance` up to ``at``; the
+    resident values before u's next read are found from it and the steps since."""
+    n = held.size
+    mine = np.flatnonzero(nodes == u)
+    start = int(mine[(mine < at) & (ops[mine] == COMPUTE)].max())
+    later = mine[mine > at]
+    end = int(later[0]) if later.size else len(ops)  # the free that closes this stay, if any
+    reader = np.zeros(n, dtype=bool)
+    reader[readers] = True
+    reads = start + 1 + np.flatnonzero(comp[start + 1 : end] & reader[nodes[start + 1 : end]])
+    before = reads[reads < at]
+    last = int(before[-1]) if before.size else start
+    after = reads[reads > at]
+    if not after.size:
+        return (u, last, end, None, None)
+    nxt = int(after[0])
+    resident = set(np.flatnonzero(held + _balance(ops, nodes, at, nxt, n) > 0).tolist())  # _resident_before(nxt)
+    resident.discard(u)
+    if not memo and anc is not None:
+        bits = 0
+        for w in resident:
+            bits |= 1 << w
+        computes = _unfolded_computes([u], bits, order, anc, (cap + 1) // 2, _count_limit(len(anc), cap))
+        if computes is not None and 2 * computes - 1 > cap:
+            return None
+    block = _recompute(u, resident, order, cap, memo, deadline)
+    if block is None:
+        return None
+    return (u, last, nxt, np.asarray(block[0], np.int64), np.asarray(block[1], np.int64))
 
 
 def _evict(
