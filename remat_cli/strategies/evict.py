@@ -35,6 +35,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
+from bisect import bisect_left
 
 import numpy as np
 
@@ -46,6 +47,9 @@ __all__ = ["memlimit_pass", "cleanup", "lazy_eviction"]
 
 #: Steps a round of lazy eviction replays between two looks at its deadline.
 DEADLINE_EVERY = 8192
+#: The eviction keys are made in int64 when they stay below this bound (else as Python's
+#: integers, one by one).
+KEY_BOUND = 1 << 62
 
 
 def memlimit_pass(
@@ -78,111 +82,149 @@ def cleanup(graph: Graph, schedule: Schedule) -> Schedule:
 
 
 def lazy_eviction(graph: Graph, schedule: Schedule, limit: int, deadline: float | None = None) -> Schedule | None:
-    """One round of lazy eviction of ``schedule`` under ``limit`` bytes (fixed included);
-    see the module docstring. Frees become eviction candidates, recomputes of resident
-    values are dropped, candidates are evicted only when the next compute needs room.
-    None once ``deadline`` has passed (looked at every ``DEADLINE_EVERY`` steps)."""
+    """One round of lazy eviction of ``schedule`` (a valid schedule) under ``limit`` bytes
+    (fixed included); see the module docstring. Frees become eviction candidates, recomputes
+    of resident values are dropped, candidates are evicted only when the next compute needs
+    room. None once ``deadline`` has passed (looked at every ``DEADLINE_EVERY`` steps).
+
+    Only the computes are replayed one by one. In a valid schedule each value's steps
+    alternate compute, free, compute, …, so a free always makes a resident value a
+    candidate and a compute either is kept (the value is gone) or takes a candidate back;
+    the frees are read only when an eviction needs the candidates: those since the last
+    eviction whose value is not computed again before it, each with its heap key made
+    beforehand (:func:`_frees`)."""
     mem = graph.mem.tolist()
     ws = graph.workspace.tolist()
     n = graph.n
-    ops = schedule.ops.tolist()
-    nodes = schedule.nodes.tolist()
-    last_touch = _last_touch(graph, schedule)
+    steps = len(schedule)
+    comp = schedule.ops == COMPUTE
+    cpos_a = np.flatnonzero(comp)
+    cpos = cpos_a.tolist()
+    cnode = schedule.nodes[cpos_a].tolist()
+    fpos, fnode, fnext, fkey, dead_at = _frees(graph, schedule, comp)
+    gone = len(fpos)  # a free index whose "next compute" (-1) has always come: no candidacy
 
-    state = [0] * n  # 0 gone, 1 resident, 2 resident and an eviction candidate
-    stamp = [0] * n  # bumped at every change of candidacy: a heap entry is live iff its stamp is
-    # the heaps hold one int per entry, ordered as the tuple it stands for (ints compare
-    # faster than tuples): (last touch, stamp, v) in `dead`, values no later step needs,
-    # as ((last touch + 1)·S + stamp)·n + v; (cost per byte, -mem, stamp, v) in `cheap` as
-    # (rank·S + stamp)·n + v, rank the dense rank of (cost per byte, -mem) (made once per
-    # graph). S bounds the stamps: a bump per step at most, and one per eviction (fewer
-    # than the steps)
-    span = 2 * len(ops) + 2  # S
-    rank = graph.derived("memory-limit pass: eviction ranks", lambda: _eviction_ranks(graph))
+    # Two heaps of keys (:func:`_frees`): `dead` holds the candidacies no later step reads or
+    # computes (a value's last free), each evicted before `cheap` is read; `cheap` the others
+    # (each computed again later, unless evicted first). `cheap` holds one entry per value at
+    # most (``entered``): the key of its candidacy now or of an earlier one (smaller: the
+    # stamps grow, the rank is the value's), so every candidate's key is at least its entry's
+    # and an entry on top that is its value's candidacy now is the least candidate's; one
+    # that is older gives way to it, one of a value that is no candidate now leaves.
     dead: list[int] = []
     cheap: list[int] = []
+    latest = [gone] * n  # per value, the free of its latest candidacy in `cheap` (gone: evicted)
+    entered = [0] * n
+    resident = [0] * n
     cur = graph.fixed_mem
     out_ops: list[int] = []  # the steps kept, appended directly (no builder calls: hot loop)
     out_nodes: list[int] = []
-
-    # new candidates wait here (v; the step it became one in `since`) and go into their
-    # heap only when an eviction needs the heaps: most are taken back first (the value
-    # is computed again while resident), and those never reach a heap; one that became a
-    # candidate twice since the last eviction enters once, with its current stamp. The
-    # heaps then hold the same live entries as with an immediate push, and their keys are
-    # distinct, so the evictions are the same.
-    pending: list[int] = []
-    since = [0] * n  # the step at which each candidate became one
-    queued = [-1] * n  # the stamp with which it last entered a heap
-    push, pop = heapq.heappush, heapq.heappop
-    wait, keep_op, keep_node = pending.append, out_ops.append, out_nodes.append
-    steps = len(ops)
+    seen = 0  # the frees before this index have been looked at
+    seen_dead = 0  # and the first of the last frees not yet in `dead`
+    push, pop, replace = heapq.heappush, heapq.heappop, heapq.heapreplace
+    keep_op, keep_node = out_ops.append, out_nodes.append
     # chunks of DEADLINE_EVERY steps (one without a deadline); the clock is looked at
     # before each but the first
     chunk = DEADLINE_EVERY if deadline is not None else max(steps, 1)
+    lo = 0
     for start in range(0, steps, chunk):
         if start and time.perf_counter() > deadline:  # type: ignore[operator]
             return None
-        end = min(start + chunk, steps)
-        for pos, v, op in zip(range(start, end), nodes[start:end], ops[start:end]):
-            s = state[v]
-            if op:  # FREE: it becomes a candidate
-                if s == 1:
-                    state[v] = 2
-                    stamp[v] += 1
-                    since[v] = pos
-                    wait(v)
-                continue
-            if s:  # still resident: the recompute is not needed
-                if s == 2:
-                    state[v] = 1
-                    stamp[v] += 1
-                continue
+        hi = bisect_left(cpos, min(start + chunk, steps), lo)
+        for pos, v in zip(cpos[lo:hi], cnode[lo:hi]):
+            if resident[v]:
+                continue  # resident (a candidate or not): the recompute is not needed
             need = mem[v] + ws[v]
             if cur + need > limit:
-                if pending:
-                    for u in pending:
-                        if state[u] != 2 or queued[u] == (st := stamp[u]):
-                            continue  # no longer a candidate, or queued already
-                        queued[u] = st
-                        at = since[u]
-                        # one heap per candidate: a value no later step touches is evicted
-                        # from `dead` before `cheap` is ever read; any other is computed again
-                        # (the input frees it before its next use) or evicted, either way
-                        # before it would be dead
-                        lt = last_touch[u]
-                        if lt < at:
-                            push(dead, ((lt + 1) * span + st) * n + u)
-                        else:
-                            push(cheap, (rank[u] * span + st) * n + u)
-                    pending.clear()
-                now = (pos + 1) * span * n  # a dead key below it: last touch before pos
+                upto = bisect_left(fpos, pos, seen)
+                for k in range(seen, upto):  # the candidacies begun since the last eviction
+                    if fnext[k] > pos:  # (else computed again since; or a last free: below)
+                        u = fnode[k]
+                        latest[u] = k
+                        if not entered[u]:
+                            entered[u] = 1
+                            push(cheap, fkey[k])
+                seen = upto
+                while seen_dead < len(dead_at) and dead_at[seen_dead] < upto:
+                    push(dead, fkey[dead_at[seen_dead]])
+                    seen_dead += 1
                 while cur + need > limit:
-                    if dead and dead[0] < now:  # no later step reads or computes it
-                        key = pop(dead)
-                        u = key % n
-                        if stamp[u] != key // n % span:
-                            continue
+                    if dead:  # no later step reads or computes it: always a candidate
+                        u = pop(dead) % n
                     else:
                         while cheap:
                             key = cheap[0]
                             u = key % n
-                            if stamp[u] == key // n % span:
-                                break
-                            pop(cheap)
+                            k = latest[u]
+                            if fnext[k] <= pos:
+                                pop(cheap)  # no longer a candidate in `cheap`
+                                entered[u] = 0
+                            elif fkey[k] == key:
+                                break  # the least candidate
+                            else:
+                                replace(cheap, fkey[k])  # its candidacy now (a larger key)
                         if not cheap:
                             break  # soft limit: nothing left to evict
                         pop(cheap)
-                    state[u] = 0  # evict u
-                    stamp[u] += 1
+                        entered[u] = 0
+                        latest[u] = gone
+                    resident[u] = 0  # evict u
                     cur -= mem[u]
                     keep_op(FREE)
                     keep_node(u)
             keep_op(COMPUTE)
             keep_node(v)
-            state[v] = 1
+            resident[v] = 1
             cur += mem[v]
+        lo = hi
     return Schedule(np.asarray(out_ops, dtype=np.int8), np.asarray(out_nodes, dtype=np.int32))
+
+
+def _frees(graph: Graph, schedule: Schedule, comp: np.ndarray) -> tuple[list[int], ...]:
+    """The frees of ``schedule`` (valid; ``comp``: which steps are computes) for
+    :func:`lazy_eviction`, in step order: their steps, their values, the step of the
+    value's next compute (-1 where no later step reads or computes the value: its last
+    free), their heap keys (these two lists with one more entry, -1: no candidacy); and the
+    indices of the last frees, whose keys go to ``dead``.
+
+    A key is one int ordered as the tuple it stands for (ints compare faster than
+    tuples): (last touch, stamp, v) in ``dead`` as ((last touch + 1)·S + stamp)·n + v;
+    (cost per byte, -mem, stamp, v) in ``cheap`` as (rank·S + stamp)·n + v, rank the
+    dense rank of (cost per byte, -mem) (made once per graph). The stamp counts the
+    changes of v's candidacy (each free and each compute of a candidate; each eviction,
+    which a kept compute follows) before the free: the steps of v before it, less one.
+    S = 2·steps + 2 bounds the stamps. One stable sort of the steps by node (by radix
+    where the ids fit 16 bits); the keys in int64 where they fit."""
+    nodes = schedule.nodes
+    steps = nodes.size
+    key = nodes.astype(np.uint16) if graph.n <= 1 << 16 else nodes.astype(np.int64)
+    order = np.argsort(key, kind="stable")  # each node's steps together, in step order
+    by_node = nodes[order]
+    first = np.ones(steps, dtype=bool)
+    first[1:] = by_node[1:] != by_node[:-1]
+    starts = np.flatnonzero(first)
+    before = np.arange(steps, dtype=np.int64) - np.repeat(starts, np.diff(np.append(starts, steps)))
+    nxt = np.full(steps, -1, dtype=np.int64)  # the node's next step
+    same = ~first[1:]
+    nxt[order[:-1][same]] = order[1:][same]
+    stamps = np.empty(steps, dtype=np.int64)
+    stamps[order] = before - 1  # (at a free: the node's steps before it, less one)
+    free_at = np.flatnonzero(~comp)
+    fnodes = nodes[free_at].astype(np.int64)
+    lt = np.asarray(_last_touch(graph, schedule), dtype=np.int64)[fnodes]
+    is_dead = lt < free_at  # (then no later compute: its next step is none, -1)
+    rank = np.asarray(graph.derived("memory-limit pass: eviction ranks", lambda: _eviction_ranks(graph)), dtype=np.int64)
+    n, span = graph.n, 2 * steps + 2
+    first_part = np.where(is_dead, lt + 1, rank[fnodes])  # the key's leading field
+    st = stamps[free_at]
+    if (int(first_part.max(initial=0)) + 1) * span * n < KEY_BOUND:
+        keys = ((first_part * span + st) * n + fnodes).tolist()
+    else:  # (Python's integers)
+        keys = [(a * span + s) * n + u for a, s, u in zip(first_part.tolist(), st.tolist(), fnodes.tolist())]
+    keys.append(-1)
+    fnext = nxt[free_at].tolist()
+    fnext.append(-1)
+    return free_at.tolist(), fnodes.tolist(), fnext, keys, np.flatnonzero(is_dead).tolist()
 
 
 def _eviction_ranks(graph: Graph) -> list[int]:
