@@ -27,7 +27,10 @@ before anything goes over. So an input that fits the limit gives an output that 
 otherwise the limit is soft as in twremat and the compute goes over. :func:`memlimit_pass` returns the schedule
 either way; callers replay it with the simulator and use it only when it fits.
 
-Cost: O(steps · log steps) per round.
+Cost per round: one stable sort of the steps by node (numpy; by radix for 16-bit ids), then
+a Python loop over the computes that reads the frees only when it evicts, with two heaps of
+at most one entry per value (O(log n) per heap operation, at most one per free and one
+per eviction).
 """
 
 from __future__ import annotations
