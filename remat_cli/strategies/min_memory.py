@@ -1149,7 +1149,7 @@ _Trial = tuple[int, int, int, Any, Any]
 
 
 def _trial_arrays(ops: np.ndarray, nodes: np.ndarray, trial: _Trial) -> tuple[np.ndarray, np.ndarray]:
-    """The trial's schedule (the steps :func:`_evict` returns)."""
+    """The trial's schedule: ``ops``/``nodes`` with the trial's free and block put in."""
     u, last, stop, block_ops, block_nodes = trial
     free = np.asarray([FREE]), np.asarray([u])
     if block_ops is None:  # idle until freed: free it early, drop the late free
@@ -1315,10 +1315,17 @@ def _evict_at(
     comp: np.ndarray,
     held: np.ndarray,
 ) -> _Trial | None:
-    """:func:`_evict` as positions (:data:`_Trial`): the same trial, None where it is None.
-    ``comp``: the schedule's compute steps; the reads of u are looked for between its
-    compute before ``at`` and its free after. ``held``: :func:`_balance` up to ``at``; the
-    resident values before u's next read are found from it and the steps since."""
+    """The trial (:data:`_Trial`) that frees ``u`` (resident and idle at step ``at``) after
+    its last read before ``at`` and recomputes it before its first read after
+    (:func:`lower_peak`); None when the recomputation takes more than ``cap`` steps or runs
+    past ``deadline``. ``readers``: u's consumers. ``anc``: the graph's ancestor bit sets
+    (:func:`_ancestor_bits`), to count an unfolded recomputation (without ``memo``) before
+    making it: its steps are twice its computes less one (each value it makes but u is
+    freed once), so one that passes ``cap`` is None at once (on bert most of min-memory's
+    time went to recomputations given up at their cap). ``comp``: the schedule's compute
+    steps; the reads of u are looked for between its compute before ``at`` and its free
+    after. ``held``: :func:`_balance` up to ``at``; the resident values before u's next
+    read are found from it and the steps since."""
     n = held.size
     mine = np.flatnonzero(nodes == u)
     start = int(mine[(mine < at) & (ops[mine] == COMPUTE)].max())
@@ -1346,59 +1353,6 @@ def _evict_at(
     if block is None:
         return None
     return (u, last, nxt, np.asarray(block[0], np.int64), np.asarray(block[1], np.int64))
-
-
-def _evict(
-    ops: np.ndarray,
-    nodes: np.ndarray,
-    at: int,
-    u: int,
-    readers: np.ndarray,
-    order: list[list[int]],
-    cap: int,
-    memo: bool,
-    deadline: float | None = None,
-    anc: list[int] | None = None,
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """``ops``/``nodes`` with ``u`` (resident and idle at step ``at``) freed after its last
-    read before ``at`` and recomputed before its first read after (:func:`lower_peak`);
-    None when the recomputation takes more than ``cap`` steps or runs past ``deadline``.
-    ``readers``: u's consumers. ``anc``: the graph's ancestor bit sets
-    (:func:`_ancestor_bits`), to count an unfolded recomputation (without ``memo``) before
-    making it: its steps are twice its computes less one (each value it makes but u is
-    freed once), so one that passes ``cap`` is None at once (on bert most of min-memory's
-    time went to recomputations given up at their cap)."""
-    mine = np.flatnonzero(nodes == u)
-    start = int(mine[(mine < at) & (ops[mine] == COMPUTE)].max())
-    later = mine[mine > at]
-    end = int(later[0]) if later.size else len(ops)  # the free that closes this stay, if any
-    reads = np.flatnonzero((ops == COMPUTE) & np.isin(nodes, readers))
-    before = reads[(reads > start) & (reads < at)]
-    last = int(before[-1]) if before.size else start
-    after = reads[(reads > at) & (reads < end)]
-    free = np.asarray([FREE]), np.asarray([u])
-    if not after.size:  # idle until freed: free it early, drop the late free
-        return (
-            np.concatenate([ops[: last + 1], free[0], ops[last + 1 : end], ops[end + 1 :]]),
-            np.concatenate([nodes[: last + 1], free[1], nodes[last + 1 : end], nodes[end + 1 :]]),
-        )
-    nxt = int(after[0])
-    resident = set(_resident_before(ops, nodes, nxt).tolist())
-    resident.discard(u)
-    if not memo and anc is not None:
-        held = 0
-        for w in resident:
-            held |= 1 << w
-        computes = _unfolded_computes([u], held, order, anc, (cap + 1) // 2, _count_limit(len(anc), cap))
-        if computes is not None and 2 * computes - 1 > cap:
-            return None
-    block = _recompute(u, resident, order, cap, memo, deadline)
-    if block is None:
-        return None
-    return (
-        np.concatenate([ops[: last + 1], free[0], ops[last + 1 : nxt], np.asarray(block[0], np.int64), ops[nxt:]]),
-        np.concatenate([nodes[: last + 1], free[1], nodes[last + 1 : nxt], np.asarray(block[1], np.int64), nodes[nxt:]]),
-    )
 
 
 def _recompute(
