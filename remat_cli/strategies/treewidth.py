@@ -1173,6 +1173,10 @@ def _plan_over_separator_tree(
 
     def ladder_attempt(label: Phrase, point: int, eager: bool, evict: str, max_cost: float) -> _Attempt | None:
         key = (id(sep), point, eager, evict)
+        if forked is not None:  # the second process is making this run: its outcome, not
+            code = _job_code(point, eager, evict)  # the same run again here (it started
+            while key not in ladder_runs and forked.claimed() == code and not forked.ended and not _past(deadline):
+                absorb(wait=True)  # under a cap no lower than this one: caps only fall)
         hit = ladder_runs.get(key)
         if hit is not None and hit[0] is sep:
             _, run, cap, why = hit
@@ -1296,7 +1300,7 @@ def _plan_over_separator_tree(
         me = os.getpid()  # (this process; the second one's parent)
         with_pass = not sent
 
-        def second(send: Any, cap: Any, note: Any) -> None:
+        def second(send: Any, cap: Any, note: Any, claim: Any) -> None:
             if with_pass:
                 ops, nodes, metrics = _bare_pass_arrays(graph, cleaned_bare(bare_schedule), budget, deadline)
                 send({"kind": "pass", "metrics": metrics}, ops, nodes)
@@ -1320,6 +1324,7 @@ def _plan_over_separator_tree(
             for point, eager, evict in jobs:
                 if (id(sep), point, eager, evict) in ladder_runs:
                     continue
+                claim(_job_code(point, eager, evict))
                 max_cost = cap()
                 try:
                     run, _ = recursive_schedule(
@@ -1352,6 +1357,10 @@ def _plan_over_separator_tree(
         ahead = run_only("bare recursion", None)
     early_steps = hit[1].schedule if hit[1] is not None else None if ahead is None else ahead[0]
     forked: _Forked | None = fork_from(early_steps) if early and early_steps is not None else None
+    if fit_only and forked is not None and hit[1] is not None:
+        # a fit probe's ladder runs go uncapped until a candidate fits (and then it ends):
+        # with the bare peak known, the second process starts on them at once
+        forked.set_note(hit[1].metrics.peak_bytes)
     try:
         if not too_wide:
             first = attempt("budgeted recursion", budget - graph.fixed_mem, cache=False, stop_over=True)
@@ -1594,19 +1603,19 @@ class _Forked:
 
     @classmethod
     def start(cls, fn: Any) -> _Forked | None:
-        """Run ``fn(send, cap, note)`` in a second process: ``send(header, ops, nodes)``
+        """Run ``fn(send, cap, note, claim)`` in a second process: ``send(header, ops, nodes)``
         sends a message back (``header`` a dict of plain values and dataclasses; ``ops``
         and ``nodes`` a schedule's arrays, or none), ``cap()`` reads the number
         :meth:`set_cap` last wrote, ``note()`` the integer :meth:`set_note` last wrote
-        (−1 before)."""
+        (−1 before), ``claim(k)`` says what it works on (:meth:`claimed` reads it)."""
         import mmap
         import os
         import struct
 
         if not cls.possible():
             return None
-        shared = mmap.mmap(-1, 16)
-        shared[:16] = struct.pack("dq", math.inf, -1)
+        shared = mmap.mmap(-1, 24)
+        shared[:24] = struct.pack("dqq", math.inf, -1, -1)
         read, write = os.pipe()
         try:  # room for a ladder run's schedule in the pipe (Linux; best effort)
             import fcntl
@@ -1643,7 +1652,10 @@ class _Forked:
                     while view:
                         view = view[os.write(write, view) :]
 
-                fn(send, lambda: struct.unpack("d", shared[:8])[0], lambda: struct.unpack("q", shared[8:16])[0])
+                def claim(value: int) -> None:
+                    shared[16:24] = struct.pack("q", value)
+
+                fn(send, lambda: struct.unpack("d", shared[:8])[0], lambda: struct.unpack("q", shared[8:16])[0], claim)
                 code = 0
             finally:
                 os._exit(code)
@@ -1654,6 +1666,12 @@ class _Forked:
         import struct
 
         self.shared[:8] = struct.pack("d", value)
+
+    def claimed(self) -> int:
+        """What the second process last said it works on (``claim``; −1: nothing)."""
+        import struct
+
+        return struct.unpack("q", self.shared[16:24])[0]
 
     def set_note(self, value: int) -> None:
         import struct
@@ -1716,6 +1734,11 @@ class _Forked:
             self.pid = 0
             os.close(self.fd)
             self.shared.close()
+
+
+def _job_code(point: int, eager: bool, evict: str) -> int:
+    """A ladder run as one integer, for the second process's claim (:class:`_Forked`)."""
+    return 4 * point + (0 if not eager else 1 if evict == "recent" else 2)
 
 
 def _ladder(budget: int, floor: int, store_all: int) -> list[int]:
