@@ -6,6 +6,7 @@ here, and a plan above its budget is never returned as if it fit.
 
 from __future__ import annotations
 
+import importlib
 import math
 import shlex
 import time
@@ -18,7 +19,8 @@ from remat_cli.graph import Graph
 from remat_cli.plandoc import Plan
 from remat_cli.units import fmt_bytes, fmt_bytes_exact
 from remat_cli.simulate import simulate
-from remat_cli.strategies import RunContext, Strategy, get_strategy
+from remat_cli.strategies import REGISTRY, STRATEGIES, RunContext, Strategy, get_strategy
+from remat_cli.strategies.base import folding_sinks
 from remat_cli.strategies.store_all import store_all_plan
 
 __all__ = ["make_plan", "store_all_peak", "resolve_budget", "check_lower_bound", "ratio_at_least", "activation_at_least", "search_seconds"]
@@ -172,6 +174,21 @@ def search_seconds(attempt_seconds: float, time_limit: float | None) -> float:
     return min(limit, float(time_limit)) if time_limit else limit
 
 
+#: Strategies whose module defines a ``FIT_PROBE``: the strategy run only to answer whether
+#: it fits a budget (the first candidate found to fit), which the search probes instead.
+FIT_PROBES = ("treewidth", "pathwidth")
+
+
+def _fit_probe(strat: Strategy) -> Strategy | None:
+    """The registered ``strat``'s fit probe, made as the registry makes the strategy (its
+    graph folded where the registry folds it); None for any other strategy."""
+    if strat.name not in FIT_PROBES or strat.name not in REGISTRY or STRATEGIES[strat.name] is not strat:
+        return None
+    module, _, fold = REGISTRY[strat.name]
+    probe: Strategy = importlib.import_module(f"remat_cli.strategies.{module}").FIT_PROBE
+    return replace(strat, solve=folding_sinks(probe.solve) if fold else probe.solve)
+
+
 def _with_smallest(
     graph: Graph,
     strat: Strategy,
@@ -209,16 +226,19 @@ def _with_smallest(
     # bounded: the user is waiting for an error message (each probe is a whole plan)
     limit = search_seconds(spent, context.time_limit)
     begun = time.perf_counter()
+    full: Strategy | None = None  # the strategy itself, where its probes are fit probes
     if strat.name == "auto":  # its probes ask only whether some candidate fits
         from remat_cli.strategies.auto import FIT_PROBE
 
         probed = FIT_PROBE
     else:
-        probed = strat
+        probed = _fit_probe(strat) or strat
+        full = strat if probed is not strat else None
     found = smallest_budget(
         graph,
         probed,
         options,
+        full=full,
         context=context,
         reference_peak=reference_peak,
         deadline=begun + limit,

@@ -145,6 +145,7 @@ def smallest_budget(
     hint: int | None = None,
     failing_seconds: float | None = None,
     guess: int | None = None,
+    full: str | Strategy | None = None,
 ) -> SmallestBudget:
     """Search the smallest budget ``strategy`` meets on ``graph`` (see the module doc).
 
@@ -170,10 +171,20 @@ def smallest_budget(
     lower bound itself: the answer if it fits); its probe gets ``GUESS_SHARE`` of the time
     left, and cut short there it settles nothing (it is not probed again) and the
     bisection goes on without it.
+
+    ``full``: the strategy itself where ``strategy`` is its fit probe (planner.py: a probe
+    that answers only whether it fits, with the first candidate plan found to fit). The
+    search then takes the same steps and gives the same answer as with ``full`` alone: its
+    verdicts are the same, and where a plan's own figures steer the search (the probes
+    after a failure at the store-all peak, and the peak probed last) they are ``full``'s
+    plans (one more plan, at the budget found, only where a peak could lie strictly
+    between the failed budget and it). The result's plan figures are then those of a
+    plan that fits the budget found, not necessarily ``full``'s.
     """
     from remat_cli.planner import make_plan, store_all_peak
 
     strat = strategy if isinstance(strategy, Strategy) else get_strategy(strategy)
+    whole = strat if full is None else full if isinstance(full, Strategy) else get_strategy(full)
     options, context = strat.split(options, context)
     ref = store_all_peak(graph) if reference_peak is None else reference_peak
     tol = search_tolerance(ref)
@@ -181,6 +192,7 @@ def smallest_budget(
     top = max(ref, lb)
     probes = 0
     tried: dict[int, Plan | None] = {}
+    tried_by: dict[int, Strategy] = {}  # the strategy that made each (strat or whole)
     hints: list[int] = [] if hint is None else [hint]
     hints += [] if guess is None else [guess]
     failing = math.inf if failing_seconds is None else failing_seconds  # shortest failure seen
@@ -192,11 +204,12 @@ def smallest_budget(
     # grid points some plan said it meets (the one other pending point: the guess)
     claimed: set[int] = set() if hint is None else {snap(hint)}
 
-    def probe(budget: int | None, share: float = 1.0) -> Plan | None:
+    def probe(budget: int | None, share: float = 1.0, using: Strategy = strat) -> Plan | None:
         """The plan at ``budget`` or None; a probe gets ``share`` of the time left (a
-        failure past its own limit is not kept: it was cut short, not proven)."""
+        failure past its own limit is not kept: it was cut short, not proven). ``using``:
+        the strategy that makes it (the fit probe or ``full``)."""
         nonlocal probes, failing
-        if budget is not None and budget in tried:
+        if budget is not None and budget in tried and (using is strat or tried_by.get(budget) is using):
             return tried[budget]
         probes += 1
         started = time.perf_counter()
@@ -207,7 +220,7 @@ def smallest_budget(
             end = started + left
             ctx = replace(context, time_limit=min(left, float(context.time_limit or left)))
         try:
-            plan = make_plan(graph, strat, budget, options, context=ctx, reference_peak=ref)
+            plan = make_plan(graph, using, budget, options, context=ctx, reference_peak=ref)
         except NoPlanError as exc:
             if exc.min_budget is not None:
                 hints.append(exc.min_budget)
@@ -218,6 +231,7 @@ def smallest_budget(
             failing = min(failing, time.perf_counter() - started)
         if budget is not None:
             tried[budget] = plan
+            tried_by[budget] = using
         return plan
 
     if not strat.uses_budget:
@@ -234,12 +248,12 @@ def smallest_budget(
     best = probe(top)
     hi = steps
     if best is None:  # no fit at the store-all peak: its own no-budget plan, if that fits
-        free = probe(None)
-        best = probe(free.metrics.peak_bytes) if free is not None else None
+        free = probe(None, using=whole)  # (their figures steer the search: whole plans)
+        best = probe(free.metrics.peak_bytes, using=whole) if free is not None else None
         if best is None:
             return SmallestBudget(strat.name, None, None, tol, probes, exact=False, monotone=strat.name not in NOT_MONOTONE)
         hi = snap(best.metrics.peak_bytes)  # the grid point at or above it
-        at_grid = probe(grid(hi)) if grid(hi) != best.metrics.peak_bytes else best
+        at_grid = probe(grid(hi), using=whole) if grid(hi) != best.metrics.peak_bytes else best
         if at_grid is None:  # off the grid only: report that budget, searched no further
             return _result(strat.name, best, failed=None, tol=tol, probes=probes, exact=False)
         best = at_grid
@@ -294,6 +308,13 @@ def smallest_budget(
                 below = mid - 1
     found = grid(hi)
     failed = grid(lo) if lo >= 0 else None
+    if complete and whole is not strat and tried_by.get(found) is not whole and found - (lb - 1 if failed is None else failed) > 1:
+        # the peak probed next is that of the strategy's own plan at the budget found
+        own = _whole_plan(graph, whole, found, options, context, ref, deadline)
+        if own is None:  # (past the deadline)
+            complete = False
+        else:
+            best = own
     peak = best.metrics.peak_bytes
     if complete and peak < found and (failed is None or peak > failed):  # its plan may fit its own peak
         plan = probe(peak)
@@ -301,6 +322,22 @@ def smallest_budget(
             best, found = plan, peak
     result = _result(strat.name, best, failed=failed, tol=tol, probes=probes, exact=found == lb)
     return result if complete else replace(result, complete=False, foreseen=foreseen)
+
+
+def _whole_plan(
+    graph: Graph, strat: Strategy, budget: int, options: Any, context: RunContext, ref: int, deadline: float | None
+) -> Plan | None:
+    """``strat``'s own plan at ``budget``, which its fit probe found to fit (None where it
+    does not by the ``deadline``)."""
+    from remat_cli.planner import make_plan
+
+    if deadline is not None:
+        left = max(0.1, deadline - time.perf_counter())
+        context = replace(context, time_limit=min(left, float(context.time_limit or left)))
+    try:
+        return make_plan(graph, strat, budget, options, context=context, reference_peak=ref)
+    except NoPlanError:
+        return None
 
 
 def _result(name: str, plan: Plan, *, failed: int | None, tol: int, probes: int, exact: bool) -> SmallestBudget:

@@ -17,21 +17,27 @@ is at most (p+1)·(depth+1) values for pathwidth bound p.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from remat_cli.graph import Graph
 from remat_cli.strategies.base import RunContext, Strategy, StrategyResult
 from remat_cli.algorithms.decompose import path_separator_tree, shared, shared_path_decomposition
 from remat_cli.strategies.treewidth import DecompositionOptions, plan_over_separator_tree
 
-__all__ = ["STRATEGY"]
+__all__ = ["STRATEGY", "FIT_PROBE"]
 
 
-def _run(graph: Graph, budget: int | None, options: DecompositionOptions, context: RunContext) -> StrategyResult:
+def _run(graph: Graph, budget: int | None, options: DecompositionOptions, context: RunContext, fit_only: bool = False) -> StrategyResult:
     started = time.perf_counter()
     pd = shared_path_decomposition(graph, context.shared)
     sep = shared(context.shared, graph, f"path separator tree {id(pd)}", lambda: path_separator_tree(graph, pd))
     seconds = time.perf_counter() - started
-    return plan_over_separator_tree(graph, sep, budget, options, context, kind=f"path ({pd.order} order)", decompose_seconds=seconds)
+    kind = f"path ({pd.order} order)"
+    return plan_over_separator_tree(graph, sep, budget, options, context, kind=kind, decompose_seconds=seconds, fit_only=fit_only)
+
+
+def _run_fit(graph: Graph, budget: int | None, options: DecompositionOptions, context: RunContext) -> StrategyResult:
+    return _run(graph, budget, options, context, fit_only=True)
 
 
 STRATEGY = Strategy(
@@ -44,3 +50,7 @@ STRATEGY = Strategy(
     options=DecompositionOptions,
     reference="Kumar, Purohit, Svitkina, Vee, Wang. Efficient Rematerialization for Deep Networks. NeurIPS 2019.",
 )
+
+#: pathwidth as the search for the smallest budget probes it: only whether it fits (the
+#: first candidate found to fit), as treewidth's :data:`~remat_cli.strategies.treewidth.FIT_PROBE`.
+FIT_PROBE = replace(STRATEGY, solve=_run_fit)

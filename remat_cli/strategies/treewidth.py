@@ -74,7 +74,7 @@ import math
 import time
 from array import array
 from bisect import bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import compress
 from operator import not_
 from typing import Any
@@ -93,6 +93,7 @@ from remat_cli.strategies.store_all import store_all_if_fits, store_all_plan
 
 __all__ = [
     "STRATEGY",
+    "FIT_PROBE",
     "DecompositionOptions",
     "RecursionStopped",
     "RecursionBug",
@@ -1072,6 +1073,7 @@ def plan_over_separator_tree(
     *,
     kind: str,
     decompose_seconds: float,
+    fit_only: bool = False,
 ) -> StrategyResult:
     """The strategy body shared by ``treewidth`` and ``pathwidth`` (``kind`` names which).
 
@@ -1080,7 +1082,42 @@ def plan_over_separator_tree(
     (``context.deadline``, a ``time.perf_counter()`` value) is dropped and the cheapest
     finished one that fits wins; ``context.progress(done, total, label)`` hears of each
     candidate.
+
+    ``fit_only`` (:data:`FIT_PROBE`, the search for the smallest budget): return the first
+    candidate found to fit ``budget``, unpolished, as soon as one is: the plan fits exactly
+    when one of its candidates does, so the verdict is the plan's, in less time. The kept
+    bare run, and the memory-limit pass over it where the kept clean-up of it peaks within
+    the budget, are looked at first; then the candidates come as in the plan, each
+    replayed by the simulator. Where none fits: the plan's NoPlanError, word for word.
     """
+    try:
+        return _plan_over_separator_tree(
+            graph, sep, budget, options, context, kind=kind, decompose_seconds=decompose_seconds, fit_only=fit_only
+        )
+    except _Fitted as found:  # (a fit probe's answer)
+        return StrategyResult(found.run.schedule, {"decomposition": kind, "mode": found.run.label}, None)
+
+
+class _Fitted(Exception):
+    """A fit probe found a candidate that fits (:func:`plan_over_separator_tree`)."""
+
+    def __init__(self, run: _Attempt) -> None:
+        super().__init__("fits")
+        self.run = run
+
+
+def _plan_over_separator_tree(
+    graph: Graph,
+    sep: SeparatorTree,
+    budget: int | None,
+    options: DecompositionOptions,
+    context: RunContext,
+    *,
+    kind: str,
+    decompose_seconds: float,
+    fit_only: bool = False,
+) -> StrategyResult:
+    """:func:`plan_over_separator_tree`; in a fit probe it raises :class:`_Fitted`."""
     started = time.perf_counter()
     deadline = context.deadline
     progress = context.progress
@@ -1095,6 +1132,11 @@ def plan_over_separator_tree(
     if wide:
         info["nodes outside the bound"] = Phrase("{} (more than {} inputs: not moralized)", (wide, MORAL_DEGREE_CAP))
     stopped: list[Phrase] = []  # "label (why)" of each run stopped at a limit
+
+    def done_if_fits(run: _Attempt | None) -> None:
+        """In a fit probe, end the plan with ``run`` if it fits the budget."""
+        if fit_only and run is not None and budget is not None and run.metrics.peak_bytes <= budget:
+            raise _Fitted(run)
 
     def attempt(label: str | Phrase, limit: int | None, *, ran: tuple[Schedule | None, str] | None = None, **kw: Any) -> _Attempt | None:
         """One run of the recursion, measured; None when it stopped at a limit. ``ran``:
@@ -1131,6 +1173,10 @@ def plan_over_separator_tree(
 
     def ladder_attempt(label: Phrase, point: int, eager: bool, evict: str, max_cost: float) -> _Attempt | None:
         key = (id(sep), point, eager, evict)
+        if forked is not None:  # the second process is making this run: its outcome, not
+            code = _job_code(point, eager, evict)  # the same run again here (it started
+            while key not in ladder_runs and forked.claimed() == code and not forked.ended and not _past(deadline):
+                absorb(wait=True)  # under a cap no lower than this one: caps only fall)
         hit = ladder_runs.get(key)
         if hit is not None and hit[0] is sep:
             _, run, cap, why = hit
@@ -1167,7 +1213,7 @@ def plan_over_separator_tree(
     runs = graph.derived("bare recursion runs", dict)
     hit = runs.get(id(sep))
     if hit is None or hit[0] is not sep:
-        hit = [sep, None, None, None]  # tree, its run or None, why it stopped, cleaned-up run
+        hit = [sep, None, None, None, None]  # tree, its run or None, why it stopped, cleaned-up run, its metrics
 
     def bare_attempt(ran: tuple[Schedule | None, str] | None = None) -> _Attempt | None:
         """The bare run, measured (``ran``: its recursion made already, by :func:`run_only`)."""
@@ -1190,8 +1236,15 @@ def plan_over_separator_tree(
         from remat_cli.strategies.evict import cleanup
 
         if hit[3] is None or hit[1] is None or hit[1].schedule is not bare:
-            hit[3] = cleanup(graph, bare)
+            hit[3], hit[4] = cleanup(graph, bare), None
         return hit[3]
+
+    def cleaned_peak(bare: Schedule) -> int:
+        """The peak of :func:`cleaned_bare`, measured once."""
+        clean = cleaned_bare(bare)
+        if hit[4] is None or hit[4][0] is not clean:
+            hit[4] = (clean, _measure(graph, clean))
+        return hit[4][1].peak_bytes
 
     if budget is None:
         bare_run = bare_attempt()
@@ -1217,6 +1270,12 @@ def plan_over_separator_tree(
             " (a graph of {} needed nodes or more); the bare recursion and the memory-limit pass only",
             (bound, needed, LARGE_GRAPH_NODES),
         )
+    sent: list[Any] = []  # the memory-limit pass over the bare run (the second process's)
+    if fit_only and hit[1] is not None:  # the kept bare run fits, or the pass over it may
+        done_if_fits(hit[1])
+        if options.memlimit and hit[3] is not None and cleaned_peak(hit[1].schedule) <= budget:
+            sent.append(_bare_pass(graph, hit[3], budget, deadline))  # (it fits every budget
+            done_if_fits(sent[0])  # from that peak up: evict.py)
     variants: tuple[tuple[bool, str], ...] = ((True, "recent"), (True, "cheap"), (False, "recent"))
     few = needed >= LARGE_GRAPH_NODES  # scale mode: one ladder point (see LARGE_LADDER_POINTS)
 
@@ -1232,16 +1291,19 @@ def plan_over_separator_tree(
         return min((c.metrics.cost for c in candidates if c.metrics.peak_bytes <= budget), default=math.inf)
 
     def fork_from(bare_schedule: Schedule) -> _Forked | None:
-        """The second process, from the bare run's steps: the memory-limit pass over them,
-        then the ladder's lower points (None where it cannot start)."""
+        """The second process, from the bare run's steps: the memory-limit pass over them
+        (unless made here already: ``sent``), then the ladder's lower points (None where it
+        cannot start)."""
 
         import os
 
         me = os.getpid()  # (this process; the second one's parent)
+        with_pass = not sent
 
-        def second(send: Any, cap: Any, note: Any) -> None:
-            ops, nodes, metrics = _bare_pass_arrays(graph, cleaned_bare(bare_schedule), budget, deadline)
-            send({"kind": "pass", "metrics": metrics}, ops, nodes)
+        def second(send: Any, cap: Any, note: Any, claim: Any) -> None:
+            if with_pass:
+                ops, nodes, metrics = _bare_pass_arrays(graph, cleaned_bare(bare_schedule), budget, deadline)
+                send({"kind": "pass", "metrics": metrics}, ops, nodes)
             # the ladder runs start under the cost cap they started under before: that of
             # the budgeted and the bare run, which this process writes on the shared page,
             # then the bare peak (measured there by now: it takes less than this pass);
@@ -1262,6 +1324,7 @@ def plan_over_separator_tree(
             for point, eager, evict in jobs:
                 if (id(sep), point, eager, evict) in ladder_runs:
                     continue
+                claim(_job_code(point, eager, evict))
                 max_cost = cap()
                 try:
                     run, _ = recursive_schedule(
@@ -1294,12 +1357,18 @@ def plan_over_separator_tree(
         ahead = run_only("bare recursion", None)
     early_steps = hit[1].schedule if hit[1] is not None else None if ahead is None else ahead[0]
     forked: _Forked | None = fork_from(early_steps) if early and early_steps is not None else None
+    if fit_only and forked is not None and hit[1] is not None:
+        # a fit probe's ladder runs go uncapped until a candidate fits (and then it ends):
+        # with the bare peak known, the second process starts on them at once
+        forked.set_note(hit[1].metrics.peak_bytes)
     try:
         if not too_wide:
             first = attempt("budgeted recursion", budget - graph.fixed_mem, cache=False, stop_over=True)
             if first is not None:
                 candidates.append(first)
+                done_if_fits(first)
         bare_run = bare_attempt(ahead)
+        done_if_fits(bare_run)
     except BaseException:
         if forked is not None:
             forked.stop()
@@ -1321,7 +1390,6 @@ def plan_over_separator_tree(
     if forked is not None and bare is not None:  # (forked: the bare run finished, so it is measured)
         forked.set_cap(to_beat() * (1 + 1e-9))
         forked.set_note(bare.peak_bytes)
-    sent: list[Any] = []  # the second process's memory-limit pass over the bare run
 
     def absorb(wait: bool = False) -> None:
         """Keep what the second process has sent: ladder runs in ladder_runs (where this
@@ -1333,6 +1401,7 @@ def plan_over_separator_tree(
             metrics = None if msg.get("metrics") is None else Metrics(**msg["metrics"])
             if msg["kind"] == "pass":
                 sent.append(_Attempt(schedule, metrics, _BARE_PASS))
+                done_if_fits(sent[-1])
                 continue
             key = (id(sep), msg["point"], msg["eager"], msg["evict"])
             if key in ladder_runs:
@@ -1358,6 +1427,7 @@ def plan_over_separator_tree(
             if run is None:
                 return False
             candidates.append(run)
+            done_if_fits(run)
             return run.metrics.peak_bytes <= point
 
         if points:
@@ -1400,6 +1470,7 @@ def plan_over_separator_tree(
                         if fitted:
                             break  # a prefetch run fits the point: no cache-only run here
                     candidates.append(run)
+                    done_if_fits(run)
                     fitted = fitted or run.metrics.peak_bytes <= point
         if pruned[0]:
             info["runs stopped once costlier than the best"] = pruned[0]
@@ -1417,7 +1488,9 @@ def plan_over_separator_tree(
             # O(steps): 0.3 s on grid1000 at its lower bound)
             late = _past(deadline)
             clean = None if bare_run is None or bare_pass is not None or late else cleaned_bare(bare_run.schedule)
-            candidates.extend(_memlimit_candidates(graph, candidates, clean, budget, bare_pass, deadline))
+            for run in _memlimit_candidates(graph, candidates, clean, budget, bare_pass, deadline):
+                candidates.append(run)
+                done_if_fits(run)
     finally:
         if forked is not None:
             forked.stop()
@@ -1432,7 +1505,7 @@ def plan_over_separator_tree(
         else:
             # the memory-limit pass over the bare recursion fits every budget at or above the
             # peak of the bare recursion cleaned up (evict.py), which is at most the bare peak
-            least = min(_measure(graph, cleaned_bare(bare_run.schedule)).peak_bytes, sa.peak_bytes)
+            least = min(cleaned_peak(bare_run.schedule), sa.peak_bytes)
             why = "its smallest plan (the bare recursion, frees moved to last use)"
         raise NoPlanError(
             f"{kind} cannot fit budget {fmt_bytes_exact(budget)}: {why} peaks at {fmt_bytes_exact(least)}",
@@ -1530,19 +1603,19 @@ class _Forked:
 
     @classmethod
     def start(cls, fn: Any) -> _Forked | None:
-        """Run ``fn(send, cap, note)`` in a second process: ``send(header, ops, nodes)``
+        """Run ``fn(send, cap, note, claim)`` in a second process: ``send(header, ops, nodes)``
         sends a message back (``header`` a dict of plain values and dataclasses; ``ops``
         and ``nodes`` a schedule's arrays, or none), ``cap()`` reads the number
         :meth:`set_cap` last wrote, ``note()`` the integer :meth:`set_note` last wrote
-        (−1 before)."""
+        (−1 before), ``claim(k)`` says what it works on (:meth:`claimed` reads it)."""
         import mmap
         import os
         import struct
 
         if not cls.possible():
             return None
-        shared = mmap.mmap(-1, 16)
-        shared[:16] = struct.pack("dq", math.inf, -1)
+        shared = mmap.mmap(-1, 24)
+        shared[:24] = struct.pack("dqq", math.inf, -1, -1)
         read, write = os.pipe()
         try:  # room for a ladder run's schedule in the pipe (Linux; best effort)
             import fcntl
@@ -1579,7 +1652,10 @@ class _Forked:
                     while view:
                         view = view[os.write(write, view) :]
 
-                fn(send, lambda: struct.unpack("d", shared[:8])[0], lambda: struct.unpack("q", shared[8:16])[0])
+                def claim(value: int) -> None:
+                    shared[16:24] = struct.pack("q", value)
+
+                fn(send, lambda: struct.unpack("d", shared[:8])[0], lambda: struct.unpack("q", shared[8:16])[0], claim)
                 code = 0
             finally:
                 os._exit(code)
@@ -1590,6 +1666,12 @@ class _Forked:
         import struct
 
         self.shared[:8] = struct.pack("d", value)
+
+    def claimed(self) -> int:
+        """What the second process last said it works on (``claim``; −1: nothing)."""
+        import struct
+
+        return struct.unpack("q", self.shared[16:24])[0]
 
     def set_note(self, value: int) -> None:
         import struct
@@ -1654,6 +1736,11 @@ class _Forked:
             self.shared.close()
 
 
+def _job_code(point: int, eager: bool, evict: str) -> int:
+    """A ladder run as one integer, for the second process's claim (:class:`_Forked`)."""
+    return 4 * point + (0 if not eager else 1 if evict == "recent" else 2)
+
+
 def _ladder(budget: int, floor: int, store_all: int) -> list[int]:
     """The fixed budget ladder at or below ``budget`` at which the cached variant runs,
     highest first.
@@ -1692,13 +1779,17 @@ def _result(graph: Graph, schedule: Schedule, metrics: Metrics, info: dict[str, 
     return StrategyResult(schedule, info, None)
 
 
-def _run(graph: Graph, budget: int | None, options: DecompositionOptions, context: RunContext) -> StrategyResult:
+def _run(graph: Graph, budget: int | None, options: DecompositionOptions, context: RunContext, fit_only: bool = False) -> StrategyResult:
     started = time.perf_counter()
     td = shared_tree_decomposition(graph, context.shared, ("min-degree", "min-fill"), context.deadline)
     sep = shared(context.shared, graph, f"separator tree {id(td)}", lambda: separator_tree(graph, td))
     info_seconds = time.perf_counter() - started
-    result = plan_over_separator_tree(graph, sep, budget, options, context, kind=f"tree ({td.method})", decompose_seconds=info_seconds)
-    return result
+    kind = f"tree ({td.method})"
+    return plan_over_separator_tree(graph, sep, budget, options, context, kind=kind, decompose_seconds=info_seconds, fit_only=fit_only)
+
+
+def _run_fit(graph: Graph, budget: int | None, options: DecompositionOptions, context: RunContext) -> StrategyResult:
+    return _run(graph, budget, options, context, fit_only=True)
 
 
 STRATEGY = Strategy(
@@ -1711,3 +1802,9 @@ STRATEGY = Strategy(
     options=DecompositionOptions,
     reference="Kumar, Purohit, Svitkina, Vee, Wang. Efficient Rematerialization for Deep Networks. NeurIPS 2019.",
 )
+
+#: treewidth as the search for the smallest budget after a failed plan probes it
+#: (planner.py): each probe asks only whether treewidth fits, which is whether any of its
+#: candidates does, so it returns the first candidate plan found to fit, unpolished
+#: (:func:`plan_over_separator_tree`'s ``fit_only``); where none fits, the plan's error.
+FIT_PROBE = replace(STRATEGY, solve=_run_fit)
