@@ -198,18 +198,9 @@ def _by_node(graph: Graph, s: np.ndarray) -> Schedule:
     any step reads it). The frees, sorted stably by their step, then take their places:
     the k-th free due after step p lands at index k + p + 1."""
     m = int(s.size)
-    ptr = graph.pred_ptr
-    indeg = ptr[s + 1] - ptr[s]
-    comp_at = np.cumsum(indeg + 1) - 1  # each compute's index among the events
-    events = int(comp_at[-1]) + 1
-    is_comp = np.zeros(events, dtype=bool)
-    is_comp[comp_at] = True
+    indeg, comp_at, is_comp, ev_node = _events(graph, s)
+    events = is_comp.size
     read_at = np.flatnonzero(~is_comp)
-    # narrow arrays where the ids fit (fewer pages to fault in); 16-bit keys sort by radix
-    ev_node = np.empty(events, dtype=np.uint16 if graph.n <= 1 << 16 else np.int64)
-    ev_node[comp_at] = s
-    offset = np.repeat(ptr[s] - np.cumsum(indeg) + indeg, indeg)  # the CSR rows, concatenated
-    ev_node[read_at] = graph.pred_idx[offset + np.arange(read_at.size, dtype=np.int64)]
     idx = np.int32 if events < 1 << 31 else np.int64
     ev_pos = np.empty(events, dtype=idx)  # the step of each event
     ev_pos[comp_at] = np.arange(m, dtype=idx)
@@ -270,17 +261,8 @@ def _all_read(graph: Graph, s: np.ndarray) -> bool:
     p's inputs, then p's compute), sorted stably by node, put each read right after the
     instance it reads; an instance is read iff the event after it is a read of its node.
     False also where ``s`` reads a node before computing it (the pass then decides)."""
-    m = int(s.size)
-    ptr = graph.pred_ptr
-    indeg = ptr[s + 1] - ptr[s]
-    comp_at = np.cumsum(indeg + 1) - 1  # each compute's index among the events
-    events = int(comp_at[-1]) + 1
-    is_comp = np.zeros(events, dtype=bool)
-    is_comp[comp_at] = True
-    ev_node = np.empty(events, dtype=np.uint16 if graph.n <= 1 << 16 else np.int64)
-    ev_node[comp_at] = s
-    offset = np.repeat(ptr[s] - np.cumsum(indeg) + indeg, indeg)  # the CSR rows, concatenated
-    ev_node[~is_comp] = graph.pred_idx[offset + np.arange(events - m, dtype=np.int64)]
+    _, _, is_comp, ev_node = _events(graph, s)
+    events = is_comp.size
     order = np.argsort(ev_node, kind="stable")  # within a node, events stay in step order
     node_sorted = ev_node[order]
     comp_sorted = is_comp[order]
@@ -298,3 +280,22 @@ def _all_read(graph: Graph, s: np.ndarray) -> bool:
     # an unread compute stays only as the last compute of a target (no compute of it after)
     at = np.flatnonzero(unread)
     return bool(np.all(~same_next[at] & target[node_sorted[at]]))
+
+
+def _events(graph: Graph, s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The reads and computes of the (non-empty, int64) compute sequence ``s`` in step order
+    (at step p: the reads of p's inputs, then p's compute), for :func:`_by_node` and
+    :func:`_all_read`: each compute's in-degree, each compute's index among the events,
+    which events are computes, and each event's node (16-bit where the ids fit: fewer pages
+    to fault in, and numpy sorts such keys by radix)."""
+    ptr = graph.pred_ptr
+    indeg = ptr[s + 1] - ptr[s]
+    comp_at = np.cumsum(indeg + 1) - 1  # each compute's index among the events
+    events = int(comp_at[-1]) + 1
+    is_comp = np.zeros(events, dtype=bool)
+    is_comp[comp_at] = True
+    ev_node = np.empty(events, dtype=np.uint16 if graph.n <= 1 << 16 else np.int64)
+    ev_node[comp_at] = s
+    offset = np.repeat(ptr[s] - np.cumsum(indeg) + indeg, indeg)  # the CSR rows, concatenated
+    ev_node[~is_comp] = graph.pred_idx[offset + np.arange(events - s.size, dtype=np.int64)]
+    return indeg, comp_at, is_comp, ev_node
