@@ -58,6 +58,9 @@ __all__ = [
 #: node (exact min-fill also rescores their neighbours); the result is still a valid
 #: decomposition, only the heuristic's choices are approximate.
 MIN_FILL_EXACT_LIMIT = 3000
+#: Up to this many nodes elimination keeps neighbourhoods as integer bitsets (n²/8 bytes
+#: in all) and scans one array of scores for the least; above it adjacency sets and heaps.
+BITSET_LIMIT = 3000
 #: A node with more neighbours than this has its fill-in estimated by d·(d−1)/2.
 FILL_DEGREE_CAP = 48
 #: The inputs of a node with more inputs than this are not joined into a clique (that
@@ -286,15 +289,18 @@ def elimination_decomposition(adj: list[set[int]], method: str = "min-degree", *
     computations I. Upper bounds*, 2010).
 
     Repeatedly eliminate the node of least degree (``min-degree``) or least fill-in
-    (``min-fill``: fewest missing edges among its neighbours), turn its neighbourhood into
-    a clique, and record the bag {v} ∪ N(v). The bag of v hangs below the bag of the
-    neighbour eliminated first after v. Priority queues with lazy deletion (for
-    min-degree one small heap of node ids per degree) keep it O((n + fill) log n) for
-    min-degree, ties going to the lower id either way; exact min-fill keeps each node's
-    triangle count current (O(common neighbours) per fill edge, O(1) per rescore); above
-    ``MIN_FILL_EXACT_LIMIT`` nodes it pays O(d²) per rescore and only rescores the
-    eliminated node's neighbours.
-    ``adj`` is consumed. Bags use the local ids of ``adj``.
+    (``min-fill``: fewest missing edges among its neighbours), ties going to the lower id,
+    turn its neighbourhood into a clique, and record the bag {v} ∪ N(v). The bag of v
+    hangs below the bag of the neighbour eliminated first after v. Up to
+    ``BITSET_LIMIT`` nodes the neighbourhoods are integer bitsets and the scores sit in
+    one array searched for its least entry per step (:func:`_eliminate_bitsets`: O(n) per
+    step, and a few O(n/64)-word integer operations per neighbour and per fill edge); above
+    it adjacency sets and priority queues with lazy deletion (:func:`_eliminate_sets`:
+    O((n + fill) log n) for min-degree; min-fill pays O(d²) per rescore and only rescores
+    the eliminated node's neighbours above ``MIN_FILL_EXACT_LIMIT`` nodes). Min-fill is
+    exact up to that limit either way: each node's triangle count is kept current.
+    ``adj`` is consumed. Bags use the local ids of ``adj``: the eliminated node first,
+    then its neighbours (ascending up to ``BITSET_LIMIT`` nodes).
 
     With ``max_degree`` (−1: the default cap, see ``WIDTH_CAP``; None: no cap),
     elimination stops before a node with
@@ -307,6 +313,164 @@ def elimination_decomposition(adj: list[set[int]], method: str = "min-degree", *
     if method not in ("min-degree", "min-fill"):
         raise ValueError(f"unknown elimination heuristic {method!r}")
     fill = method == "min-fill"
+    if max_degree is not None and max_degree < 0:
+        max_degree = max(WIDTH_CAP, math.isqrt(ELIMINATION_WORK // max(n, 1)))
+    eliminate = _eliminate_bitsets if n <= BITSET_LIMIT else _eliminate_sets
+    order, bags, position, core = eliminate(adj, fill, max_degree)
+    # bag k belongs to order[k]; its parent is the bag of the earliest-eliminated neighbour
+    parent = np.full(len(bags), -1, dtype=np.int64)
+    at = position.__getitem__
+    for k, bag in enumerate(bags):
+        if len(bag) > 1:
+            p = min(map(at, bag[1:]))
+            parent[k] = p if p != k else -1  # the core bag is a root
+    roots = np.flatnonzero(parent < 0)
+    for r in roots[:-1].tolist():  # join the components' trees into one (empty intersections)
+        parent[r] = int(roots[-1])
+    width = max((len(b) for b in bags), default=1) - 1
+    return TreeDecomposition(tuple(bags), parent, width, method, time.perf_counter() - started, core)
+
+
+def _edge_cap(edges: int) -> int:
+    """How many skeleton edges the fill-in may grow ``edges`` to before elimination stops."""
+    return edges + min((FILL_EDGE_FACTOR - 1) * edges + FILL_EDGE_SLACK, FILL_EDGE_MAX)
+
+
+def _fill_score(d: int, tri: int) -> int:
+    """Min-fill's score of a node of degree ``d`` with ``tri`` edges among its neighbours:
+    the missing ones (estimated by all pairs above ``FILL_DEGREE_CAP`` neighbours)."""
+    return d * (d - 1) // 2 if d > FILL_DEGREE_CAP else d * (d - 1) // 2 - tri
+
+
+def _bits(x: int, bit: list[int]) -> list[int]:
+    """The positions of the set bits of ``x`` (≥ 0), ascending; ``bit[i]`` is 1 << i."""
+    out = []
+    while x:
+        b = x.bit_length() - 1
+        out.append(b)
+        x ^= bit[b]
+    out.reverse()
+    return out
+
+
+def _eliminate_bitsets(adj: list[set[int]], fill: bool, max_degree: int | None) -> tuple[list[int], list[tuple[int, ...]], list[int], int]:
+    """:func:`elimination_decomposition`'s loop over bitsets: ``(order, bags, position,
+    core)``, each node's neighbourhood one Python int (bit u: neighbour u).
+
+    The eliminated node is the least entry of one array of scores (eliminated nodes
+    score above any), its lowest id among equals: the least (score, id) pair, as a
+    priority queue would pop it. Min-fill keeps, per node, its degree and the edges among
+    its neighbours (``tri``) current. Eliminating v with neighbourhood N (d nodes): a ∈ N
+    loses v, hence the edges from v into N(a), ``z[a]`` = |N(a) ∩ N| of them; then the
+    fill edges {a, b} (b ∈ N not adjacent to a) are added. A node w outside N gains one
+    edge among its neighbours per fill edge with both ends in N(w). A node a ∈ N gains
+    its new neighbours B_a, so (with c_ab the common neighbours of a and b before the
+    fill, o_ab those outside N, F the fill edges) tri[a] grows by the edges from B_a into
+    N(a), Σ_b c_ab, those within B_a, Σ_b (z[b] − (c_ab − o_ab)) / 2, and the fill edges
+    among its neighbours, F − |B_a|: one AND and two popcounts per fill edge instead of a
+    walk over its common neighbours. Only nodes in N and those outside it that gained an
+    edge change score.
+    """
+    n = len(adj)
+    bit = [1 << v for v in range(n)]
+    adjb = [sum(map(bit.__getitem__, a)) for a in adj]
+    deg = list(map(len, adj))
+    tri: list[int] = []
+    if fill:
+        tri = [sum((adjb[u] & b).bit_count() for u in a) // 2 for a, b in zip(adj, adjb)]
+        scores = np.fromiter(map(_fill_score, deg, tri), dtype=np.int64, count=n)
+    else:
+        scores = np.fromiter(deg, dtype=np.int64, count=n)
+    done = np.iinfo(np.int64).max  # an eliminated node's score
+    least = scores.argmin
+    eliminated = [False] * n
+    position = [0] * n
+    order: list[int] = []
+    bags: list[tuple[int, ...]] = []
+    z = [0] * n  # z[a]: |N(a) ∩ N| for a ∈ N, the edges a loses with v
+    acc = [0] * n  # twice what tri[a] gains from the fill, a ∈ N
+    edges = sum(deg) // 2
+    edge_cap = _edge_cap(edges)
+    core = 0
+    for _ in range(n):
+        v = int(least())
+        d = deg[v]
+        if max_degree is not None and (d > max_degree or edges + d * (d - 1) // 2 > edge_cap):
+            rest = [u for u in range(n) if not eliminated[u]]
+            core = len(rest)
+            for u in rest:
+                position[u] = len(order)
+            order.append(rest[0])
+            bags.append(tuple(rest))
+            break
+        eliminated[v] = True
+        scores[v] = done
+        position[v] = len(order)
+        order.append(v)
+        nbits = adjb[v]
+        adjb[v] = 0
+        nb = _bits(nbits, bit)
+        bags.append((v, *nb))
+        vb = bit[v]
+        if not fill:
+            added = 0  # Σ over a ∈ N of (new degree − old degree)
+            for a in nb:
+                aa = (adjb[a] | nbits) ^ (bit[a] | vb)
+                adjb[a] = aa
+                da = aa.bit_count()
+                added += da - deg[a]
+                deg[a] = da
+                scores[a] = da
+            edges += (added + d) // 2 - d  # + the fill edges − v's edges
+            continue
+        for a in nb:
+            aa = adjb[a] ^ vb
+            adjb[a] = aa
+            za = (aa & nbits).bit_count()
+            z[a] = za
+            tri[a] -= za
+            acc[a] = 0
+        fills = 0
+        outside = ~nbits
+        touched: list[int] = []
+        for a in nb:  # the fill edges {a, b}, b > a, on the graph before any is added
+            aa = adjb[a]
+            missing = nbits & ~aa  # (a too: the loop ends there)
+            while True:
+                b = missing.bit_length() - 1
+                if b <= a:
+                    break
+                missing ^= bit[b]
+                fills += 1
+                common = aa & adjb[b]
+                c = common.bit_count()
+                out = common & outside
+                if out:
+                    for w in _bits(out, bit):
+                        tri[w] += 1
+                        touched.append(w)
+                    c += out.bit_count()  # c_ab + o_ab
+                acc[a] += c + z[b]
+                acc[b] += c + z[a]
+        twice = 2 * fills - 2  # 2F − 2|B_a| = twice − 2 (new degree − old degree)
+        for a in nb:
+            aa = (adjb[a] | nbits) ^ bit[a]
+            adjb[a] = aa
+            da = aa.bit_count()
+            ta = tri[a] + (acc[a] + twice - 2 * (da - deg[a])) // 2
+            tri[a] = ta
+            deg[a] = da
+            scores[a] = da * (da - 1) // 2 if da > FILL_DEGREE_CAP else da * (da - 1) // 2 - ta
+        for w in touched:
+            scores[w] = _fill_score(deg[w], tri[w])
+        edges += fills - d
+    return order, bags, position, core
+
+
+def _eliminate_sets(adj: list[set[int]], fill: bool, max_degree: int | None) -> tuple[list[int], list[tuple[int, ...]], list[int], int]:
+    """:func:`elimination_decomposition`'s loop over adjacency sets and priority queues:
+    ``(order, bags, position, core)``."""
+    n = len(adj)
     two_hop = fill and n <= MIN_FILL_EXACT_LIMIT
 
     def score(v: int) -> int:
@@ -346,10 +510,8 @@ def elimination_decomposition(adj: list[set[int]], method: str = "min-degree", *
     position = [0] * n
     order: list[int] = []
     bags: list[tuple[int, ...]] = []
-    if max_degree is not None and max_degree < 0:
-        max_degree = max(WIDTH_CAP, math.isqrt(ELIMINATION_WORK // max(n, 1)))
     edges = sum(len(a) for a in adj) // 2
-    edge_cap = edges + min((FILL_EDGE_FACTOR - 1) * edges + FILL_EDGE_SLACK, FILL_EDGE_MAX)
+    edge_cap = _edge_cap(edges)
     core = 0
     while True:
         if fill:
@@ -425,17 +587,7 @@ def elimination_decomposition(adj: list[set[int]], method: str = "min-degree", *
                 heapq.heappush(buckets[new], a)
                 if new < low:
                     low = new
-    # bag k belongs to order[k]; its parent is the bag of the earliest-eliminated neighbour
-    parent = np.full(len(bags), -1, dtype=np.int64)
-    for k, bag in enumerate(bags):
-        if len(bag) > 1:
-            p = min(position[x] for x in bag[1:])
-            parent[k] = p if p != k else -1  # the core bag is a root
-    roots = np.flatnonzero(parent < 0)
-    for r in roots[:-1].tolist():  # join the components' trees into one (empty intersections)
-        parent[r] = int(roots[-1])
-    width = max((len(b) for b in bags), default=1) - 1
-    return TreeDecomposition(tuple(bags), parent, width, method, time.perf_counter() - started, core)
+    return order, bags, position, core
 
 
 # ---------------------------------------------------------------------- separator tree
