@@ -62,9 +62,9 @@ cheap-first eviction pushes them onto its heap only when an eviction needs it.
 A capped run is charged a recomputation as soon as it frees a value that a needed node
 still to come reads. Standalone on ``PARALLEL_NEEDED`` nodes or more, a forked second
 process makes the memory-limit pass over the bare run and then the ladder's lower points
-(docs/algorithms.md §6); below ``LARGE_GRAPH_NODES`` it starts as soon as the bare
-recursion has its steps, before this process measures them and makes the cacheless
-budgeted run.
+(docs/algorithms.md §6); below ``LARGE_GRAPH_NODES`` it starts before the bare recursion,
+makes it and sends its steps back, while this process makes the cacheless budgeted run
+and then measures them.
 """
 
 from __future__ import annotations
@@ -1290,10 +1290,11 @@ def _plan_over_separator_tree(
     def to_beat() -> float:
         return min((c.metrics.cost for c in candidates if c.metrics.peak_bytes <= budget), default=math.inf)
 
-    def fork_from(bare_schedule: Schedule) -> _Forked | None:
+    def fork_from(bare_schedule: Schedule | None) -> _Forked | None:
         """The second process, from the bare run's steps: the memory-limit pass over them
         (unless made here already: ``sent``), then the ladder's lower points (None where it
-        cannot start)."""
+        cannot start). ``bare_schedule`` None: it makes the bare run first and sends it
+        back (:func:`receive_bare`), or ends where it stops (or meets a bug)."""
 
         import os
 
@@ -1301,8 +1302,18 @@ def _plan_over_separator_tree(
         with_pass = not sent
 
         def second(send: Any, cap: Any, note: Any, claim: Any) -> None:
+            steps = bare_schedule
+            if steps is None:  # the same run as run_only("bare recursion", None) here
+                try:
+                    steps = recursive_schedule(graph, sep, None, deadline=deadline, memo=memo)[0]
+                except RecursionStopped as exc:
+                    send({"kind": "bare", "why": str(exc)})
+                    return
+                except RecursionBug:
+                    return  # this process makes the run again and meets it
+                send({"kind": "bare"}, steps.ops, steps.nodes, aside=True)  # (1.8 MB on grid1000)
             if with_pass:
-                ops, nodes, metrics = _bare_pass_arrays(graph, cleaned_bare(bare_schedule), budget, deadline)
+                ops, nodes, metrics = _bare_pass_arrays(graph, cleaned_bare(steps), budget, deadline)
                 send({"kind": "pass", "metrics": metrics}, ops, nodes)
             # the ladder runs start under the cost cap they started under before: that of
             # the budgeted and the bare run, which this process writes on the shared page,
@@ -1343,20 +1354,45 @@ def _plan_over_separator_tree(
 
         return _Forked.start(second)
 
+    def receive_bare() -> tuple[Schedule | None, str]:
+        """The bare run the second process made (its first message), as :func:`run_only`
+        returns it; made here where none came (the second process ended: it met a bug,
+        which this run meets again, or it was killed). Its later messages are kept for
+        :func:`absorb`."""
+        assert forked is not None
+        got = forked.messages(wait=True)
+        if got and got[0][0]["kind"] == "bare":
+            forked.held.extend(got[1:])
+            msg, schedule = got[0]
+            return schedule, "" if schedule is not None else msg["why"]
+        try:
+            return recursive_schedule(graph, sep, None, deadline=deadline, memo=memo)[0], ""
+        except RecursionStopped as exc:
+            return None, str(exc)
+
     # standalone, on PARALLEL_NEEDED nodes or more, a second process makes the bare run's
-    # memory-limit pass and the ladder's lower points. Below LARGE_GRAPH_NODES the bare
-    # recursion runs first and the second process starts from it at once (its clean-up
-    # and pass are the longest path on grid1000), while this process measures it and makes
-    # the budgeted run: the same runs, booked in the same order. On larger graphs (nn10000:
-    # this process's work copy-on-write under a live child cost more than it gained at
-    # load 2) it starts once both are made, as before
+    # memory-limit pass and the ladder's lower points. Below LARGE_GRAPH_NODES it starts
+    # before the bare recursion, makes it, sends its steps back and goes on to its clean-up
+    # and pass (the longest path on grid1000), while this process makes the budgeted run,
+    # then measures the bare one: the same runs, booked in the same order. On larger graphs
+    # (nn10000: this process's work copy-on-write under a live child cost more than it
+    # gained at load 2) it starts once both are made here, as before
     forkable = options.memlimit and context.parallel and needed >= PARALLEL_NEEDED and _Forked.possible()
     early = forkable and not few
     ahead: tuple[Schedule | None, str] | None = None
+    forked: _Forked | None = None
+    awaited = False  # the bare run comes from the second process (receive_bare)
     if early and hit[1] is None and hit[2] is None:
-        ahead = run_only("bare recursion", None)
-    early_steps = hit[1].schedule if hit[1] is not None else None if ahead is None else ahead[0]
-    forked: _Forked | None = fork_from(early_steps) if early and early_steps is not None else None
+        forked = fork_from(None)
+        if forked is None:
+            ahead = run_only("bare recursion", None)
+        else:
+            awaited = True
+            if progress is not None:
+                progress(tried[0], 0, Phrase("{}: {}", ("treewidth" if kind.startswith("tree") else "pathwidth", "bare recursion")))
+            tried[0] += 1  # (as run_only counts it)
+    elif early and hit[1] is not None:
+        forked = fork_from(hit[1].schedule)
     if fit_only and forked is not None and hit[1] is not None:
         # a fit probe's ladder runs go uncapped until a candidate fits (and then it ends):
         # with the bare peak known, the second process starts on them at once
@@ -1367,6 +1403,11 @@ def _plan_over_separator_tree(
             if first is not None:
                 candidates.append(first)
                 done_if_fits(first)
+        if awaited:
+            ahead = receive_bare()
+            if ahead[0] is None and forked is not None:  # stopped: no second process, as
+                forked.stop()  # where this process made the run and it stopped
+                forked = None
         bare_run = bare_attempt(ahead)
         done_if_fits(bare_run)
     except BaseException:
@@ -1588,6 +1629,7 @@ class _Forked:
         self.pid, self.fd, self.shared = pid, fd, shared
         self.buf = b""
         self.ended = False  # the pipe reached its end
+        self.held: list[tuple[dict[str, Any], Schedule | None]] = []  # read, not yet handed out
 
     @staticmethod
     def possible() -> bool:
@@ -1605,7 +1647,9 @@ class _Forked:
     def start(cls, fn: Any) -> _Forked | None:
         """Run ``fn(send, cap, note, claim)`` in a second process: ``send(header, ops, nodes)``
         sends a message back (``header`` a dict of plain values and dataclasses; ``ops``
-        and ``nodes`` a schedule's arrays, or none), ``cap()`` reads the number
+        and ``nodes`` a schedule's arrays, or none; with ``aside=True`` a thread writes it
+        while ``fn`` goes on, for a schedule larger than the pipe holds that this
+        process reads only once its own run is made), ``cap()`` reads the number
         :meth:`set_cap` last wrote, ``note()`` the integer :meth:`set_note` last wrote
         (−1 before), ``claim(k)`` says what it works on (:meth:`claimed` reads it)."""
         import mmap
@@ -1640,7 +1684,13 @@ class _Forked:
                 def plain(value: Any) -> Any:
                     return dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value.item()
 
-                def send(header: dict[str, Any], ops: Any = None, nodes: Any = None) -> None:
+                writing: list[Any] = []  # the thread still writing a message sent aside
+
+                def write_all(view: memoryview) -> None:
+                    while view:
+                        view = view[os.write(write, view) :]
+
+                def send(header: dict[str, Any], ops: Any = None, nodes: Any = None, aside: bool = False) -> None:
                     steps = -1 if ops is None else len(ops)
                     head = json.dumps({**header, "steps": steps}, default=plain).encode()
                     body = (
@@ -1649,13 +1699,22 @@ class _Forked:
                         else np.ascontiguousarray(ops, np.int8).tobytes() + np.ascontiguousarray(nodes, np.int32).tobytes()
                     )
                     view = memoryview(struct.pack("QQ", len(head), len(body)) + head + body)
-                    while view:
-                        view = view[os.write(write, view) :]
+                    while writing:  # messages arrive in the order they were sent
+                        writing.pop().join()
+                    if aside:  # more than the pipe holds may wait for this process's reader
+                        import threading
+
+                        writing.append(threading.Thread(target=write_all, args=(view,), daemon=True))
+                        writing[-1].start()
+                    else:
+                        write_all(view)
 
                 def claim(value: int) -> None:
                     shared[16:24] = struct.pack("q", value)
 
                 fn(send, lambda: struct.unpack("d", shared[:8])[0], lambda: struct.unpack("q", shared[8:16])[0], claim)
+                while writing:
+                    writing.pop().join()
                 code = 0
             finally:
                 os._exit(code)
@@ -1687,7 +1746,7 @@ class _Forked:
         import select
         import struct
 
-        out: list[tuple[dict[str, Any], Schedule | None]] = []
+        out, self.held = self.held, []
         while not self.ended:
             timeout = (None if until is None else max(0.0, until - time.perf_counter())) if wait and not out else 0
             ready, _, _ = select.select([self.fd], [], [], timeout)
