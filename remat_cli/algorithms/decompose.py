@@ -61,6 +61,10 @@ MIN_FILL_EXACT_LIMIT = 3000
 #: Up to this many nodes elimination keeps neighbourhoods as integer bitsets (n²/8 bytes
 #: in all) and scans one array of scores for the least; above it adjacency sets and heaps.
 BITSET_LIMIT = 3000
+#: ... where the mean degree is at most this: building the bitsets costs O(E·n/64) word
+#: operations, more than the whole set loop on dense random DAGs, which stop at the
+#: width cap after a few dozen steps (2,001 nodes, mean degree 570: 63 -> 126 ms).
+BITSET_MEAN_DEGREE = 200
 #: A node with more neighbours than this has its fill-in estimated by d·(d−1)/2.
 FILL_DEGREE_CAP = 48
 #: The inputs of a node with more inputs than this are not joined into a clique (that
@@ -292,7 +296,7 @@ def elimination_decomposition(adj: list[set[int]], method: str = "min-degree", *
     (``min-fill``: fewest missing edges among its neighbours), ties going to the lower id,
     turn its neighbourhood into a clique, and record the bag {v} ∪ N(v). The bag of v
     hangs below the bag of the neighbour eliminated first after v. Up to
-    ``BITSET_LIMIT`` nodes the neighbourhoods are integer bitsets and the scores sit in
+    ``BITSET_LIMIT`` nodes (of mean degree at most ``BITSET_MEAN_DEGREE``) the neighbourhoods are integer bitsets and the scores sit in
     one array searched for its least entry per step (:func:`_eliminate_bitsets`: O(n) per
     step, and a few O(n/64)-word integer operations per neighbour and per fill edge); above
     it adjacency sets and priority queues with lazy deletion (:func:`_eliminate_sets`:
@@ -300,7 +304,7 @@ def elimination_decomposition(adj: list[set[int]], method: str = "min-degree", *
     the eliminated node's neighbours above ``MIN_FILL_EXACT_LIMIT`` nodes). Min-fill is
     exact up to that limit either way: each node's triangle count is kept current.
     ``adj`` is consumed. Bags use the local ids of ``adj``: the eliminated node first,
-    then its neighbours (ascending up to ``BITSET_LIMIT`` nodes).
+    then its neighbours (ascending where bitsets are used).
 
     With ``max_degree`` (−1: the default cap, see ``WIDTH_CAP``; None: no cap),
     elimination stops before a node with
@@ -315,7 +319,8 @@ def elimination_decomposition(adj: list[set[int]], method: str = "min-degree", *
     fill = method == "min-fill"
     if max_degree is not None and max_degree < 0:
         max_degree = max(WIDTH_CAP, math.isqrt(ELIMINATION_WORK // max(n, 1)))
-    eliminate = _eliminate_bitsets if n <= BITSET_LIMIT else _eliminate_sets
+    bitsets = n <= BITSET_LIMIT and sum(map(len, adj)) <= BITSET_MEAN_DEGREE * n
+    eliminate = _eliminate_bitsets if bitsets else _eliminate_sets
     order, bags, position, core = eliminate(adj, fill, max_degree)
     # bag k belongs to order[k]; its parent is the bag of the earliest-eliminated neighbour
     parent = np.full(len(bags), -1, dtype=np.int64)
