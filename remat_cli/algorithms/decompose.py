@@ -401,12 +401,7 @@ def _eliminate_bitsets(adj: list[set[int]], fill: bool, max_degree: int | None) 
         v = int(least())
         d = deg[v]
         if max_degree is not None and (d > max_degree or edges + d * (d - 1) // 2 > edge_cap):
-            rest = [u for u in range(n) if not eliminated[u]]
-            core = len(rest)
-            for u in rest:
-                position[u] = len(order)
-            order.append(rest[0])
-            bags.append(tuple(rest))
+            core = _rest_in_one_bag(eliminated, position, order, bags)
             break
         eliminated[v] = True
         scores[v] = done
@@ -533,12 +528,7 @@ def _eliminate_sets(adj: list[set[int]], fill: bool, max_degree: int | None) -> 
             continue
         d = len(adj[v])
         if max_degree is not None and (d > max_degree or edges + d * (d - 1) // 2 > edge_cap):
-            rest = [u for u in range(n) if not eliminated[u]]
-            core = len(rest)
-            for u in rest:
-                position[u] = len(order)
-            order.append(rest[0])
-            bags.append(tuple(rest))
+            core = _rest_in_one_bag(eliminated, position, order, bags)
             break
         eliminated[v] = True
         position[v] = len(order)
@@ -1050,3 +1040,15 @@ def decomposition_widths(graph: Graph) -> dict[str, object]:
         "pathwidth_order": pd.order,
         "pathwidth_seconds": t2 - t1,
     }
+
+
+def _rest_in_one_bag(eliminated: Any, position: list[int], order: list[int], bags: list[tuple[int, ...]]) -> int:
+    """Where an elimination stops (too wide), the nodes not eliminated yet go into one last
+    bag, all at the next position, with the first of them standing for it in ``order``;
+    returns how many they are (the core)."""
+    rest = [u for u in range(len(eliminated)) if not eliminated[u]]
+    for u in rest:
+        position[u] = len(order)
+    order.append(rest[0])
+    bags.append(tuple(rest))
+    return len(rest)
