@@ -42,7 +42,7 @@ from bisect import bisect_left
 
 import numpy as np
 
-from remat_cli.algorithms.segments import prune_unread, schedule_from_sequence
+from remat_cli.algorithms.segments import prune_and_lay_out
 from remat_cli.graph import Graph
 from remat_cli.schedule import COMPUTE, FREE, Schedule
 
@@ -79,9 +79,8 @@ def memlimit_pass(
 def cleanup(graph: Graph, schedule: Schedule) -> Schedule:
     """Delete computes whose value is never read before it is freed (keeping one compute
     of every target) and free every value right after its last read; never adds a step."""
-    kept = prune_unread(graph, schedule.compute_nodes.tolist())
-    # free each instance right after its last read (or its own compute when never read)
-    return schedule_from_sequence(graph, kept)
+    # then free each instance right after its last read (or its own compute when never read)
+    return prune_and_lay_out(graph, schedule.compute_nodes)
 
 
 def lazy_eviction(graph: Graph, schedule: Schedule, limit: int, deadline: float | None = None) -> Schedule | None:
