@@ -28,9 +28,11 @@ otherwise the limit is soft as in twremat and the compute goes over. :func:`meml
 either way; callers replay it with the simulator and use it only when it fits.
 
 Cost per round: one stable sort of the steps by node (numpy; by radix for 16-bit ids), then
-a Python loop over the computes that reads the frees only when it evicts, with two heaps of
-at most one entry per value (O(log n) per heap operation, at most one per free and one
-per eviction).
+a Python loop over the computes it keeps (each value's first, and the next compute of each
+value it evicts: the others find their value resident), which reads the frees only when it
+evicts, with two heaps of at most one entry per value (O(log n) per heap operation, at most
+one per free and one per eviction). The clean-up is one more such sort
+(:func:`~remat_cli.algorithms.segments.prune_and_lay_out`).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from bisect import bisect_left
+from typing import Any
 
 import numpy as np
 
@@ -89,24 +91,32 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int, deadline: float 
     of resident values are dropped, candidates are evicted only when the next compute needs
     room. None once ``deadline`` has passed (looked at every ``DEADLINE_EVERY`` steps).
 
-    Only the computes are replayed one by one. In a valid schedule each value's steps
+    Only the kept computes are replayed one by one. In a valid schedule each value's steps
     alternate compute, free, compute, …, so a free always makes a resident value a
-    candidate and a compute either is kept (the value is gone) or takes a candidate back;
-    the frees are read only when an eviction needs the candidates: those since the last
-    eviction whose value is not computed again before it, each with its heap key made
-    beforehand (:func:`_frees`)."""
+    candidate and a compute either is kept (the value is gone: never computed, or evicted
+    since its last compute, and then this is the value's next compute after the eviction)
+    or takes a candidate back; the frees are read only when an eviction needs the
+    candidates: those since the last eviction whose value is not computed again before it,
+    each with its heap key made beforehand (:func:`_frees`)."""
     mem = graph.mem.tolist()
     needs = (graph.mem + graph.workspace).tolist()  # a compute's bytes: its output and workspace
     n = graph.n
     steps = len(schedule)
     comp = schedule.ops == COMPUTE
-    cpos_a = np.flatnonzero(comp)
-    cpos = cpos_a.tolist()
-    cnode = schedule.nodes[cpos_a].tolist()
-    fbefore = (cpos_a - np.arange(cpos_a.size)).tolist()  # per compute, the frees before it
-    fnode, fnext, fkey, dead_at = _frees(graph, schedule, comp)
+    cpos = np.flatnonzero(comp)
+    cnode = schedule.nodes[cpos].tolist()
+    fbefore = (cpos - np.arange(cpos.size)).tolist()  # per compute, the frees before it
+    fnode, fnext, fkey, dead_at, first_computes = _frees(graph, schedule, comp)
     gone = len(fnode)  # a free index whose "next compute" (-1) has always come: no candidacy
     dead_at.append(gone + 1)  # (past every free: ends the look for last frees)
+    # the computes to keep, as far as known: each value's first, and (set at its eviction)
+    # the next compute of each value evicted from `cheap`; every other compute finds its
+    # value resident (computed before, not evicted since) and is dropped, so the loop goes
+    # from one kept compute to the next with bytearray.find (C) instead of visiting each
+    flags = np.zeros(cpos.size, dtype=np.uint8)
+    flags[first_computes] = 1
+    kept_at = bytearray(flags.tobytes())
+    find = kept_at.find
 
     # Two heaps of keys (:func:`_frees`): `dead` holds the candidacies no later step reads or
     # computes (a value's last free), each evicted before `cheap` is read; `cheap` the others
@@ -119,7 +129,6 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int, deadline: float 
     cheap: list[int] = []
     latest = [gone] * n  # per value, the free of its latest candidacy in `cheap` (gone: evicted)
     entered = [0] * n
-    resident = [0] * n
     cur = graph.fixed_mem
     out: list[int] = []  # the steps kept: v for compute v, ~v for free v (no builder calls: hot loop)
     seen = 0  # the frees before this index have been looked at
@@ -133,10 +142,10 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int, deadline: float 
     for start in range(0, steps, chunk):
         if start and time.perf_counter() > deadline:  # type: ignore[operator]
             return None
-        hi = bisect_left(cpos, min(start + chunk, steps), lo)
-        for ci, v in enumerate(cnode[lo:hi], lo):
-            if resident[v]:
-                continue  # resident (a candidate or not): the recompute is not needed
+        hi = int(np.searchsorted(cpos, min(start + chunk, steps)))  # the computes before that step
+        ci = find(1, lo, hi)
+        while ci >= 0:
+            v = cnode[ci]
             need = needs[v]
             if cur + need > limit:
                 upto = fbefore[ci]
@@ -171,24 +180,25 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int, deadline: float 
                         pop(cheap)
                         entered[u] = 0
                         latest[u] = gone
-                    resident[u] = 0  # evict u
-                    cur -= mem[u]
+                        kept_at[fnext[k]] = 1  # u's next compute finds it gone
+                    cur -= mem[u]  # evict u
                     keep(~u)
             keep(v)
-            resident[v] = 1
             cur += mem[v]
+            ci = find(1, ci + 1, hi)
         lo = hi
     kept = np.asarray(out, dtype=np.int64)
     frees = kept < 0
     return Schedule(np.where(frees, FREE, COMPUTE).astype(np.int8), np.where(frees, ~kept, kept).astype(np.int32))
 
 
-def _frees(graph: Graph, schedule: Schedule, comp: np.ndarray) -> tuple[list[int], ...]:
+def _frees(graph: Graph, schedule: Schedule, comp: np.ndarray) -> tuple[Any, ...]:
     """The frees of ``schedule`` (valid; ``comp``: which steps are computes) for
     :func:`lazy_eviction`, in step order: their values, the index among the computes of
     the value's next compute (-1 where no later step reads or computes the value: its last
-    free), their heap keys (these two lists with one more entry, -1: no candidacy); and the
-    indices of the last frees, whose keys go to ``dead``.
+    free), their heap keys (these two lists with one more entry, -1: no candidacy); the
+    indices of the last frees, whose keys go to ``dead``; and the index among the computes
+    of each node's first compute (an array).
 
     A key is one int ordered as the tuple it stands for (ints compare faster than
     tuples): (last touch, stamp, v) in ``dead`` as ((last touch + 1)·S + stamp)·n + v;
@@ -215,7 +225,9 @@ def _frees(graph: Graph, schedule: Schedule, comp: np.ndarray) -> tuple[list[int
     stamps[order] = before - 1  # (at a free: the node's steps before it, less one)
     free_at = np.flatnonzero(~comp)
     fnodes = nodes[free_at].astype(np.int64)
-    lt = _last_touch(graph, order, by_node, comp)[fnodes]
+    at = np.flatnonzero(comp[order])  # the computes, by node, each node's in step order
+    node = by_node[at].astype(np.int64)
+    lt = _last_touch(graph, order, at, node)[fnodes]
     is_dead = lt < free_at  # (then no later compute: its next step is none, -1)
     rank = np.asarray(graph.derived("memory-limit pass: eviction ranks", lambda: _eviction_ranks(graph)), dtype=np.int64)
     n, span = graph.n, 2 * steps + 2
@@ -230,7 +242,9 @@ def _frees(graph: Graph, schedule: Schedule, comp: np.ndarray) -> tuple[list[int
     cindex = np.cumsum(comp) - 1  # per step, the index of the last compute at or before it
     fnext = np.where(nf >= 0, cindex[nf], -1).tolist()  # (as the index of that compute)
     fnext.append(-1)
-    return fnodes.tolist(), fnext, keys, np.flatnonzero(is_dead).tolist()
+    firsts = np.ones(at.size, dtype=bool)  # the first compute of its node
+    firsts[1:] = node[1:] != node[:-1]
+    return fnodes.tolist(), fnext, keys, np.flatnonzero(is_dead).tolist(), cindex[order[at[firsts]]]
 
 
 def _eviction_ranks(graph: Graph) -> list[int]:
@@ -249,15 +263,13 @@ def _eviction_ranks(graph: Graph) -> list[int]:
     return rank
 
 
-def _last_touch(graph: Graph, order: np.ndarray, by_node: np.ndarray, comp: np.ndarray) -> np.ndarray:
+def _last_touch(graph: Graph, order: np.ndarray, at: np.ndarray, node: np.ndarray) -> np.ndarray:
     """Per node, the position (step index) of the last compute step that computes it or
-    reads it, -1 if none (int64); from the steps sorted stably by node (``order``, their
-    nodes ``by_node``) and which steps are computes (``comp``). A compute of w reads every
+    reads it, -1 if none (int64); from the steps sorted stably by node (``order``) and where
+    the computes are in that order (``at``) with their nodes (``node``). A compute of w reads every
     input of w, so a node's last read is the last compute of one of its successors: the
     latest compute of each node (the last of its computes in that order), then a maximum
     over the graph's edges instead of over every read of the schedule."""
-    at = np.flatnonzero(comp[order])  # the computes, by node, each node's in step order
-    node = by_node[at].astype(np.int64)
     final = np.ones(at.size, dtype=bool)  # the last compute of its node
     final[:-1] = node[1:] != node[:-1]
     last = np.full(graph.n, -1, dtype=np.int64)
