@@ -208,7 +208,7 @@ def _by_node(graph: Graph, s: np.ndarray, sorted_events: _Sorted | None = None) 
     idx = np.int32 if events < 1 << 31 else np.int64
     pos_sorted = ev.pos_sorted(m, idx)
     comp_sorted = ev.comp_sorted
-    if ev.valid():
+    if ev.valid:
         starts = np.flatnonzero(comp_sorted)  # the instances' runs, in sorted order
         ends = np.empty(starts.size, dtype=np.int64)
         ends[:-1] = starts[1:] - 1
@@ -297,7 +297,7 @@ def _all_read(graph: Graph, s: np.ndarray, ev: _Sorted | None = None) -> bool:
     same_next = ev.same_next
     read_next = np.zeros(events, dtype=bool)  # the next event is of the same node and a read
     read_next[:-1] = same_next[:-1] & ~comp_sorted[1:]
-    if not ev.valid():
+    if not ev.valid:
         return False  # a read before any compute of its node
     unread = comp_sorted & ~read_next
     if not unread.any():
@@ -309,28 +309,23 @@ def _all_read(graph: Graph, s: np.ndarray, ev: _Sorted | None = None) -> bool:
     return bool(np.all(~same_next[at] & target[ev.node_sorted[at]]))
 
 
+@dataclass(frozen=True)
 class _Sorted:
     """The reads and computes of a compute sequence (:func:`_events`) sorted stably by
     node, with what :func:`_all_read` and :func:`_by_node` both read off them (made once
-    for both by :func:`prune_and_lay_out`)."""
+    for both by :func:`prune_and_lay_out`): each compute's in-degree and index among the
+    events, which events are computes, the stable order by node, which sorted events are
+    computes and their nodes, whether the next sorted event is of the same node, and
+    whether every node's first event is a compute (no read before a compute: ``valid``)."""
 
-    __slots__ = ("indeg", "comp_at", "is_comp", "order", "comp_sorted", "node_sorted", "same_next", "_valid")
-
-    def __init__(self, graph: Graph, s: np.ndarray) -> None:
-        self.indeg, self.comp_at, self.is_comp, ev_node = _events(graph, s)
-        self.order = np.argsort(ev_node, kind="stable")  # within a node, events stay in step order
-        self.comp_sorted = self.is_comp[self.order]
-        self.node_sorted = ev_node[self.order]
-        events = self.is_comp.size
-        self.same_next = np.zeros(events, dtype=bool)  # the next event is of the same node
-        self.same_next[:-1] = self.node_sorted[1:] == self.node_sorted[:-1]
-        self._valid: bool | None = None
-
-    def valid(self) -> bool:
-        """Whether every node's first event is a compute (no read before a compute)."""
-        if self._valid is None:
-            self._valid = bool(self.comp_sorted[0]) and not np.any(~self.comp_sorted[1:] & ~self.same_next[:-1])
-        return self._valid
+    indeg: np.ndarray
+    comp_at: np.ndarray
+    is_comp: np.ndarray
+    order: np.ndarray
+    comp_sorted: np.ndarray
+    node_sorted: np.ndarray
+    same_next: np.ndarray
+    valid: bool
 
     def pos_sorted(self, m: int, idx: type) -> np.ndarray:
         """Each sorted event's step (the index of its compute in the sequence)."""
@@ -342,7 +337,14 @@ class _Sorted:
 
 def _sort_events(graph: Graph, s: np.ndarray) -> _Sorted:
     """:class:`_Sorted` of the (non-empty, int64) compute sequence ``s``."""
-    return _Sorted(graph, s)
+    indeg, comp_at, is_comp, ev_node = _events(graph, s)
+    order = np.argsort(ev_node, kind="stable")  # within a node, events stay in step order
+    comp_sorted = is_comp[order]
+    node_sorted = ev_node[order]
+    same_next = np.zeros(is_comp.size, dtype=bool)  # the next event is of the same node
+    same_next[:-1] = node_sorted[1:] == node_sorted[:-1]
+    valid = bool(comp_sorted[0]) and not np.any(~comp_sorted[1:] & ~same_next[:-1])
+    return _Sorted(indeg, comp_at, is_comp, order, comp_sorted, node_sorted, same_next, valid)
 
 
 def _events(graph: Graph, s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
