@@ -99,7 +99,7 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int, deadline: float 
     candidates: those since the last eviction whose value is not computed again before it,
     each with its heap key made beforehand (:func:`_frees`)."""
     mem = graph.mem.tolist()
-    needs = (graph.mem + graph.workspace).tolist()  # a compute's bytes: its output and workspace
+    needs = [m + w for m, w in zip(mem, graph.workspace.tolist())]  # a compute's bytes (Python ints)
     n = graph.n
     steps = len(schedule)
     comp = schedule.ops == COMPUTE
