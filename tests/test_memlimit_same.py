@@ -165,3 +165,76 @@ def test_memlimit_pass_past_its_deadline_is_the_reference(kind: str, monkeypatch
         assert _steps(got) == _steps(reference.memlimit_pass(g, bare, limit, deadline=deadline))
         assert simulate(g, got).valid
         assert _steps(evict.lazy_eviction(g, bare, limit, deadline)) == _steps(reference.lazy_eviction(g, bare, limit, deadline))
+
+
+#: The longest compute sequence ``_long_inputs`` hands the (slow) reference.
+LONG_CAP = 30_000
+
+
+def _long_inputs(g: Graph) -> list[Schedule]:
+    """Long schedules like those the pass meets on a thousand nodes (the bare recursion on
+    grid1000: 175,000 computes of about 1,000 values, every one read; min-memory's plans:
+    recomputes everywhere), from ``BY_NODE_COMPUTES`` to ``LONG_CAP`` computes: the bare
+    recursion's and min-memory's tree-variant computes (one repeated until that long where
+    it is shorter: each copy recomputes what it reads), laid out with frees at last use,
+    and the same computes with each value freed only just before it is computed again."""
+    from remat_cli.strategies import min_memory as M
+
+    sep = D.separator_tree(g, D.tree_decomposition(g))
+    sequences = [treewidth.recursive_schedule(g, sep, None)[0].compute_nodes.tolist()]
+    targets = sorted(g.targets.tolist(), key=g.topo_rank.__getitem__)
+    made = M.min_memory_schedule(g, targets, False, LONG_CAP)
+    if made is not None:
+        sequences.append(made.compute_nodes.tolist())
+    out = []
+    for seq in sequences:
+        long = list(seq)
+        while seq and len(long) < segments.BY_NODE_COMPUTES:
+            long += seq
+        if not segments.BY_NODE_COMPUTES <= len(long) <= LONG_CAP:
+            continue
+        out.append(segments.schedule_from_sequence(g, long))
+        ops: list[int] = []
+        nodes: list[int] = []
+        resident = [False] * g.n
+        for v in long:
+            if resident[v]:
+                ops.append(FREE)
+                nodes.append(v)
+            ops.append(COMPUTE)
+            nodes.append(v)
+            resident[v] = True
+        out.append(Schedule(np.asarray(ops, dtype=np.int8), np.asarray(nodes, dtype=np.int32)))
+    for s in out:
+        assert simulate(g, s).valid
+    return out
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from([("grid", 60, 200), ("pkt", 60, 200), ("diamonds", 60, 200), ("dag", 30, 80)]),
+    st.floats(0, 1),
+    st.integers(0, 10_000),
+)
+def test_memlimit_pass_on_long_inputs_is_the_reference(shape: tuple[str, int, int], at: float, seed: int) -> None:
+    """On long inputs (``_long_inputs``: cleanup's sort shared by its look ahead and its
+    layout, the last reads found at run ends; the round's last touches off the graph's
+    edges, its frees counted per compute) cleanup, one round from the input and from its
+    clean-up, and the whole pass are the reference's, at limits from below the lower bound
+    to above the store-all peak; each output valid."""
+    kind, lo, hi = shape
+    g = tied_graph(kind, lo + int(at * (hi - lo)), seed)
+    peak = store_all_peak(g)
+    for s in _long_inputs(g):
+        clean = evict.cleanup(g, s)
+        assert _steps(clean) == _steps(reference.cleanup(g, s))
+        assert simulate(g, clean).valid
+        for limit in sorted({max(0, int(g.lb) - 1), int(0.3 * peak), int(0.6 * peak), peak + 1}):
+            for given_ in (s, clean):
+                once = evict.lazy_eviction(g, given_, limit)
+                assert _steps(once) == _steps(reference.lazy_eviction(g, given_, limit))
+                assert simulate(g, once).valid
+            got = evict.memlimit_pass(g, clean, limit, cleaned=True)
+            assert _steps(got) == _steps(reference.memlimit_pass(g, clean, limit, cleaned=True))
+            result = simulate(g, got)
+            assert result.valid, result.error

@@ -4,7 +4,9 @@ pass alone returned (the frozen copy in tests/memlimit_reference.py), on sequenc
 least ``BY_NODE_COMPUTES`` computes: the treewidth recursion's (nothing unread), the same
 with unread computes added, repeated store-all passes (sinks unread before their last
 compute), shuffled and cut sequences (reads before any compute); and each answer replays
-validly where the sequence was valid."""
+validly where the sequence was valid. ``prune_and_lay_out`` (the memory-limit pass's
+clean-up, one sort by node for the look ahead and the layout) lays out the same steps as
+``schedule_from_sequence`` of that answer, the reference's where the sequence is valid."""
 
 from __future__ import annotations
 
@@ -76,12 +78,20 @@ def test_prune_unread_is_the_reference_on_long_sequences(kind: str, n: int, seed
         assert len(seq) >= BY_NODE_COMPUTES
     try:
         out = prune_unread(g, seq)
+        laid = segments.prune_and_lay_out(g, seq)  # (the clean-up: one sort for both)
+        apart = schedule_from_sequence(g, out)
     finally:
         if short:
             mp.undo()
     assert out == reference.prune_unread(g, seq)
+    assert _steps(laid) == _steps(apart)
     if valid:
-        assert simulate(g, schedule_from_sequence(g, out)).metrics is not None
+        assert _steps(laid) == _steps(reference.schedule_from_sequence(g, out))
+        assert simulate(g, laid).metrics is not None
+
+
+def _steps(s) -> tuple[list[int], list[int]]:
+    return s.ops.tolist(), s.nodes.tolist()
 
 
 def test_the_look_ahead_decides_both_ways() -> None:

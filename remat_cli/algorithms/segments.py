@@ -30,7 +30,7 @@ from remat_cli.schedule import COMPUTE, FREE, Schedule
 #: on 95 computes, even at about 2,000.
 BY_NODE_COMPUTES = 2048
 
-__all__ = ["Segmentation", "split", "segment", "schedule_from_sequence", "checkpoint_sequence", "prune_unread"]
+__all__ = ["Segmentation", "split", "segment", "schedule_from_sequence", "checkpoint_sequence", "prune_unread", "prune_and_lay_out"]
 
 
 @dataclass(frozen=True)
@@ -186,33 +186,41 @@ def schedule_from_sequence(graph: Graph, seq: Sequence[int]) -> Schedule:
     return Schedule(ops, nodes)
 
 
-def _by_node(graph: Graph, s: np.ndarray) -> Schedule:
+def _by_node(graph: Graph, s: np.ndarray, sorted_events: _Sorted | None = None) -> Schedule:
     """:func:`schedule_from_sequence`'s steps for the (non-empty, int64) compute sequence
     ``s``, built with one stable sort by node of the reads and computes instead of a search
     per read and a three-key sort of the steps: the bare recursion's 175,000 computes on
-    grid1000 in 0.02 s instead of 0.05 s.
+    grid1000 in 0.02 s instead of 0.05 s. ``sorted_events``: :func:`_sort_events` of ``s``
+    made already (by :func:`prune_and_lay_out`).
 
     The reads and computes, in step order (at step p: the reads of p's inputs, then p's
     compute), sorted stably by node, put each read right after the instance it reads
     (the latest compute of that node before it: a valid ``seq`` computes a node before
-    any step reads it). The frees, sorted stably by their step, then take their places:
-    the k-th free due after step p lands at index k + p + 1."""
+    any step reads it). Where ``s`` is valid (every node's first event a compute) an
+    instance's last read is the last event before the next compute in that order (its
+    own step where none is a read); elsewhere the latest compute at or before each read
+    is found and the reads' steps maxed per instance, as before. The frees, sorted stably
+    by their step, then take their places: the k-th free due after step p lands at index
+    k + p + 1."""
     m = int(s.size)
-    indeg, comp_at, is_comp, ev_node = _events(graph, s)
-    events = is_comp.size
-    read_at = np.flatnonzero(~is_comp)
+    ev = _sort_events(graph, s) if sorted_events is None else sorted_events
+    events = ev.is_comp.size
     idx = np.int32 if events < 1 << 31 else np.int64
-    ev_pos = np.empty(events, dtype=idx)  # the step of each event
-    ev_pos[comp_at] = np.arange(m, dtype=idx)
-    ev_pos[read_at] = np.repeat(np.arange(m, dtype=idx), indeg)
-    order = np.argsort(ev_node, kind="stable")  # within a node, events stay in step order
-    comp_sorted = is_comp[order]
-    latest = np.where(comp_sorted, np.arange(events, dtype=idx), -1).astype(idx, copy=False)
-    np.maximum.accumulate(latest, out=latest)  # per event, the last compute at or before it
-    pos_sorted = ev_pos[order]
-    reads = ~comp_sorted
-    last = np.arange(m, dtype=idx)  # an instance nobody reads is freed at once
-    np.maximum.at(last, pos_sorted[latest[reads]], pos_sorted[reads])
+    pos_sorted = ev.pos_sorted(m, idx)
+    comp_sorted = ev.comp_sorted
+    if ev.valid:
+        starts = np.flatnonzero(comp_sorted)  # the instances' runs, in sorted order
+        ends = np.empty(starts.size, dtype=np.int64)
+        ends[:-1] = starts[1:] - 1
+        ends[-1] = events - 1
+        last = np.empty(m, dtype=idx)
+        last[pos_sorted[starts]] = pos_sorted[ends]
+    else:
+        latest = np.where(comp_sorted, np.arange(events, dtype=idx), -1).astype(idx, copy=False)
+        np.maximum.accumulate(latest, out=latest)  # per event, the last compute at or before it
+        reads = ~comp_sorted
+        last = np.arange(m, dtype=idx)  # an instance nobody reads is freed at once
+        np.maximum.at(last, pos_sorted[latest[reads]], pos_sorted[reads])
     by_step = np.argsort(last, kind="stable")  # frees by (step, instance)
     free_at = np.arange(m, dtype=np.int64) + last[by_step] + 1
     ops = np.zeros(2 * m, dtype=np.int8)  # COMPUTE is 0
@@ -225,6 +233,20 @@ def _by_node(graph: Graph, s: np.ndarray) -> Schedule:
     return Schedule(ops, nodes)
 
 
+def prune_and_lay_out(graph: Graph, seq: Sequence[int] | np.ndarray) -> Schedule:
+    """``schedule_from_sequence(graph, prune_unread(graph, seq))`` (the memory-limit pass's
+    clean-up), with one sort by node of the reads and computes shared by the look ahead of
+    :func:`prune_unread` and the layout of :func:`_by_node` where ``seq`` is long and
+    nothing in it is unread (the bare recursion: one sort instead of two)."""
+    s = np.asarray(seq, dtype=np.int64).reshape(-1)
+    if s.size < BY_NODE_COMPUTES:
+        return schedule_from_sequence(graph, prune_unread(graph, s.tolist()))
+    ev = _sort_events(graph, s)
+    if _all_read(graph, s, ev):
+        return _by_node(graph, s, ev)
+    return schedule_from_sequence(graph, _prune_backward(graph, s.tolist()))
+
+
 def prune_unread(graph: Graph, seq: Sequence[int]) -> list[int]:
     """The compute sequence ``seq`` without the computes whose value nobody reads before
     its next compute (the last compute of each target stays). One backward pass reaches the
@@ -235,8 +257,15 @@ def prune_unread(graph: Graph, seq: Sequence[int]) -> list[int]:
     whether any compute is unread at all: when none is (the bare treewidth recursion's
     175,000 computes on grid1000: 7 ms instead of the pass's 21), the pass keeps every one
     (from the end, each compute is read by a kept one), and ``seq`` is the answer."""
-    if len(seq) >= BY_NODE_COMPUTES and _all_read(graph, np.fromiter(seq, dtype=np.int64, count=len(seq))):
-        return list(seq)
+    if len(seq) >= BY_NODE_COMPUTES:
+        s = np.fromiter(seq, dtype=np.int64, count=len(seq))
+        if _all_read(graph, s):
+            return list(seq)
+    return _prune_backward(graph, seq)
+
+
+def _prune_backward(graph: Graph, seq: Sequence[int]) -> list[int]:
+    """:func:`prune_unread`'s backward pass (no look ahead)."""
     preds = graph.pred_lists
     pending = [False] * graph.n  # a target whose last compute is still to come (from the end)
     for t in graph.targets.tolist():
@@ -254,23 +283,21 @@ def prune_unread(graph: Graph, seq: Sequence[int]) -> list[int]:
     return kept
 
 
-def _all_read(graph: Graph, s: np.ndarray) -> bool:
+def _all_read(graph: Graph, s: np.ndarray, ev: _Sorted | None = None) -> bool:
     """Whether every compute of the (int64) sequence ``s`` is read before its node's next
     compute, or is the last compute of a target: then :func:`prune_unread` deletes nothing.
-    As in :func:`_by_node`, the reads and computes in step order (at step p: the reads of
-    p's inputs, then p's compute), sorted stably by node, put each read right after the
-    instance it reads; an instance is read iff the event after it is a read of its node.
-    False also where ``s`` reads a node before computing it (the pass then decides)."""
-    _, _, is_comp, ev_node = _events(graph, s)
-    events = is_comp.size
-    order = np.argsort(ev_node, kind="stable")  # within a node, events stay in step order
-    node_sorted = ev_node[order]
-    comp_sorted = is_comp[order]
-    same_next = np.zeros(events, dtype=bool)  # the next event is of the same node
-    same_next[:-1] = node_sorted[1:] == node_sorted[:-1]
-    read_next = np.zeros(events, dtype=bool)  # ... and a read
+    ``ev``: :func:`_sort_events` of ``s`` where made already. As in :func:`_by_node`, the reads and computes
+    in step order (at step p: the reads of p's inputs, then p's compute), sorted stably by
+    node, put each read right after the instance it reads; an instance is read iff the
+    event after it is a read of its node. False also where ``s`` reads a node before
+    computing it (the pass then decides)."""
+    ev = _sort_events(graph, s) if ev is None else ev
+    events = ev.is_comp.size
+    comp_sorted = ev.comp_sorted
+    same_next = ev.same_next
+    read_next = np.zeros(events, dtype=bool)  # the next event is of the same node and a read
     read_next[:-1] = same_next[:-1] & ~comp_sorted[1:]
-    if not comp_sorted[0] or np.any(~comp_sorted[1:] & ~same_next[:-1]):
+    if not ev.valid:
         return False  # a read before any compute of its node
     unread = comp_sorted & ~read_next
     if not unread.any():
@@ -279,7 +306,45 @@ def _all_read(graph: Graph, s: np.ndarray) -> bool:
     target[graph.targets] = True
     # an unread compute stays only as the last compute of a target (no compute of it after)
     at = np.flatnonzero(unread)
-    return bool(np.all(~same_next[at] & target[node_sorted[at]]))
+    return bool(np.all(~same_next[at] & target[ev.node_sorted[at]]))
+
+
+@dataclass(frozen=True)
+class _Sorted:
+    """The reads and computes of a compute sequence (:func:`_events`) sorted stably by
+    node, with what :func:`_all_read` and :func:`_by_node` both read off them (made once
+    for both by :func:`prune_and_lay_out`): each compute's in-degree and index among the
+    events, which events are computes, the stable order by node, which sorted events are
+    computes and their nodes, whether the next sorted event is of the same node, and
+    whether every node's first event is a compute (no read before a compute: ``valid``)."""
+
+    indeg: np.ndarray
+    comp_at: np.ndarray
+    is_comp: np.ndarray
+    order: np.ndarray
+    comp_sorted: np.ndarray
+    node_sorted: np.ndarray
+    same_next: np.ndarray
+    valid: bool
+
+    def pos_sorted(self, m: int, idx: type) -> np.ndarray:
+        """Each sorted event's step (the index of its compute in the sequence)."""
+        ev_pos = np.empty(self.is_comp.size, dtype=idx)
+        ev_pos[self.comp_at] = np.arange(m, dtype=idx)
+        ev_pos[~self.is_comp] = np.repeat(np.arange(m, dtype=idx), self.indeg)
+        return ev_pos[self.order]
+
+
+def _sort_events(graph: Graph, s: np.ndarray) -> _Sorted:
+    """:class:`_Sorted` of the (non-empty, int64) compute sequence ``s``."""
+    indeg, comp_at, is_comp, ev_node = _events(graph, s)
+    order = np.argsort(ev_node, kind="stable")  # within a node, events stay in step order
+    comp_sorted = is_comp[order]
+    node_sorted = ev_node[order]
+    same_next = np.zeros(is_comp.size, dtype=bool)  # the next event is of the same node
+    same_next[:-1] = node_sorted[1:] == node_sorted[:-1]
+    valid = bool(comp_sorted[0]) and not np.any(~comp_sorted[1:] & ~same_next[:-1])
+    return _Sorted(indeg, comp_at, is_comp, order, comp_sorted, node_sorted, same_next, valid)
 
 
 def _events(graph: Graph, s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

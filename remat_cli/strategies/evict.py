@@ -28,9 +28,11 @@ otherwise the limit is soft as in twremat and the compute goes over. :func:`meml
 either way; callers replay it with the simulator and use it only when it fits.
 
 Cost per round: one stable sort of the steps by node (numpy; by radix for 16-bit ids), then
-a Python loop over the computes that reads the frees only when it evicts, with two heaps of
-at most one entry per value (O(log n) per heap operation, at most one per free and one
-per eviction).
+a Python loop over the computes it keeps (each value's first, and the next compute of each
+value it evicts: the others find their value resident), which reads the frees only when it
+evicts, with two heaps of at most one entry per value (O(log n) per heap operation, at most
+one per free and one per eviction). The clean-up is one more such sort
+(:func:`~remat_cli.algorithms.segments.prune_and_lay_out`).
 """
 
 from __future__ import annotations
@@ -38,11 +40,11 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from bisect import bisect_left
+from typing import Any
 
 import numpy as np
 
-from remat_cli.algorithms.segments import prune_unread, schedule_from_sequence
+from remat_cli.algorithms.segments import prune_and_lay_out
 from remat_cli.graph import Graph
 from remat_cli.schedule import COMPUTE, FREE, Schedule
 
@@ -79,9 +81,8 @@ def memlimit_pass(
 def cleanup(graph: Graph, schedule: Schedule) -> Schedule:
     """Delete computes whose value is never read before it is freed (keeping one compute
     of every target) and free every value right after its last read; never adds a step."""
-    kept = prune_unread(graph, schedule.compute_nodes.tolist())
-    # free each instance right after its last read (or its own compute when never read)
-    return schedule_from_sequence(graph, kept)
+    # then free each instance right after its last read (or its own compute when never read)
+    return prune_and_lay_out(graph, schedule.compute_nodes)
 
 
 def lazy_eviction(graph: Graph, schedule: Schedule, limit: int, deadline: float | None = None) -> Schedule | None:
@@ -90,22 +91,32 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int, deadline: float 
     of resident values are dropped, candidates are evicted only when the next compute needs
     room. None once ``deadline`` has passed (looked at every ``DEADLINE_EVERY`` steps).
 
-    Only the computes are replayed one by one. In a valid schedule each value's steps
+    Only the kept computes are replayed one by one. In a valid schedule each value's steps
     alternate compute, free, compute, …, so a free always makes a resident value a
-    candidate and a compute either is kept (the value is gone) or takes a candidate back;
-    the frees are read only when an eviction needs the candidates: those since the last
-    eviction whose value is not computed again before it, each with its heap key made
-    beforehand (:func:`_frees`)."""
+    candidate and a compute either is kept (the value is gone: never computed, or evicted
+    since its last compute, and then this is the value's next compute after the eviction)
+    or takes a candidate back; the frees are read only when an eviction needs the
+    candidates: those since the last eviction whose value is not computed again before it,
+    each with its heap key made beforehand (:func:`_frees`)."""
     mem = graph.mem.tolist()
-    ws = graph.workspace.tolist()
+    needs = [m + w for m, w in zip(mem, graph.workspace.tolist())]  # a compute's bytes (Python ints)
     n = graph.n
     steps = len(schedule)
     comp = schedule.ops == COMPUTE
-    cpos_a = np.flatnonzero(comp)
-    cpos = cpos_a.tolist()
-    cnode = schedule.nodes[cpos_a].tolist()
-    fpos, fnode, fnext, fkey, dead_at = _frees(graph, schedule, comp)
-    gone = len(fpos)  # a free index whose "next compute" (-1) has always come: no candidacy
+    cpos = np.flatnonzero(comp)
+    cnode = schedule.nodes[cpos].tolist()
+    fbefore = (cpos - np.arange(cpos.size)).tolist()  # per compute, the frees before it
+    fnode, fnext, fkey, dead_at, first_computes = _frees(graph, schedule, comp)
+    gone = len(fnode)  # a free index whose "next compute" (-1) has always come: no candidacy
+    dead_at.append(gone + 1)  # (past every free: ends the look for last frees)
+    # the computes to keep, as far as known: each value's first, and (set at its eviction)
+    # the next compute of each value evicted from `cheap`; every other compute finds its
+    # value resident (computed before, not evicted since) and is dropped, so the loop goes
+    # from one kept compute to the next with bytearray.find (C) instead of visiting each
+    flags = np.zeros(cpos.size, dtype=np.uint8)
+    flags[first_computes] = 1
+    kept_at = bytearray(flags.tobytes())
+    find = kept_at.find
 
     # Two heaps of keys (:func:`_frees`): `dead` holds the candidacies no later step reads or
     # computes (a value's last free), each evicted before `cheap` is read; `cheap` the others
@@ -118,14 +129,12 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int, deadline: float 
     cheap: list[int] = []
     latest = [gone] * n  # per value, the free of its latest candidacy in `cheap` (gone: evicted)
     entered = [0] * n
-    resident = [0] * n
     cur = graph.fixed_mem
-    out_ops: list[int] = []  # the steps kept, appended directly (no builder calls: hot loop)
-    out_nodes: list[int] = []
+    out: list[int] = []  # the steps kept: v for compute v, ~v for free v (no builder calls: hot loop)
     seen = 0  # the frees before this index have been looked at
     seen_dead = 0  # and the first of the last frees not yet in `dead`
     push, pop, replace = heapq.heappush, heapq.heappop, heapq.heapreplace
-    keep_op, keep_node = out_ops.append, out_nodes.append
+    keep = out.append
     # chunks of DEADLINE_EVERY steps (one without a deadline); the clock is looked at
     # before each but the first
     chunk = DEADLINE_EVERY if deadline is not None else max(steps, 1)
@@ -133,22 +142,22 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int, deadline: float 
     for start in range(0, steps, chunk):
         if start and time.perf_counter() > deadline:  # type: ignore[operator]
             return None
-        hi = bisect_left(cpos, min(start + chunk, steps), lo)
-        for pos, v in zip(cpos[lo:hi], cnode[lo:hi]):
-            if resident[v]:
-                continue  # resident (a candidate or not): the recompute is not needed
-            need = mem[v] + ws[v]
+        hi = int(np.searchsorted(cpos, min(start + chunk, steps)))  # the computes before that step
+        ci = find(1, lo, hi)
+        while ci >= 0:
+            v = cnode[ci]
+            need = needs[v]
             if cur + need > limit:
-                upto = bisect_left(fpos, pos, seen)
+                upto = fbefore[ci]
                 for k in range(seen, upto):  # the candidacies begun since the last eviction
-                    if fnext[k] > pos:  # (else computed again since; or a last free: below)
+                    if fnext[k] > ci:  # (else computed again since; or a last free: below)
                         u = fnode[k]
                         latest[u] = k
                         if not entered[u]:
                             entered[u] = 1
                             push(cheap, fkey[k])
                 seen = upto
-                while seen_dead < len(dead_at) and dead_at[seen_dead] < upto:
+                while dead_at[seen_dead] < upto:
                     push(dead, fkey[dead_at[seen_dead]])
                     seen_dead += 1
                 while cur + need > limit:
@@ -159,7 +168,7 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int, deadline: float 
                             key = cheap[0]
                             u = key % n
                             k = latest[u]
-                            if fnext[k] <= pos:
+                            if fnext[k] <= ci:
                                 pop(cheap)  # no longer a candidate in `cheap`
                                 entered[u] = 0
                             elif fkey[k] == key:
@@ -171,24 +180,25 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int, deadline: float 
                         pop(cheap)
                         entered[u] = 0
                         latest[u] = gone
-                    resident[u] = 0  # evict u
-                    cur -= mem[u]
-                    keep_op(FREE)
-                    keep_node(u)
-            keep_op(COMPUTE)
-            keep_node(v)
-            resident[v] = 1
+                        kept_at[fnext[k]] = 1  # u's next compute finds it gone
+                    cur -= mem[u]  # evict u
+                    keep(~u)
+            keep(v)
             cur += mem[v]
+            ci = find(1, ci + 1, hi)
         lo = hi
-    return Schedule(np.asarray(out_ops, dtype=np.int8), np.asarray(out_nodes, dtype=np.int32))
+    kept = np.asarray(out, dtype=np.int64)
+    frees = kept < 0
+    return Schedule(np.where(frees, FREE, COMPUTE).astype(np.int8), np.where(frees, ~kept, kept).astype(np.int32))
 
 
-def _frees(graph: Graph, schedule: Schedule, comp: np.ndarray) -> tuple[list[int], ...]:
+def _frees(graph: Graph, schedule: Schedule, comp: np.ndarray) -> tuple[Any, ...]:
     """The frees of ``schedule`` (valid; ``comp``: which steps are computes) for
-    :func:`lazy_eviction`, in step order: their steps, their values, the step of the
-    value's next compute (-1 where no later step reads or computes the value: its last
-    free), their heap keys (these two lists with one more entry, -1: no candidacy); and the
-    indices of the last frees, whose keys go to ``dead``.
+    :func:`lazy_eviction`, in step order: their values, the index among the computes of
+    the value's next compute (-1 where no later step reads or computes the value: its last
+    free), their heap keys (these two lists with one more entry, -1: no candidacy); the
+    indices of the last frees, whose keys go to ``dead``; and the index among the computes
+    of each node's first compute (an array).
 
     A key is one int ordered as the tuple it stands for (ints compare faster than
     tuples): (last touch, stamp, v) in ``dead`` as ((last touch + 1)·S + stamp)·n + v;
@@ -197,7 +207,8 @@ def _frees(graph: Graph, schedule: Schedule, comp: np.ndarray) -> tuple[list[int
     changes of v's candidacy (each free and each compute of a candidate; each eviction,
     which a kept compute follows) before the free: the steps of v before it, less one.
     S = 2·steps + 2 bounds the stamps. One stable sort of the steps by node (by radix
-    where the ids fit 16 bits); the keys in int64 where they fit."""
+    where the ids fit 16 bits); the keys in int64 where they fit. (A free's index is the
+    number of frees before its step: :func:`lazy_eviction` counts them per compute.)"""
     nodes = schedule.nodes
     steps = nodes.size
     key = nodes.astype(np.uint16) if graph.n <= 1 << 16 else nodes.astype(np.int64)
@@ -214,7 +225,9 @@ def _frees(graph: Graph, schedule: Schedule, comp: np.ndarray) -> tuple[list[int
     stamps[order] = before - 1  # (at a free: the node's steps before it, less one)
     free_at = np.flatnonzero(~comp)
     fnodes = nodes[free_at].astype(np.int64)
-    lt = np.asarray(_last_touch(graph, schedule), dtype=np.int64)[fnodes]
+    at = np.flatnonzero(comp[order])  # the computes, by node, each node's in step order
+    node = by_node[at].astype(np.int64)
+    lt = _last_touch(graph, order, at, node)[fnodes]
     is_dead = lt < free_at  # (then no later compute: its next step is none, -1)
     rank = np.asarray(graph.derived("memory-limit pass: eviction ranks", lambda: _eviction_ranks(graph)), dtype=np.int64)
     n, span = graph.n, 2 * steps + 2
@@ -225,9 +238,13 @@ def _frees(graph: Graph, schedule: Schedule, comp: np.ndarray) -> tuple[list[int
     else:  # (Python's integers)
         keys = [(a * span + s) * n + u for a, s, u in zip(first_part.tolist(), st.tolist(), fnodes.tolist())]
     keys.append(-1)
-    fnext = nxt[free_at].tolist()
+    nf = nxt[free_at]
+    cindex = np.cumsum(comp) - 1  # per step, the index of the last compute at or before it
+    fnext = np.where(nf >= 0, cindex[nf], -1).tolist()  # (as the index of that compute)
     fnext.append(-1)
-    return free_at.tolist(), fnodes.tolist(), fnext, keys, np.flatnonzero(is_dead).tolist()
+    firsts = np.ones(at.size, dtype=bool)  # the first compute of its node
+    firsts[1:] = node[1:] != node[:-1]
+    return fnodes.tolist(), fnext, keys, np.flatnonzero(is_dead).tolist(), cindex[order[at[firsts]]]
 
 
 def _eviction_ranks(graph: Graph) -> list[int]:
@@ -246,17 +263,19 @@ def _eviction_ranks(graph: Graph) -> list[int]:
     return rank
 
 
-def _last_touch(graph: Graph, schedule: Schedule) -> list[int]:
+def _last_touch(graph: Graph, order: np.ndarray, at: np.ndarray, node: np.ndarray) -> np.ndarray:
     """Per node, the position (step index) of the last compute step that computes it or
-    reads it, -1 if none: vectorised (one pass over the computes' CSR input rows)."""
-    compute_pos = np.flatnonzero(schedule.ops == COMPUTE)
-    computed = schedule.nodes[compute_pos].astype(np.int64)
-    ptr = graph.pred_ptr
-    indeg = ptr[computed + 1] - ptr[computed]
-    read_pos = np.repeat(compute_pos, indeg)
-    offset = np.repeat(ptr[computed] - np.cumsum(indeg) + indeg, indeg)
-    read = graph.pred_idx[offset + np.arange(read_pos.size, dtype=np.int64)]
+    reads it, -1 if none (int64); from the steps sorted stably by node (``order``) and where
+    the computes are in that order (``at``) with their nodes (``node``). A compute of w reads every
+    input of w, so a node's last read is the last compute of one of its successors: the
+    latest compute of each node (the last of its computes in that order), then a maximum
+    over the graph's edges instead of over every read of the schedule."""
+    final = np.ones(at.size, dtype=bool)  # the last compute of its node
+    final[:-1] = node[1:] != node[:-1]
     last = np.full(graph.n, -1, dtype=np.int64)
-    np.maximum.at(last, computed, compute_pos)
-    np.maximum.at(last, read, read_pos)
-    return last.tolist()
+    last[node[final]] = order[at[final]]
+    ptr = graph.succ_ptr
+    src = np.repeat(np.arange(graph.n, dtype=np.int64), np.diff(ptr))
+    touch = last.copy()
+    np.maximum.at(touch, src, last[graph.succ_idx])
+    return touch
