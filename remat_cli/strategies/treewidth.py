@@ -1138,9 +1138,17 @@ def _plan_over_separator_tree(
         if fit_only and run is not None and budget is not None and run.metrics.peak_bytes <= budget:
             raise _Fitted(run)
 
-    def attempt(label: str | Phrase, limit: int | None, *, ran: tuple[Schedule | None, str] | None = None, **kw: Any) -> _Attempt | None:
+    def attempt(
+        label: str | Phrase,
+        limit: int | None,
+        *,
+        ran: tuple[Schedule | None, str] | None = None,
+        measured: Metrics | None = None,
+        **kw: Any,
+    ) -> _Attempt | None:
         """One run of the recursion, measured; None when it stopped at a limit. ``ran``:
-        its outcome already (:func:`run_only`), to measure and count here."""
+        its outcome already (:func:`run_only`), to measure (unless ``measured``: its
+        simulator metrics already) and count here."""
         schedule, why = run_only(label, limit, **kw) if ran is None else ran
         if schedule is None:
             if why == "cannot win":
@@ -1150,7 +1158,7 @@ def _plan_over_separator_tree(
             else:
                 stopped.append(Phrase("{} ({})", (label, why)))
             return None
-        return _Attempt(schedule, _measure(graph, schedule), label)
+        return _Attempt(schedule, _measure(graph, schedule) if measured is None else measured, label)
 
     def run_only(label: str | Phrase, limit: int | None, **kw: Any) -> tuple[Schedule | None, str]:
         """One run of the recursion: its schedule, or None and why it stopped."""
@@ -1215,14 +1223,15 @@ def _plan_over_separator_tree(
     if hit is None or hit[0] is not sep:
         hit = [sep, None, None, None, None]  # tree, its run or None, why it stopped, cleaned-up run, its metrics
 
-    def bare_attempt(ran: tuple[Schedule | None, str] | None = None) -> _Attempt | None:
-        """The bare run, measured (``ran``: its recursion made already, by :func:`run_only`)."""
+    def bare_attempt(ran: tuple[Schedule | None, str] | None = None, measured: Metrics | None = None) -> _Attempt | None:
+        """The bare run, measured (``ran``: its recursion made already, by :func:`run_only`;
+        ``measured``: its metrics, from the second process)."""
         if hit[1] is not None or hit[2] is not None:
             if hit[1] is None:
                 stopped.append(Phrase("{} ({})", ("bare recursion", hit[2])))
             return hit[1]
         before = len(stopped)
-        run = attempt("bare recursion", None, ran=ran)
+        run = attempt("bare recursion", None, ran=ran, measured=measured)
         why = None if run is not None else (stopped[-1].args[1] if len(stopped) > before else "cannot win")
         if run is not None or why == "work limit":  # a time limit may pass next time
             hit[1], hit[2] = run, why
@@ -1301,7 +1310,7 @@ def _plan_over_separator_tree(
         me = os.getpid()  # (this process; the second one's parent)
         with_pass = not sent
 
-        def second(send: Any, cap: Any, note: Any, claim: Any) -> None:
+        def second(send: Any, cap: Any, note: Any, claim: Any, mine: Any) -> None:
             steps = bare_schedule
             if steps is None:  # the same run as run_only("bare recursion", None) here
                 try:
@@ -1312,6 +1321,10 @@ def _plan_over_separator_tree(
                 except RecursionBug:
                     return  # this process makes the run again and meets it
                 send({"kind": "bare"}, steps.ops, steps.nodes, aside=True)  # (1.8 MB on grid1000)
+                # its measure, which this process would make after waiting for the steps
+                # (None where the run is invalid: this process measures it and meets that)
+                sim = simulate(graph, steps)
+                send({"kind": "bare metrics", "metrics": sim.metrics})
             if with_pass:
                 ops, nodes, metrics = _bare_pass_arrays(graph, cleaned_bare(steps), budget, deadline)
                 send({"kind": "pass", "metrics": metrics}, ops, nodes)
@@ -1332,10 +1345,17 @@ def _plan_over_separator_tree(
             # here (the cache-only run too, where the point is not below the bare peak: it
             # runs here where no prefetch run fits the point)
             jobs = [(p, e, ev) for p in reversed(points[1:]) for e, ev in variants if e or p >= bare_peak]
+            # (a run this process has started, it finishes: it goes down the same jobs in
+            # the opposite order and writes on the shared page which one it is at)
             for point, eager, evict in jobs:
-                if (id(sep), point, eager, evict) in ladder_runs:
+                code = _job_code(point, eager, evict)
+                if (id(sep), point, eager, evict) in ladder_runs or _started(mine(), code):
                     continue
-                claim(_job_code(point, eager, evict))
+                claim(code)
+                if _started(mine(), code):  # (it started there meanwhile: should it wait
+                    claim(-1)  # on the claim, a message wakes it)
+                    send({"kind": "unclaimed"})
+                    continue
                 max_cost = cap()
                 try:
                     run, _ = recursive_schedule(
@@ -1354,21 +1374,66 @@ def _plan_over_separator_tree(
 
         return _Forked.start(second)
 
-    def receive_bare() -> tuple[Schedule | None, str]:
+    def receive_bare() -> tuple[tuple[Schedule | None, str], Metrics | None]:
         """The bare run the second process made (its first message), as :func:`run_only`
-        returns it; made here where none came (the second process ended: it met a bug,
-        which this run meets again, or it was killed). Its later messages are kept for
-        :func:`absorb`."""
+        returns it, and its metrics (the next message; None: measure it here); made here
+        where none came (the second process ended: it met a bug, which this run meets
+        again, or it was killed). Its later messages are kept for :func:`absorb`."""
         assert forked is not None
         got = forked.messages(wait=True)
         if got and got[0][0]["kind"] == "bare":
-            forked.held.extend(got[1:])
             msg, schedule = got[0]
-            return schedule, "" if schedule is not None else msg["why"]
+            if schedule is None:
+                forked.held.extend(got[1:])
+                return (None, msg["why"]), None
+            while len(got) < 2 and not forked.ended:
+                got += forked.messages(wait=True)
+            forked.held.extend(got[2:])
+            measured = got[1][0].get("metrics") if len(got) > 1 and got[1][0]["kind"] == "bare metrics" else None
+            return (schedule, ""), None if measured is None else Metrics(**measured)
         try:
-            return recursive_schedule(graph, sep, None, deadline=deadline, memo=memo)[0], ""
+            return (recursive_schedule(graph, sep, None, deadline=deadline, memo=memo)[0], ""), None
         except RecursionStopped as exc:
-            return None, str(exc)
+            return (None, str(exc)), None
+
+    def run_ahead() -> None:
+        """While the second process makes the bare run and measures it: the ladder's top
+        runs, its prefetch ones from the top down, each kept in ladder_runs, where the
+        ladder finds it (and books it as it books a run it makes). Each is capped at the
+        best fitting cost so far among the candidates and these runs, which is no lower
+        than the cap the ladder asks for it then (caps only fall; the points are those of
+        the floor LB: the bare peak only raises the floor), so the ladder reuses each
+        exactly; a run that stops at its work limit is not kept (under a lower cap it
+        might stop as one that cannot win)."""
+        assert forked is not None
+        best = to_beat()
+        for point in ladder_points(None):
+            for eager, evict in variants:
+                if not eager:
+                    continue  # (whether it runs depends on the bare peak)
+                if best <= sa.base_cost or _past(deadline) or _bare_arrived(forked):
+                    return
+                key = (id(sep), point, eager, evict)
+                kept = ladder_runs.get(key)
+                if kept is None or kept[0] is not sep:
+                    forked.set_mine(_job_code(point, eager, evict))
+                    cap = best * (1 + 1e-9)
+                    try:
+                        run, _ = recursive_schedule(
+                            graph, sep, point - graph.fixed_mem, cache=True, eager=eager, evict=evict,
+                            max_cost=cap, deadline=deadline, memo=memo,
+                        )  # fmt: skip
+                        kept = (sep, _Attempt(run, _measure(graph, run), "run ahead"), None, None)
+                    except RecursionStopped as exc:
+                        if str(exc) != "cannot win":
+                            return
+                        kept = (sep, None, cap, "cannot win")
+                    except RecursionBug:
+                        return  # (the ladder meets it again)
+                    keep_run(key, *kept[1:])
+                run = kept[1]
+                if run is not None and run.metrics.peak_bytes <= budget:
+                    best = min(best, run.metrics.cost)
 
     # standalone, on PARALLEL_NEEDED nodes or more, a second process makes the bare run's
     # memory-limit pass and the ladder's lower points. Below LARGE_GRAPH_NODES it starts
@@ -1380,6 +1445,7 @@ def _plan_over_separator_tree(
     forkable = options.memlimit and context.parallel and needed >= PARALLEL_NEEDED and _Forked.possible()
     early = forkable and not few
     ahead: tuple[Schedule | None, str] | None = None
+    measured: Metrics | None = None  # the bare run's metrics, from the second process
     forked: _Forked | None = None
     awaited = False  # the bare run comes from the second process (receive_bare)
     if early and hit[1] is None and hit[2] is None:
@@ -1397,6 +1463,7 @@ def _plan_over_separator_tree(
         # a fit probe's ladder runs go uncapped until a candidate fits (and then it ends):
         # with the bare peak known, the second process starts on them at once
         forked.set_note(hit[1].metrics.peak_bytes)
+    first: _Attempt | None = None  # the cacheless budgeted run
     try:
         if not too_wide:
             first = attempt("budgeted recursion", budget - graph.fixed_mem, cache=False, stop_over=True)
@@ -1404,11 +1471,13 @@ def _plan_over_separator_tree(
                 candidates.append(first)
                 done_if_fits(first)
         if awaited:
-            ahead = receive_bare()
+            if forked is not None and first is not None and first.metrics.peak_bytes <= budget:
+                run_ahead()  # (where the budgeted run fits, the ladder's top points likely do)
+            ahead, measured = receive_bare()
             if ahead[0] is None and forked is not None:  # stopped: no second process, as
                 forked.stop()  # where this process made the run and it stopped
                 forked = None
-        bare_run = bare_attempt(ahead)
+        bare_run = bare_attempt(ahead, measured)
         done_if_fits(bare_run)
     except BaseException:
         if forked is not None:
@@ -1443,6 +1512,8 @@ def _plan_over_separator_tree(
             if msg["kind"] == "pass":
                 sent.append(_Attempt(schedule, metrics, _BARE_PASS))
                 done_if_fits(sent[-1])
+                continue
+            if msg["kind"] != "run":  # (a claim given up)
                 continue
             key = (id(sep), msg["point"], msg["eager"], msg["evict"])
             if key in ladder_runs:
@@ -1496,6 +1567,7 @@ def _plan_over_separator_tree(
                     was_pruned = pruned[0]
                     if forked is not None:
                         forked.set_cap(cap)
+                        forked.set_mine(_job_code(point, eager, evict))
                         absorb()
                     try:
                         run = ladder_attempt(label, point, eager, evict, cap)
@@ -1565,6 +1637,13 @@ def _plan_over_separator_tree(
     return _result(graph, best.schedule, best.metrics, info, started)
 
 
+def _bare_arrived(forked: _Forked) -> bool:
+    """Whether the second process's bare run and its metrics have come (or it has ended):
+    what :func:`receive_bare` waits for (the messages read are kept for it)."""
+    forked.held = forked.messages()  # (those held first, then those read now)
+    return forked.ended or any(msg["kind"] == "bare metrics" or msg.get("why") for msg, _ in forked.held)
+
+
 def _past(deadline: float | None) -> bool:
     """Whether ``deadline`` (a ``time.perf_counter()`` value, or None: none) has passed."""
     return deadline is not None and time.perf_counter() > deadline
@@ -1630,6 +1709,7 @@ class _Forked:
         self.buf = b""
         self.ended = False  # the pipe reached its end
         self.held: list[tuple[dict[str, Any], Schedule | None]] = []  # read, not yet handed out
+        self.mine = -1  # the ladder run this process is at (set_mine)
 
     @staticmethod
     def possible() -> bool:
@@ -1645,21 +1725,22 @@ class _Forked:
 
     @classmethod
     def start(cls, fn: Any) -> _Forked | None:
-        """Run ``fn(send, cap, note, claim)`` in a second process: ``send(header, ops, nodes)``
+        """Run ``fn(send, cap, note, claim, mine)`` in a second process: ``send(header, ops, nodes)``
         sends a message back (``header`` a dict of plain values and dataclasses; ``ops``
         and ``nodes`` a schedule's arrays, or none; with ``aside=True`` a thread writes it
         while ``fn`` goes on, for a schedule larger than the pipe holds that this
         process reads only once its own run is made), ``cap()`` reads the number
         :meth:`set_cap` last wrote, ``note()`` the integer :meth:`set_note` last wrote
-        (−1 before), ``claim(k)`` says what it works on (:meth:`claimed` reads it)."""
+        (−1 before), ``claim(k)`` says what it works on (:meth:`claimed` reads it),
+        ``mine()`` which ladder run this process is at (:meth:`set_mine`; −1 before)."""
         import mmap
         import os
         import struct
 
         if not cls.possible():
             return None
-        shared = mmap.mmap(-1, 24)
-        shared[:24] = struct.pack("dqq", math.inf, -1, -1)
+        shared = mmap.mmap(-1, 32)
+        shared[:32] = struct.pack("dqqq", math.inf, -1, -1, -1)
         read, write = os.pipe()
         try:  # room for a ladder run's schedule in the pipe (Linux; best effort)
             import fcntl
@@ -1712,7 +1793,13 @@ class _Forked:
                 def claim(value: int) -> None:
                     shared[16:24] = struct.pack("q", value)
 
-                fn(send, lambda: struct.unpack("d", shared[:8])[0], lambda: struct.unpack("q", shared[8:16])[0], claim)
+                fn(
+                    send,
+                    lambda: struct.unpack("d", shared[:8])[0],
+                    lambda: struct.unpack("q", shared[8:16])[0],
+                    claim,
+                    lambda: struct.unpack("q", shared[24:32])[0],
+                )
                 while writing:
                     writing.pop().join()
                 code = 0
@@ -1736,6 +1823,15 @@ class _Forked:
         import struct
 
         self.shared[8:16] = struct.pack("q", value)
+
+    def set_mine(self, code: int) -> None:
+        """Say which ladder run (:func:`_job_code`) this process is at, for the second
+        process's ``mine()``; only forward in this process's order (:func:`_started`)."""
+        import struct
+
+        if not _started(self.mine, code):
+            self.mine = code
+            self.shared[24:32] = struct.pack("q", code)
 
     def messages(self, wait: bool = False, until: float | None = None) -> list[tuple[dict[str, Any], Schedule | None]]:
         """The messages that have arrived, as (header, schedule or None) (with ``wait``, at
@@ -1798,6 +1894,20 @@ class _Forked:
 def _job_code(point: int, eager: bool, evict: str) -> int:
     """A ladder run as one integer, for the second process's claim (:class:`_Forked`)."""
     return 4 * point + (0 if not eager else 1 if evict == "recent" else 2)
+
+
+#: Where each variant's code (:func:`_job_code`: cache-only 0, recent 1, cheap 2) comes at a
+#: point in this process's order (the ladder's ``variants``).
+_VARIANT_RANK = (2, 0, 1)
+
+
+def _started(mine: int, code: int) -> bool:
+    """Whether this process, at ladder run ``mine`` (−1: none yet), has come to run ``code``:
+    it goes down the points, and at each through ``variants`` in order."""
+    if mine < 0:
+        return False
+    (mp, mv), (cp, cv) = divmod(mine, 4), divmod(code, 4)
+    return cp > mp or (cp == mp and _VARIANT_RANK[cv] <= _VARIANT_RANK[mv])
 
 
 def _ladder(budget: int, floor: int, store_all: int) -> list[int]:
