@@ -1138,17 +1138,9 @@ def _plan_over_separator_tree(
         if fit_only and run is not None and budget is not None and run.metrics.peak_bytes <= budget:
             raise _Fitted(run)
 
-    def attempt(
-        label: str | Phrase,
-        limit: int | None,
-        *,
-        ran: tuple[Schedule | None, str] | None = None,
-        measured: Metrics | None = None,
-        **kw: Any,
-    ) -> _Attempt | None:
+    def attempt(label: str | Phrase, limit: int | None, *, ran: tuple[Schedule | None, str] | None = None, **kw: Any) -> _Attempt | None:
         """One run of the recursion, measured; None when it stopped at a limit. ``ran``:
-        its outcome already (:func:`run_only`), to measure (unless ``measured``: its
-        simulator metrics already) and count here."""
+        its outcome already (:func:`run_only`), to measure and count here."""
         schedule, why = run_only(label, limit, **kw) if ran is None else ran
         if schedule is None:
             if why == "cannot win":
@@ -1158,7 +1150,7 @@ def _plan_over_separator_tree(
             else:
                 stopped.append(Phrase("{} ({})", (label, why)))
             return None
-        return _Attempt(schedule, _measure(graph, schedule) if measured is None else measured, label)
+        return _Attempt(schedule, _measure(graph, schedule), label)
 
     def run_only(label: str | Phrase, limit: int | None, **kw: Any) -> tuple[Schedule | None, str]:
         """One run of the recursion: its schedule, or None and why it stopped."""
@@ -1223,15 +1215,14 @@ def _plan_over_separator_tree(
     if hit is None or hit[0] is not sep:
         hit = [sep, None, None, None, None]  # tree, its run or None, why it stopped, cleaned-up run, its metrics
 
-    def bare_attempt(ran: tuple[Schedule | None, str] | None = None, measured: Metrics | None = None) -> _Attempt | None:
-        """The bare run, measured (``ran``: its recursion made already, by :func:`run_only`;
-        ``measured``: its metrics, from the second process)."""
+    def bare_attempt(ran: tuple[Schedule | None, str] | None = None) -> _Attempt | None:
+        """The bare run, measured (``ran``: its recursion made already, by :func:`run_only`)."""
         if hit[1] is not None or hit[2] is not None:
             if hit[1] is None:
                 stopped.append(Phrase("{} ({})", ("bare recursion", hit[2])))
             return hit[1]
         before = len(stopped)
-        run = attempt("bare recursion", None, ran=ran, measured=measured)
+        run = attempt("bare recursion", None, ran=ran)
         why = None if run is not None else (stopped[-1].args[1] if len(stopped) > before else "cannot win")
         if run is not None or why == "work limit":  # a time limit may pass next time
             hit[1], hit[2] = run, why
@@ -1321,10 +1312,6 @@ def _plan_over_separator_tree(
                 except RecursionBug:
                     return  # this process makes the run again and meets it
                 send({"kind": "bare"}, steps.ops, steps.nodes, aside=True)  # (1.8 MB on grid1000)
-                # its measure, which this process would make after waiting for the steps
-                # (None where the run is invalid: this process measures it and meets that)
-                sim = simulate(graph, steps)
-                send({"kind": "bare metrics", "metrics": sim.metrics})
             if with_pass:
                 ops, nodes, metrics = _bare_pass_arrays(graph, cleaned_bare(steps), budget, deadline)
                 send({"kind": "pass", "metrics": metrics}, ops, nodes)
@@ -1374,32 +1361,26 @@ def _plan_over_separator_tree(
 
         return _Forked.start(second)
 
-    def receive_bare() -> tuple[tuple[Schedule | None, str], Metrics | None]:
+    def receive_bare() -> tuple[Schedule | None, str]:
         """The bare run the second process made (its first message), as :func:`run_only`
-        returns it, and its metrics (the next message; None: measure it here); made here
-        where none came (the second process ended: it met a bug, which this run meets
-        again, or it was killed). Its later messages are kept for :func:`absorb`."""
+        returns it; made here where none came (the second process ended: it met a bug,
+        which this run meets again, or it was killed). Its later messages are kept for
+        :func:`absorb`."""
         assert forked is not None
         got = forked.messages(wait=True)
         if got and got[0][0]["kind"] == "bare":
+            forked.held.extend(got[1:])
             msg, schedule = got[0]
-            if schedule is None:
-                forked.held.extend(got[1:])
-                return (None, msg["why"]), None
-            while len(got) < 2 and not forked.ended:
-                got += forked.messages(wait=True)
-            forked.held.extend(got[2:])
-            measured = got[1][0].get("metrics") if len(got) > 1 and got[1][0]["kind"] == "bare metrics" else None
-            return (schedule, ""), None if measured is None else Metrics(**measured)
+            return schedule, "" if schedule is not None else msg["why"]
         try:
-            return (recursive_schedule(graph, sep, None, deadline=deadline, memo=memo)[0], ""), None
+            return recursive_schedule(graph, sep, None, deadline=deadline, memo=memo)[0], ""
         except RecursionStopped as exc:
-            return (None, str(exc)), None
+            return None, str(exc)
 
     def run_ahead() -> None:
-        """While the second process makes the bare run and measures it: the ladder's top
-        runs, its prefetch ones from the top down, each kept in ladder_runs, where the
-        ladder finds it (and books it as it books a run it makes). Each is capped at the
+        """While the second process makes the bare run: the ladder's top runs, its prefetch
+        ones from the top down, each kept in ladder_runs, where the ladder finds it (and
+        books it as it books a run it makes). Each is capped at the
         best fitting cost so far among the candidates and these runs, which is no lower
         than the cap the ladder asks for it then (caps only fall; the points are those of
         the floor LB: the bare peak only raises the floor), so the ladder reuses each
@@ -1415,9 +1396,8 @@ def _plan_over_separator_tree(
                     return
                 key = (id(sep), point, eager, evict)
                 kept = ladder_runs.get(key)
-                if kept is None or kept[0] is not sep:
-                    forked.set_mine(_job_code(point, eager, evict))
-                    cap = best * (1 + 1e-9)
+                if kept is None or kept[0] is not sep:  # (no set_mine: the point may be below
+                    cap = best * (1 + 1e-9)  # the floor, and the ladder's other runs to come)
                     try:
                         run, _ = recursive_schedule(
                             graph, sep, point - graph.fixed_mem, cache=True, eager=eager, evict=evict,
@@ -1445,7 +1425,6 @@ def _plan_over_separator_tree(
     forkable = options.memlimit and context.parallel and needed >= PARALLEL_NEEDED and _Forked.possible()
     early = forkable and not few
     ahead: tuple[Schedule | None, str] | None = None
-    measured: Metrics | None = None  # the bare run's metrics, from the second process
     forked: _Forked | None = None
     awaited = False  # the bare run comes from the second process (receive_bare)
     if early and hit[1] is None and hit[2] is None:
@@ -1473,11 +1452,11 @@ def _plan_over_separator_tree(
         if awaited:
             if forked is not None and first is not None and first.metrics.peak_bytes <= budget:
                 run_ahead()  # (where the budgeted run fits, the ladder's top points likely do)
-            ahead, measured = receive_bare()
+            ahead = receive_bare()
             if ahead[0] is None and forked is not None:  # stopped: no second process, as
                 forked.stop()  # where this process made the run and it stopped
                 forked = None
-        bare_run = bare_attempt(ahead, measured)
+        bare_run = bare_attempt(ahead)
         done_if_fits(bare_run)
     except BaseException:
         if forked is not None:
@@ -1523,6 +1502,7 @@ def _plan_over_separator_tree(
             else:
                 keep_run(key, None, msg["cap"], msg["why"])
 
+    improved: tuple[_Attempt, Any] | None = None  # keep moves made while the pass came: (over which, outcome)
     try:
         discarded = 0
 
@@ -1592,6 +1572,20 @@ def _plan_over_separator_tree(
             more = "; …" if len(stopped) > 3 else ""
             info["stopped runs"] = Phrase("{}: " + "; ".join("{}" for _ in shown) + more, (len(stopped), *shown))
         if options.memlimit:  # off only to test the monotone part on its own
+            polished: list[_Attempt] | None = None
+            if forked is not None and not sent:  # while the pass over the bare run comes: the
+                polished = _polished_best(graph, candidates, budget, deadline)  # pass over the
+                absorb()  # cheapest candidate (it does not depend on the other), and should it
+                if not sent and not forked.ended:  # still not have come, the keep moves over
+                    ahead_best = min(  # the cheapest so far, which win where it is the best
+                        (c for c in candidates + polished if c.metrics.peak_bytes <= budget),
+                        key=lambda c: (c.metrics.cost, c.metrics.peak_bytes),
+                        default=None,
+                    )
+                    if ahead_best is not None and ahead_best.metrics.recomputations:
+                        from remat_cli.algorithms.improve import improve_plan
+
+                        improved = (ahead_best, improve_plan(graph, ahead_best.schedule, budget, deadline=deadline))
             while forked is not None and not sent and not forked.ended and not _past(deadline):
                 absorb(wait=True)
             if forked is not None:
@@ -1601,7 +1595,7 @@ def _plan_over_separator_tree(
             # O(steps): 0.3 s on grid1000 at its lower bound)
             late = _past(deadline)
             clean = None if bare_run is None or bare_pass is not None or late else cleaned_bare(bare_run.schedule)
-            for run in _memlimit_candidates(graph, candidates, clean, budget, bare_pass, deadline):
+            for run in _memlimit_candidates(graph, candidates, clean, budget, bare_pass, deadline, polished):
                 candidates.append(run)
                 done_if_fits(run)
     finally:
@@ -1628,7 +1622,7 @@ def _plan_over_separator_tree(
     if options.memlimit and best.metrics.recomputations:  # drop recomputations the budget allows
         from remat_cli.algorithms.improve import improve_plan
 
-        imp = improve_plan(graph, best.schedule, budget, deadline=deadline)
+        imp = improved[1] if improved is not None and improved[0] is best else improve_plan(graph, best.schedule, budget, deadline=deadline)
         best = _Attempt(imp.schedule, imp.metrics, Phrase("{} + keep moves", (best.label,))) if imp.improved else best
     info["mode"] = best.label
     info["candidates tried"] = len(candidates) + unfit[0]
@@ -1638,10 +1632,10 @@ def _plan_over_separator_tree(
 
 
 def _bare_arrived(forked: _Forked) -> bool:
-    """Whether the second process's bare run and its metrics have come (or it has ended):
+    """Whether the second process's bare run has come (or it has ended):
     what :func:`receive_bare` waits for (the messages read are kept for it)."""
     forked.held = forked.messages()  # (those held first, then those read now)
-    return forked.ended or any(msg["kind"] == "bare metrics" or msg.get("why") for msg, _ in forked.held)
+    return forked.ended or any(msg["kind"] == "bare" for msg, _ in forked.held)
 
 
 def _past(deadline: float | None) -> bool:
@@ -1656,26 +1650,34 @@ def _memlimit_candidates(
     budget: int,
     bare_pass: _Attempt | None = None,
     deadline: float | None = None,
+    polished: list[_Attempt] | None = None,
 ) -> list[_Attempt]:
     """twremat's memory-limit pass (:mod:`remat_cli.strategies.evict`) at ``budget`` over the
     bare recursion (what the paper's reference code returns, already cleaned up; None when
     it stopped at a limit; ``bare_pass``: that pass made already, by :func:`_bare_pass`)
     and over the cheapest candidate that fits (the pass never raises a fitting schedule's
-    cost or peak). Past ``deadline`` each pass keeps the rounds it has done."""
-    from remat_cli.strategies.evict import memlimit_pass
-
+    cost or peak; ``polished``: that one made already, by :func:`_polished_best`). Past
+    ``deadline`` each pass keeps the rounds it has done."""
     out = []
     if bare_pass is not None:
         out.append(bare_pass)
     elif bare is not None:
         out.append(_bare_pass(graph, bare, budget, deadline))
+    return out + (_polished_best(graph, candidates, budget, deadline) if polished is None else polished)
+
+
+def _polished_best(graph: Graph, candidates: list[_Attempt], budget: int, deadline: float | None = None) -> list[_Attempt]:
+    """twremat's memory-limit pass at ``budget`` over the cheapest candidate that fits, where
+    it recomputes anything (:func:`_memlimit_candidates`), measured; none where none fits."""
+    from remat_cli.strategies.evict import memlimit_pass
+
     fitting = [c for c in candidates if c.metrics.peak_bytes <= budget]
     if fitting:
         best = min(fitting, key=lambda c: (c.metrics.cost, c.metrics.peak_bytes))
         if best.metrics.recomputations:
             polished = memlimit_pass(graph, best.schedule, budget, deadline=deadline)
-            out.append(_Attempt(polished, _measure(graph, polished), Phrase("{} + memory-limit pass", (best.label,))))
-    return out
+            return [_Attempt(polished, _measure(graph, polished), Phrase("{} + memory-limit pass", (best.label,)))]
+    return []
 
 
 def _bare_pass(graph: Graph, clean: Schedule, budget: int, deadline: float | None = None) -> _Attempt:
