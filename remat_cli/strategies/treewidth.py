@@ -63,8 +63,12 @@ A capped run is charged a recomputation as soon as it frees a value that a neede
 still to come reads. Standalone on ``PARALLEL_NEEDED`` nodes or more, a forked second
 process makes the memory-limit pass over the bare run and then the ladder's lower points
 (docs/algorithms.md §6); below ``LARGE_GRAPH_NODES`` it starts before the bare recursion,
-makes it and sends its steps back, while this process makes the cacheless budgeted run
-and then measures them.
+makes it and sends its steps back, while this process makes the cacheless budgeted run,
+then the ladder's top runs until the steps come (kept as ladder runs, under caps no
+lower than the ladder's: reused exactly), then measures them. The two go down the
+ladder from either end and say on a shared page which run each is at, so no run is
+made twice; while the pass over the bare run comes, this process makes the pass over
+the cheapest candidate and the keep moves over the cheapest so far.
 """
 
 from __future__ import annotations
