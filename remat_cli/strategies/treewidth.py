@@ -63,8 +63,12 @@ A capped run is charged a recomputation as soon as it frees a value that a neede
 still to come reads. Standalone on ``PARALLEL_NEEDED`` nodes or more, a forked second
 process makes the memory-limit pass over the bare run and then the ladder's lower points
 (docs/algorithms.md §6); below ``LARGE_GRAPH_NODES`` it starts before the bare recursion,
-makes it and sends its steps back, while this process makes the cacheless budgeted run
-and then measures them.
+makes it and sends its steps back, while this process makes the cacheless budgeted run,
+then the ladder's top runs until the steps come (kept as ladder runs, under caps no
+lower than the ladder's: reused exactly), then measures them. The two go down the
+ladder from either end and say on a shared page which run each is at, so no run is
+made twice; while the pass over the bare run comes, this process makes the pass over
+the cheapest candidate and the keep moves over the cheapest so far.
 """
 
 from __future__ import annotations
@@ -1301,7 +1305,7 @@ def _plan_over_separator_tree(
         me = os.getpid()  # (this process; the second one's parent)
         with_pass = not sent
 
-        def second(send: Any, cap: Any, note: Any, claim: Any) -> None:
+        def second(send: Any, cap: Any, note: Any, claim: Any, mine: Any) -> None:
             steps = bare_schedule
             if steps is None:  # the same run as run_only("bare recursion", None) here
                 try:
@@ -1332,10 +1336,17 @@ def _plan_over_separator_tree(
             # here (the cache-only run too, where the point is not below the bare peak: it
             # runs here where no prefetch run fits the point)
             jobs = [(p, e, ev) for p in reversed(points[1:]) for e, ev in variants if e or p >= bare_peak]
+            # (a run this process has started, it finishes: it goes down the same jobs in
+            # the opposite order and writes on the shared page which one it is at)
             for point, eager, evict in jobs:
-                if (id(sep), point, eager, evict) in ladder_runs:
+                code = _job_code(point, eager, evict)
+                if (id(sep), point, eager, evict) in ladder_runs or _started(mine(), code):
                     continue
-                claim(_job_code(point, eager, evict))
+                claim(code)
+                if _started(mine(), code):  # (it started there meanwhile: should it wait
+                    claim(-1)  # on the claim, a message wakes it)
+                    send({"kind": "unclaimed"})
+                    continue
                 max_cost = cap()
                 try:
                     run, _ = recursive_schedule(
@@ -1370,6 +1381,44 @@ def _plan_over_separator_tree(
         except RecursionStopped as exc:
             return None, str(exc)
 
+    def run_ahead() -> None:
+        """While the second process makes the bare run: the ladder's top runs, its prefetch
+        ones from the top down, each kept in ladder_runs, where the ladder finds it (and
+        books it as it books a run it makes). Each is capped at the
+        best fitting cost so far among the candidates and these runs, which is no lower
+        than the cap the ladder asks for it then (caps only fall; the points are those of
+        the floor LB: the bare peak only raises the floor), so the ladder reuses each
+        exactly; a run that stops at its work limit is not kept (under a lower cap it
+        might stop as one that cannot win)."""
+        assert forked is not None
+        best = to_beat()
+        for point in ladder_points(None):
+            for eager, evict in variants:
+                if not eager:
+                    continue  # (whether it runs depends on the bare peak)
+                if best <= sa.base_cost or _past(deadline) or _bare_arrived(forked):
+                    return
+                key = (id(sep), point, eager, evict)
+                kept = ladder_runs.get(key)
+                if kept is None or kept[0] is not sep:  # (no set_mine: the point may be below
+                    cap = best * (1 + 1e-9)  # the floor, and the ladder's other runs to come)
+                    try:
+                        run, _ = recursive_schedule(
+                            graph, sep, point - graph.fixed_mem, cache=True, eager=eager, evict=evict,
+                            max_cost=cap, deadline=deadline, memo=memo,
+                        )  # fmt: skip
+                        kept = (sep, _Attempt(run, _measure(graph, run), "run ahead"), None, None)
+                    except RecursionStopped as exc:
+                        if str(exc) != "cannot win":
+                            return
+                        kept = (sep, None, cap, "cannot win")
+                    except RecursionBug:
+                        return  # (the ladder meets it again)
+                    keep_run(key, *kept[1:])
+                run = kept[1]
+                if run is not None and run.metrics.peak_bytes <= budget:
+                    best = min(best, run.metrics.cost)
+
     # standalone, on PARALLEL_NEEDED nodes or more, a second process makes the bare run's
     # memory-limit pass and the ladder's lower points. Below LARGE_GRAPH_NODES it starts
     # before the bare recursion, makes it, sends its steps back and goes on to its clean-up
@@ -1397,6 +1446,7 @@ def _plan_over_separator_tree(
         # a fit probe's ladder runs go uncapped until a candidate fits (and then it ends):
         # with the bare peak known, the second process starts on them at once
         forked.set_note(hit[1].metrics.peak_bytes)
+    first: _Attempt | None = None  # the cacheless budgeted run
     try:
         if not too_wide:
             first = attempt("budgeted recursion", budget - graph.fixed_mem, cache=False, stop_over=True)
@@ -1404,6 +1454,8 @@ def _plan_over_separator_tree(
                 candidates.append(first)
                 done_if_fits(first)
         if awaited:
+            if forked is not None and first is not None and first.metrics.peak_bytes <= budget:
+                run_ahead()  # (where the budgeted run fits, the ladder's top points likely do)
             ahead = receive_bare()
             if ahead[0] is None and forked is not None:  # stopped: no second process, as
                 forked.stop()  # where this process made the run and it stopped
@@ -1444,6 +1496,8 @@ def _plan_over_separator_tree(
                 sent.append(_Attempt(schedule, metrics, _BARE_PASS))
                 done_if_fits(sent[-1])
                 continue
+            if msg["kind"] != "run":  # (a claim given up)
+                continue
             key = (id(sep), msg["point"], msg["eager"], msg["evict"])
             if key in ladder_runs:
                 continue
@@ -1452,6 +1506,7 @@ def _plan_over_separator_tree(
             else:
                 keep_run(key, None, msg["cap"], msg["why"])
 
+    improved: tuple[_Attempt, Any] | None = None  # keep moves made while the pass came: (over which, outcome)
     try:
         discarded = 0
 
@@ -1496,6 +1551,7 @@ def _plan_over_separator_tree(
                     was_pruned = pruned[0]
                     if forked is not None:
                         forked.set_cap(cap)
+                        forked.set_mine(_job_code(point, eager, evict))
                         absorb()
                     try:
                         run = ladder_attempt(label, point, eager, evict, cap)
@@ -1520,6 +1576,20 @@ def _plan_over_separator_tree(
             more = "; …" if len(stopped) > 3 else ""
             info["stopped runs"] = Phrase("{}: " + "; ".join("{}" for _ in shown) + more, (len(stopped), *shown))
         if options.memlimit:  # off only to test the monotone part on its own
+            polished: list[_Attempt] | None = None
+            if forked is not None and not sent:  # while the pass over the bare run comes: the
+                polished = _polished_best(graph, candidates, budget, deadline)  # pass over the
+                absorb()  # cheapest candidate (it does not depend on the other), and should it
+                if not sent and not forked.ended:  # still not have come, the keep moves over
+                    ahead_best = min(  # the cheapest so far, which win where it is the best
+                        (c for c in candidates + polished if c.metrics.peak_bytes <= budget),
+                        key=lambda c: (c.metrics.cost, c.metrics.peak_bytes),
+                        default=None,
+                    )
+                    if ahead_best is not None and ahead_best.metrics.recomputations:
+                        from remat_cli.algorithms.improve import improve_plan
+
+                        improved = (ahead_best, improve_plan(graph, ahead_best.schedule, budget, deadline=deadline))
             while forked is not None and not sent and not forked.ended and not _past(deadline):
                 absorb(wait=True)
             if forked is not None:
@@ -1529,7 +1599,7 @@ def _plan_over_separator_tree(
             # O(steps): 0.3 s on grid1000 at its lower bound)
             late = _past(deadline)
             clean = None if bare_run is None or bare_pass is not None or late else cleaned_bare(bare_run.schedule)
-            for run in _memlimit_candidates(graph, candidates, clean, budget, bare_pass, deadline):
+            for run in _memlimit_candidates(graph, candidates, clean, budget, bare_pass, deadline, polished):
                 candidates.append(run)
                 done_if_fits(run)
     finally:
@@ -1556,13 +1626,20 @@ def _plan_over_separator_tree(
     if options.memlimit and best.metrics.recomputations:  # drop recomputations the budget allows
         from remat_cli.algorithms.improve import improve_plan
 
-        imp = improve_plan(graph, best.schedule, budget, deadline=deadline)
+        imp = improved[1] if improved is not None and improved[0] is best else improve_plan(graph, best.schedule, budget, deadline=deadline)
         best = _Attempt(imp.schedule, imp.metrics, Phrase("{} + keep moves", (best.label,))) if imp.improved else best
     info["mode"] = best.label
     info["candidates tried"] = len(candidates) + unfit[0]
     if discarded:
         info["discarded candidates (internal error)"] = discarded
     return _result(graph, best.schedule, best.metrics, info, started)
+
+
+def _bare_arrived(forked: _Forked) -> bool:
+    """Whether the second process's bare run has come (or it has ended):
+    what :func:`receive_bare` waits for (the messages read are kept for it)."""
+    forked.held = forked.messages()  # (those held first, then those read now)
+    return forked.ended or any(msg["kind"] == "bare" for msg, _ in forked.held)
 
 
 def _past(deadline: float | None) -> bool:
@@ -1577,26 +1654,34 @@ def _memlimit_candidates(
     budget: int,
     bare_pass: _Attempt | None = None,
     deadline: float | None = None,
+    polished: list[_Attempt] | None = None,
 ) -> list[_Attempt]:
     """twremat's memory-limit pass (:mod:`remat_cli.strategies.evict`) at ``budget`` over the
     bare recursion (what the paper's reference code returns, already cleaned up; None when
     it stopped at a limit; ``bare_pass``: that pass made already, by :func:`_bare_pass`)
     and over the cheapest candidate that fits (the pass never raises a fitting schedule's
-    cost or peak). Past ``deadline`` each pass keeps the rounds it has done."""
-    from remat_cli.strategies.evict import memlimit_pass
-
+    cost or peak; ``polished``: that one made already, by :func:`_polished_best`). Past
+    ``deadline`` each pass keeps the rounds it has done."""
     out = []
     if bare_pass is not None:
         out.append(bare_pass)
     elif bare is not None:
         out.append(_bare_pass(graph, bare, budget, deadline))
+    return out + (_polished_best(graph, candidates, budget, deadline) if polished is None else polished)
+
+
+def _polished_best(graph: Graph, candidates: list[_Attempt], budget: int, deadline: float | None = None) -> list[_Attempt]:
+    """twremat's memory-limit pass at ``budget`` over the cheapest candidate that fits, where
+    it recomputes anything (:func:`_memlimit_candidates`), measured; none where none fits."""
+    from remat_cli.strategies.evict import memlimit_pass
+
     fitting = [c for c in candidates if c.metrics.peak_bytes <= budget]
     if fitting:
         best = min(fitting, key=lambda c: (c.metrics.cost, c.metrics.peak_bytes))
         if best.metrics.recomputations:
             polished = memlimit_pass(graph, best.schedule, budget, deadline=deadline)
-            out.append(_Attempt(polished, _measure(graph, polished), Phrase("{} + memory-limit pass", (best.label,))))
-    return out
+            return [_Attempt(polished, _measure(graph, polished), Phrase("{} + memory-limit pass", (best.label,)))]
+    return []
 
 
 def _bare_pass(graph: Graph, clean: Schedule, budget: int, deadline: float | None = None) -> _Attempt:
@@ -1630,6 +1715,7 @@ class _Forked:
         self.buf = b""
         self.ended = False  # the pipe reached its end
         self.held: list[tuple[dict[str, Any], Schedule | None]] = []  # read, not yet handed out
+        self.mine = -1  # the ladder run this process is at (set_mine)
 
     @staticmethod
     def possible() -> bool:
@@ -1645,21 +1731,22 @@ class _Forked:
 
     @classmethod
     def start(cls, fn: Any) -> _Forked | None:
-        """Run ``fn(send, cap, note, claim)`` in a second process: ``send(header, ops, nodes)``
+        """Run ``fn(send, cap, note, claim, mine)`` in a second process: ``send(header, ops, nodes)``
         sends a message back (``header`` a dict of plain values and dataclasses; ``ops``
         and ``nodes`` a schedule's arrays, or none; with ``aside=True`` a thread writes it
         while ``fn`` goes on, for a schedule larger than the pipe holds that this
         process reads only once its own run is made), ``cap()`` reads the number
         :meth:`set_cap` last wrote, ``note()`` the integer :meth:`set_note` last wrote
-        (−1 before), ``claim(k)`` says what it works on (:meth:`claimed` reads it)."""
+        (−1 before), ``claim(k)`` says what it works on (:meth:`claimed` reads it),
+        ``mine()`` which ladder run this process is at (:meth:`set_mine`; −1 before)."""
         import mmap
         import os
         import struct
 
         if not cls.possible():
             return None
-        shared = mmap.mmap(-1, 24)
-        shared[:24] = struct.pack("dqq", math.inf, -1, -1)
+        shared = mmap.mmap(-1, 32)
+        shared[:32] = struct.pack("dqqq", math.inf, -1, -1, -1)
         read, write = os.pipe()
         try:  # room for a ladder run's schedule in the pipe (Linux; best effort)
             import fcntl
@@ -1712,7 +1799,13 @@ class _Forked:
                 def claim(value: int) -> None:
                     shared[16:24] = struct.pack("q", value)
 
-                fn(send, lambda: struct.unpack("d", shared[:8])[0], lambda: struct.unpack("q", shared[8:16])[0], claim)
+                fn(
+                    send,
+                    lambda: struct.unpack("d", shared[:8])[0],
+                    lambda: struct.unpack("q", shared[8:16])[0],
+                    claim,
+                    lambda: struct.unpack("q", shared[24:32])[0],
+                )
                 while writing:
                     writing.pop().join()
                 code = 0
@@ -1736,6 +1829,15 @@ class _Forked:
         import struct
 
         self.shared[8:16] = struct.pack("q", value)
+
+    def set_mine(self, code: int) -> None:
+        """Say which ladder run (:func:`_job_code`) this process is at, for the second
+        process's ``mine()``; only forward in this process's order (:func:`_started`)."""
+        import struct
+
+        if not _started(self.mine, code):
+            self.mine = code
+            self.shared[24:32] = struct.pack("q", code)
 
     def messages(self, wait: bool = False, until: float | None = None) -> list[tuple[dict[str, Any], Schedule | None]]:
         """The messages that have arrived, as (header, schedule or None) (with ``wait``, at
@@ -1798,6 +1900,20 @@ class _Forked:
 def _job_code(point: int, eager: bool, evict: str) -> int:
     """A ladder run as one integer, for the second process's claim (:class:`_Forked`)."""
     return 4 * point + (0 if not eager else 1 if evict == "recent" else 2)
+
+
+#: Where each variant's code (:func:`_job_code`: cache-only 0, recent 1, cheap 2) comes at a
+#: point in this process's order (the ladder's ``variants``).
+_VARIANT_RANK = (2, 0, 1)
+
+
+def _started(mine: int, code: int) -> bool:
+    """Whether this process, at ladder run ``mine`` (−1: none yet), has come to run ``code``:
+    it goes down the points, and at each through ``variants`` in order."""
+    if mine < 0:
+        return False
+    (mp, mv), (cp, cv) = divmod(mine, 4), divmod(code, 4)
+    return cp > mp or (cp == mp and _VARIANT_RANK[cv] <= _VARIANT_RANK[mv])
 
 
 def _ladder(budget: int, floor: int, store_all: int) -> list[int]:
