@@ -1,6 +1,6 @@
 # A frozen copy of remat_cli/strategies/treewidth.py as of 7937637, before fit probes stopped a
-# ladder run at its first compute over the budget and made their budgeted run verdict-only: the
-# reference of tests/test_fit_stop_same.py. Not the tool's code; do not edit.
+# ladder run at its first compute over the budget: the reference of
+# tests/test_fit_stop_same.py. Not the tool's code; do not edit.
 """treewidth: Kumar et al.'s divide and conquer over a balanced separator tree, with budgets.
 
 Reference: R. Kumar, M. Purohit, Z. Svitkina, E. Vee, J. Wang, *Efficient

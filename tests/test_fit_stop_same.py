@@ -5,14 +5,12 @@ verdicts of the code they replace (tests/fit_stop_reference.py, treewidth.py as 
 * a budgeted run with ``stop_above`` (a fit probe's ladder runs, the cache included)
   stops "over the budget" exactly where the reference's run, replayed by the simulator,
   peaks above that budget, and otherwise makes the reference's steps;
-* a cacheless run with ``verdict_only`` (a fit probe's run at its budget) stops where the
-  reference's run stops, for the same reason, and otherwise finishes with a schedule
-  that computes the same nodes as often, within the limit;
 * treewidth's and pathwidth's fit probes give the reference's probes' verdicts, messages
   and named budgets over budgets probed one after another on one graph (its runs kept
-  from probe to probe, as in the search), with the second process on and off; and a
-  whole plan of that graph afterwards is the reference's plan of a fresh graph (a run a
-  probe stopped is never kept on the graph as anything a later plan could misread).
+  from probe to probe, as in the search), with the second process on and off; and
+  whole plans of that graph afterwards are the reference's plans of its graph, probed
+  alike, and of a fresh graph (a run a probe stopped is never kept on the graph as
+  anything a later plan could misread).
 
 Every schedule goes through the simulator."""
 
@@ -29,7 +27,6 @@ from remat_cli.algorithms import decompose as D
 from remat_cli.errors import NoPlanError
 from remat_cli.graph import Graph
 from remat_cli.planner import store_all_peak
-from remat_cli.schedule import COMPUTE
 from remat_cli.simulate import simulate
 from remat_cli.strategies import treewidth
 from remat_cli.strategies.base import RunContext
@@ -118,49 +115,6 @@ def test_a_run_stopped_over_the_budget_is_one_the_reference_makes_above_it(
         mp.undo()
 
 
-@SETTINGS
-@given(KINDS, st.integers(4, 24), st.integers(0, 10_000), st.sampled_from(["tree", "path"]), st.booleans())
-def test_a_verdict_only_run_stops_where_the_reference_run_stops(kind: str, n: int, seed: int, tree: str, numpy_plain: bool) -> None:
-    """The cacheless run at each budget, ``stop_over`` on: stopped for the same reason as
-    the reference's (at the same compute: the same work counted up to it, so a work limit
-    set anywhere stops both alike), or finished within the limit, computing each node as
-    often as the reference's schedule does."""
-    g = tied_graph(kind, n, seed)
-    sep = _sep(g, tree)
-    mp = pytest.MonkeyPatch()
-    if numpy_plain:
-        mp.setattr(treewidth, "PLAIN_VECTOR_MIN", 1)
-        mp.setattr(reference, "PLAIN_VECTOR_MIN", 1)
-    try:
-        memo_new: dict = {}
-        memo_old: dict = {}
-        for budget in _budgets(g, sep):
-            limit = budget - g.fixed_mem
-            for max_work in (None, 5, 40, 200):
-
-                def outcome(module, memo, **kw):
-                    try:
-                        return module.recursive_schedule(g, sep, limit, memo=memo, stop_over=True, max_work=max_work, **kw)[0]
-                    except module.RecursionStopped as exc:
-                        return str(exc)
-
-                old = outcome(reference, memo_old)
-                new = outcome(treewidth, memo_new, verdict_only=True)
-                if isinstance(old, str):
-                    assert new == old, (budget, max_work)
-                    continue
-                assert not isinstance(new, str), (budget, max_work, new)
-                sim = simulate(g, new)
-                assert sim.valid, sim.error
-                assert sim.metrics.peak_bytes <= budget
-                computes = np.sort(new.nodes[new.ops == COMPUTE])
-                assert computes.tolist() == np.sort(old.nodes[old.ops == COMPUTE]).tolist()
-        with pytest.raises(ValueError):
-            treewidth.recursive_schedule(g, sep, g.lb, cache=True, verdict_only=True)
-    finally:
-        mp.undo()
-
-
 def _probe(module, g: Graph, sep, budget: int | None, parallel: bool, fit_only: bool):
     """("fits", peak[, the plan]) or ("no plan", message, min_budget); a fitting schedule is
     replayed by the simulator and must be within the budget."""
@@ -195,7 +149,7 @@ def test_fit_probes_are_the_reference_probes(kind: str, n: int, seed: int, tree:
     the search starts; budgets falling, rising, or the lower bound and then falling): the
     same verdict, message and named budget as the reference's probes on a graph of their
     own. Then whole plans of the probed graph (every budget, and none) equal the
-    reference's plans of its graph, probed alike. ``parallel`` with ``PARALLEL_NEEDED`` lowered: the
+    reference's plans of its graph, probed alike, and of a fresh graph. ``parallel`` with ``PARALLEL_NEEDED`` lowered: the
     second process runs (and stops ladder runs over the budget too); ``scale``: scale mode."""
     mp = pytest.MonkeyPatch()
     for module in (treewidth, reference):
@@ -215,6 +169,8 @@ def test_fit_probes_are_the_reference_probes(kind: str, n: int, seed: int, tree:
         for budget in budgets + [None]:
             expected = _probe(reference, g_old, sep_old, budget, parallel, False)
             assert _probe(treewidth, g_new, sep_new, budget, parallel, False) == expected, budget
+            fresh = tied_graph(kind, n, seed)
+            assert _probe(reference, fresh, _sep(fresh, tree), budget, parallel, False) == expected, budget
     finally:
         mp.undo()
 

@@ -60,9 +60,7 @@ smallest budget) make them once; plain schedules of many nodes are laid out with
 cached values from a stack (the heap's order when every eviction value is 0), and
 cheap-first eviction pushes them onto its heap only when an eviction needs it.
 A capped run is charged a recomputation as soon as it frees a value that a needed node
-still to come reads. A fit probe's runs stop as soon as they cannot fit: its ladder runs
-at their first compute over the budget (``stop_above``), its cacheless run without
-choosing between fitting plain schedules (``verdict_only``). Standalone on ``PARALLEL_NEEDED`` nodes or more, a forked second
+still to come reads. Standalone on ``PARALLEL_NEEDED`` nodes or more, a forked second
 process makes the memory-limit pass over the bare run and then the ladder's lower points
 (docs/algorithms.md §6); below ``LARGE_GRAPH_NODES`` it starts before the bare recursion,
 makes it and sends its steps back, while this process makes the cacheless budgeted run
@@ -176,7 +174,6 @@ def recursive_schedule(
     replay: bool = True,
     stop_over: bool = False,
     stop_above: int | None = None,
-    verdict_only: bool = False,
 ) -> tuple[Schedule, bool]:
     """The schedule of the recursion over ``sep``.
 
@@ -206,23 +203,12 @@ def recursive_schedule(
     compute's own output and workspace pass ``stop_above``: the schedule would peak above
     it. Evictions keep every compute within ``limit`` while the cache holds values, so
     this can only happen where the run goes over ``limit`` with nothing left to evict.
-
-    ``verdict_only`` (cacheless budgeted runs asked only whether they fit: a fit probe's)
-    takes, at each call, the first plain schedule found to fit (the graph's order, then
-    the memory-greedy one) instead of the one of lower peak. Each call decides plain or
-    recurse as before (one fits exactly when the lower-peak one does) and leaves the same
-    values computed, pinned and (without a cache) resident, whichever it runs, with the
-    same work counted, so the run goes over the limit at the same compute of the same
-    recursive call; where it does not, its schedule may differ from the full run's.
     """
     if stop_above is not None and (limit is None or stop_above < limit):
         raise ValueError("stop_above needs a limit no higher than it")
-    if verdict_only and (cache or limit is None):
-        raise ValueError("verdict_only is for cacheless budgeted runs")
     planner = _Recursion(graph, sep, limit, cache, eager, evict)
     planner.stop_over = stop_over and not planner.caching
     planner.stop_above = math.inf if stop_above is None else stop_above
-    planner.any_plain = verdict_only
     planner.budget_left = work_limit(graph) if max_work is None else max_work
     planner.deadline = deadline
     # every needed node is computed at least once by any valid schedule, so a run whose
@@ -313,7 +299,6 @@ class _Recursion:
         self.memo_cap = max(20 * n, 500_000)  # node ids stored in the memo at most
         self.stop_over = False  # RecursionStopped("over the limit") once over it
         self.stop_above: float = math.inf  # RecursionStopped("over the budget") once past it
-        self.any_plain = False  # take the first plain schedule that fits (verdict_only)
 
     def spend(self, units: int) -> None:
         """Count work; stop the run past its work limit or deadline."""
@@ -786,8 +771,6 @@ class _Recursion:
             plan, peak = self._plain_plan(need, boundary, wanted, greedy, frozen)
             if peak <= self.limit and (best is None or peak < best[0]):
                 best = (peak, plan)
-                if self.any_plain:
-                    break
         return None if best is None else best[1]
 
     def _plain_plan(
@@ -1125,11 +1108,9 @@ def plan_over_separator_tree(
     bare run, and the memory-limit pass over it where the kept clean-up of it peaks within
     the budget, are looked at first; then the candidates come as in the plan, each
     replayed by the simulator. Where none fits: the plan's NoPlanError, word for word.
-    A run that cannot fit stops as soon as that is known: the cacheless run at the budget
-    is first made ``verdict_only`` (the same stop; made in full only where it fits, so
-    the schedule returned is the plan's candidate), and the ladder runs, here and in the
-    second process, with ``stop_above`` the budget; a ladder run stopped so is noted for
-    this probe only, never kept on the graph (it says nothing about other budgets).
+    Its ladder runs, here and in the second process, stop at their first compute over the
+    budget (``stop_above``: they could not fit it); a run stopped so is noted for this
+    probe only, never kept on the graph (it says nothing about other budgets).
     """
     try:
         return _plan_over_separator_tree(
@@ -1451,16 +1432,7 @@ def _plan_over_separator_tree(
         forked.set_note(hit[1].metrics.peak_bytes)
     try:
         if not too_wide:
-            limit = budget - graph.fixed_mem
-            # a fit probe asks the quicker verdict-only run whether it fits: it goes over
-            # the limit exactly where the plan's run does; where it fits, the plan's run
-            ran = run_only("budgeted recursion", limit, stop_over=True, verdict_only=fit_only)
-            if fit_only and ran[0] is not None:
-                try:
-                    ran = recursive_schedule(graph, sep, limit, deadline=deadline, memo=memo, stop_over=True)[0], ""
-                except RecursionStopped as exc:
-                    ran = None, str(exc)
-            first = attempt("budgeted recursion", limit, ran=ran)
+            first = attempt("budgeted recursion", budget - graph.fixed_mem, cache=False, stop_over=True)
             if first is not None:
                 candidates.append(first)
                 done_if_fits(first)
