@@ -175,10 +175,12 @@ def test_fit_probes_are_the_reference_probes(kind: str, n: int, seed: int, tree:
         mp.undo()
 
 
-def test_a_probe_stops_ladder_runs_over_its_budget_and_keeps_none_of_them() -> None:
+@pytest.mark.parametrize("parallel", [False, True])
+def test_a_probe_stops_ladder_runs_over_its_budget_and_keeps_none_of_them(parallel: bool) -> None:
     """On a graph where no candidate fits the probe's budget (random1000's case, small): the
-    probe's ladder runs stop over the budget, none is kept on the graph, and a whole plan
-    of that graph at a larger budget afterwards is the plan of a fresh graph."""
+    probe's ladder runs stop over the budget (with ``parallel``, the second process's too,
+    which this process then takes as such instead of making them), none is kept on the
+    graph, and whole plans of that graph afterwards are the plans of a fresh graph."""
     import remat_cli.generators as G
 
     def graph() -> Graph:
@@ -202,6 +204,8 @@ def test_a_probe_stops_ladder_runs_over_its_budget_and_keeps_none_of_them() -> N
 
     mp = pytest.MonkeyPatch()
     mp.setattr(treewidth, "recursive_schedule", spy)
+    for module in (treewidth, reference):
+        mp.setattr(module, "PARALLEL_NEEDED", 1)
     try:
         budget = None
         for b in range(min(bare, peak) - 1, g.lb, -1):  # the highest budget no candidate fits
@@ -210,11 +214,14 @@ def test_a_probe_stops_ladder_runs_over_its_budget_and_keeps_none_of_them() -> N
                 break
         assert budget is not None
         assert not g.derived("ladder runs", dict)
-        assert _probe(treewidth, g, sep, budget, False, True) == _probe(reference, graph(), sep, budget, False, True)
+        got = _probe(treewidth, g, sep, budget, parallel, True)
+        assert got == _probe(reference, graph(), sep, budget, parallel, True)
+        assert got[0] == "no plan"
         assert treewidth.OVER_BUDGET in stopped
         assert not g.derived("ladder runs", dict)  # none of the stopped runs kept
         for b in (budget + 1, (budget + peak) // 2, None):
             fresh = graph()
-            assert _probe(treewidth, g, sep, b, False, False) == _probe(reference, fresh, _sep(fresh, "path"), b, False, False)
+            expected = _probe(reference, fresh, _sep(fresh, "path"), b, parallel, False)
+            assert _probe(treewidth, g, sep, b, parallel, False) == expected
     finally:
         mp.undo()
