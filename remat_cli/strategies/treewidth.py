@@ -143,6 +143,9 @@ def _first(pair: tuple[int, int]) -> int:
 
 #: Why a cacheless run stopped where it went over its limit (``stop_over``).
 OVER_LIMIT = "over the limit"
+#: Why a budgeted run of a fit probe stopped where it went over the probe's budget
+#: (``stop_above``): its schedule would peak above the budget, so it could not fit it.
+OVER_BUDGET = "over the budget"
 
 
 class RecursionStopped(Exception):
@@ -174,6 +177,7 @@ def recursive_schedule(
     memo: dict[Any, Any] | None = None,
     replay: bool = True,
     stop_over: bool = False,
+    stop_above: int | None = None,
 ) -> tuple[Schedule, bool]:
     """The schedule of the recursion over ``sep``.
 
@@ -196,9 +200,19 @@ def recursive_schedule(
     limit") at the first compute that goes over ``limit``. Without a cache the run counts
     the resident bytes exactly as the simulator does, so such a run's schedule would peak
     above the budget: it could not be a plan.
+
+    ``stop_above`` (budgeted runs of a fit probe; at least ``limit``): raise
+    :class:`RecursionStopped` ("over the budget") at the first compute for which the
+    resident bytes, the cache included (exactly as the simulator counts them), and the
+    compute's own output and workspace pass ``stop_above``: the schedule would peak above
+    it. Evictions keep every compute within ``limit`` while the cache holds values, so
+    this can only happen where the run goes over ``limit`` with nothing left to evict.
     """
+    if stop_above is not None and (limit is None or stop_above < limit):
+        raise ValueError("stop_above needs a limit no higher than it")
     planner = _Recursion(graph, sep, limit, cache, eager, evict)
     planner.stop_over = stop_over and not planner.caching
+    planner.stop_above = math.inf if stop_above is None else stop_above
     planner.budget_left = work_limit(graph) if max_work is None else max_work
     planner.deadline = deadline
     # every needed node is computed at least once by any valid schedule, so a run whose
@@ -288,6 +302,7 @@ class _Recursion:
         self.memo: dict[Any, Any] | None = None  # plain orders shared by the runs of one call
         self.memo_cap = max(20 * n, 500_000)  # node ids stored in the memo at most
         self.stop_over = False  # RecursionStopped("over the limit") once over it
+        self.stop_above: float = math.inf  # RecursionStopped("over the budget") once past it
 
     def spend(self, units: int) -> None:
         """Count work; stop the run past its work limit or deadline."""
@@ -395,6 +410,8 @@ class _Recursion:
             self.over = True
             if self.stop_over:
                 raise RecursionStopped(OVER_LIMIT)
+            if self.cur + need > self.stop_above:
+                raise RecursionStopped(OVER_BUDGET)
 
     # -------------------------------------------------------------- the recursion
     def _child_of(self, x: int, u: int) -> int:
@@ -949,6 +966,8 @@ class _Recursion:
                         over = True
                         if self.stop_over:
                             raise RecursionStopped(OVER_LIMIT)
+                        if cur + need > self.stop_above:
+                            raise RecursionStopped(OVER_BUDGET)
                 ops.append(COMPUTE)
                 nodes.append(v)
                 done[v] = True
@@ -1093,6 +1112,9 @@ def plan_over_separator_tree(
     bare run, and the memory-limit pass over it where the kept clean-up of it peaks within
     the budget, are looked at first; then the candidates come as in the plan, each
     replayed by the simulator. Where none fits: the plan's NoPlanError, word for word.
+    Its ladder runs, here and in the second process, stop at their first compute over the
+    budget (``stop_above``: they could not fit it); a run stopped so is noted for this
+    probe only, never kept on the graph (it says nothing about other budgets).
     """
     try:
         return _plan_over_separator_tree(
@@ -1149,7 +1171,7 @@ def _plan_over_separator_tree(
         if schedule is None:
             if why == "cannot win":
                 pruned[0] += 1
-            elif why == OVER_LIMIT:
+            elif why in (OVER_LIMIT, OVER_BUDGET):
                 unfit[0] += 1  # a candidate that does not fit, counted as tried
             else:
                 stopped.append(Phrase("{} ({})", (label, why)))
@@ -1174,13 +1196,24 @@ def _plan_over_separator_tree(
     # plan of it (a search for the smallest budget); (tree id, point, eager, evict) ->
     # (tree, its run or None, the cost cap it was stopped under, why it stopped)
     ladder_runs = graph.derived("ladder runs", dict)
+    # a fit probe stops a ladder run at its first compute over the budget (it cannot fit
+    # it: ``stop_above``); that says nothing about other budgets, so such runs are noted
+    # here, for this plan only, never in ladder_runs
+    above = None if not fit_only or budget is None else budget - graph.fixed_mem
+    over_budget: set[tuple[int, int, bool, str]] = set()
 
     def ladder_attempt(label: Phrase, point: int, eager: bool, evict: str, max_cost: float) -> _Attempt | None:
         key = (id(sep), point, eager, evict)
         if forked is not None:  # the second process is making this run: its outcome, not
             code = _job_code(point, eager, evict)  # the same run again here (it started
-            while key not in ladder_runs and forked.claimed() == code and not forked.ended and not _past(deadline):
+            while (
+                key not in ladder_runs and key not in over_budget and forked.claimed() == code and not forked.ended and not _past(deadline)
+            ):
                 absorb(wait=True)  # under a cap no lower than this one: caps only fall)
+        if key in over_budget and key not in ladder_runs:  # (the second process's run)
+            tried[0] += 1
+            unfit[0] += 1
+            return None
         hit = ladder_runs.get(key)
         if hit is not None and hit[0] is sep:
             _, run, cap, why = hit
@@ -1196,7 +1229,7 @@ def _plan_over_separator_tree(
                 stopped.append(Phrase("{} ({})", (label, why)))
                 return None
         was_pruned, was_stopped = pruned[0], len(stopped)
-        run = attempt(label, point - graph.fixed_mem, cache=True, eager=eager, evict=evict, max_cost=max_cost)
+        run = attempt(label, point - graph.fixed_mem, cache=True, eager=eager, evict=evict, max_cost=max_cost, stop_above=above)
         if run is not None:
             keep_run(key, run, None, None)
         elif pruned[0] > was_pruned:
@@ -1351,7 +1384,7 @@ def _plan_over_separator_tree(
                 try:
                     run, _ = recursive_schedule(
                         graph, sep, point - graph.fixed_mem, cache=True, eager=eager, evict=evict,
-                        max_cost=max_cost, deadline=deadline, memo=memo,
+                        max_cost=max_cost, deadline=deadline, memo=memo, stop_above=above,
                     )  # fmt: skip
                     job = {"kind": "run", "point": point, "eager": eager, "evict": evict}
                     send({**job, "metrics": _measure(graph, run)}, run.ops, run.nodes)
@@ -1500,6 +1533,9 @@ def _plan_over_separator_tree(
                 continue
             key = (id(sep), msg["point"], msg["eager"], msg["evict"])
             if key in ladder_runs:
+                continue
+            if msg.get("why") == OVER_BUDGET:  # this plan's budget only: not kept on the graph
+                over_budget.add(key)
                 continue
             if schedule is not None:
                 keep_run(key, _Attempt(schedule, metrics, "second process"), None, None)
