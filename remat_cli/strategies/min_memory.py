@@ -98,6 +98,7 @@ __all__ = [
     "scratch_schedule",
     "tree_numbers",
     "variants_made",
+    "variants_so_far",
 ]
 
 #: A variant that would compute more than this many times the graph's nodes is dropped.
@@ -846,6 +847,20 @@ def variants_made(graph: Graph) -> bool:
     again and costs a scan of the variants. Asks without creating the cache entry."""
     kept = graph.derived_items(lambda key: key == "_min_memory_variants").get("_min_memory_variants")
     return isinstance(kept, dict) and "all" in kept
+
+
+def variants_so_far(graph: Graph) -> list[tuple[str, Schedule, Metrics]]:
+    """The variants :func:`min_memory_variants` has made of the graph so far, in order: all
+    of them once made, else those of a making paused or under way (each final, with its
+    replayed metrics; none of a lowering's partial results). ``auto`` asks from a stop
+    request which of them would be min-memory's plan at its budget, to have the second
+    process polish it while this one makes the rest."""
+    held = graph.derived_items(lambda key: key in ("_min_memory_variants", "_min_memory_making"))
+    kept = held.get("_min_memory_variants")
+    if isinstance(kept, dict) and "all" in kept:
+        return kept["all"]
+    run = held.get("_min_memory_making", {}).get("run")
+    return [] if run is None else list(run[1])
 
 
 def replayed(graph: Graph, schedule: Schedule) -> Metrics | None:
