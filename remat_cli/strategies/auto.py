@@ -25,6 +25,10 @@ left (this process too takes the last resort, min-memory, when it would otherwis
 the second one's queued strategy with no plan known to fit: it makes min-memory's variants
 then, pausing once a plan fits). The choice of plan is the same: every candidate runs with the same options and
 the cheapest is chosen by (cost, peak, registry order), whichever process ran it.
+Where nothing but the last resort fits, the process that does not make min-memory's
+variants makes the final passes over the variant that is its plan so far, while the other
+makes the rest (:meth:`_Child.offer` and :func:`_serve`; :func:`_offer_up` and
+:meth:`_Child.result`); they are used only where that variant is the plan.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ import time
 from dataclasses import replace
 from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 from remat_cli.errors import NoPlanError, RematError
 from remat_cli.graph import Graph
@@ -265,13 +271,13 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
             speculate()
             collect()
         if best is not None and not first_fit:
-            if child is not None:  # what the second process polished of its own plans, and of those offered
-                child.adopt_polish(fitting, memo, deadline)
+            if child is not None:  # the passes over offered plans, and the second process's over its own
                 child.adopt_offered_polish(fitting, memo, deadline)
+                child.adopt_polish(fitting, memo, deadline)
             best = _polish(graph, budget, fitting, best, memo)
             if child is not None:
-                child.adopt_improve(fitting, best, memo, deadline)
                 child.adopt_offered_improve(best, memo, deadline)
+                child.adopt_improve(fitting, best, memo, deadline)
             best = _improve(graph, budget, best, deadline, memo)  # the plan-improvement pass (algorithms/improve.py)
     finally:
         if child is not None:
@@ -430,9 +436,19 @@ class _Child:
     :meth:`adopt_offered_improve` put in ``memo`` under the offered object, in the same way."""
 
     def __init__(
-        self, strategies: list[Strategy], graph: Graph, proc: Any, conn: Any, shared: tuple[Any, ...], polish: bool, down: Any = None
+        self,
+        strategies: list[Strategy],
+        graph: Graph,
+        proc: Any,
+        conn: Any,
+        shared: tuple[Any, ...],
+        polish: bool,
+        down: Any = None,
+        budget: int | None = None,
+        deadline: float | None = None,
     ) -> None:
         self.strategies, self.graph, self.proc, self.conn, self.down = strategies, graph, proc, conn, down
+        self.budget, self.deadline = budget, deadline
         self.taken, self.fits, self.busy, self.bar, self.stage, self.done_rank, self.serving = shared
         # fits: set once either process has a plan that fits (no last resort then); busy:
         # queued strategies (not last resorts) running in either process; bar: the cost of
@@ -445,6 +461,11 @@ class _Child:
         # serving: 1 while the second process waits for a plan to polish (:func:`_serve`)
         self.offered: list[Schedule] = []  # the plans offered to it, by token (their index)
         self.offers: dict[int, dict[str, tuple]] = {}  # its messages on each, by kind
+        # the other way round: the last resort's plans so far, as the second process makes
+        # them (:func:`_offer_up`), and how many of them were seen; the final passes this
+        # process makes over one while it waits are kept as an offer's (a token of ``offered``)
+        self.ups: list[tuple] = []
+        self.ups_seen = 0
 
     def queued(self, name: str) -> bool:
         return any(s.name == name for s in self.strategies)
@@ -526,7 +547,7 @@ class _Child:
             return None
         send.close()
         down_recv.close()
-        return cls(strategies, graph, proc, recv, shared, polish, down)
+        return cls(strategies, graph, proc, recv, shared, polish, down, budget, context.deadline)
 
     def _receive(self) -> None:
         """One message from the second process: a strategy's outcome, facts it derived
@@ -543,6 +564,9 @@ class _Child:
         if kind == "offer":
             token, stage, *rest = payload
             self.offers.setdefault(token, {})[stage] = tuple(rest)
+            return
+        if kind == "candidate":
+            self.ups.append(tuple(payload))
             return
         self.received[sender] = (kind, *payload)
 
@@ -694,8 +718,13 @@ class _Child:
             return
 
     def result(self, name: str, deadline: float | None) -> StrategyResult | RematError | None:
-        """Strategy ``name``'s outcome; None if it is not done by ``deadline``."""
+        """Strategy ``name``'s outcome; None if it is not done by ``deadline``. While it waits
+        for a last resort, it makes the final passes over the second process's latest plan
+        of it so far (:meth:`_pass_over_candidate`); the outcome's plan is then that object
+        where it has the same steps (:meth:`adopt_offered_polish` finds the passes by it)."""
         while name not in self.received:
+            if name in _LAST_RESORT:
+                self._pass_over_candidate()
             read = self._read(deadline)
             if read is None:
                 return RematError(f"{name} ended without an answer (its process died)")
@@ -704,10 +733,28 @@ class _Child:
         kind, *payload = self.received[name]
         if kind == "ok":
             ops, nodes, info, keep = payload
-            return StrategyResult(Schedule(ops, nodes), info, keep)
+            same = next((p for p in self.offered if _same_steps(p, ops, nodes)), None) if name in _LAST_RESORT else None
+            return StrategyResult(Schedule(ops, nodes) if same is None else same, info, keep)
         if kind == "noplan":
             return NoPlanError(payload[0], min_budget=payload[1])
         return RematError(payload[0])
+
+    def _pass_over_candidate(self) -> None:
+        """The final passes (:func:`_final_passes`) over the latest plan the second process
+        sent of the last resort it makes (:func:`_offer_up`), if one came since the last
+        look: made here, while this process would only wait, and kept as an offer's."""
+        if not self.polish or self.budget is None or len(self.ups) <= self.ups_seen:
+            return
+        self.ups_seen = len(self.ups)
+        ops, nodes, cost = self.ups[-1]
+        plan = Schedule(ops, nodes)
+        got: dict[str, tuple] = {}
+        self.offers[len(self.offered)] = got
+        self.offered.append(plan)
+        try:
+            _final_passes(self.graph, self.budget, plan, cost, self.deadline, lambda kind, *payload: got.__setitem__(kind, payload))
+        except Exception:  # noqa: BLE001 - an optional speed-up: the final passes make them again
+            got["failed"] = ()
 
     def stop(self) -> None:
         if self.proc.is_alive():
@@ -715,6 +762,11 @@ class _Child:
         self.proc.join(timeout=5)
         self.conn.close()
         self.down.close()
+
+
+def _same_steps(plan: Schedule, ops: Any, nodes: Any) -> bool:
+    """Whether ``plan`` has the steps ``ops``, ``nodes``."""
+    return len(plan.nodes) == len(nodes) and bool(np.array_equal(plan.nodes, nodes)) and bool(np.array_equal(plan.ops, ops))
 
 
 def _child_main(
@@ -801,6 +853,8 @@ def _child_main(
             message: tuple
             r: StrategyResult | None = None
             try:
+                if last and polish and budget is not None:
+                    _offer_up(graph, name, budget, context.deadline, outbox)
                 r = strategy.run(graph, budget, None, context)
                 with taken.get_lock():
                     fits.value = 1  # (a hint: the parent checks each plan itself)
@@ -862,6 +916,31 @@ def _speculate(graph: Graph, budget: int | None, mine: list[tuple], parent: tupl
         _final_passes(graph, budget, schedule, cost, deadline, lambda kind, *payload: outbox.put(("", kind, *payload)))
     except Exception:  # noqa: BLE001 - an optional speed-up: the parent makes the passes itself
         outbox.put(("", "failed"))
+
+
+def _offer_up(graph: Graph, name: str, budget: int, deadline: float | None, outbox: Any) -> None:
+    """In the second process, as it makes last resort ``name``'s variants (min-memory's; its
+    run then picks one): at each look at the stop request (which never stops it), send the
+    variant that would be its plan at ``budget`` so far to the parent, which makes the
+    final passes over it while it waits for this outcome (:meth:`_Child.result`). On
+    random1000 at 0.7x where the parent ran pathwidth and this process chain-dp, the parent
+    then sat idle from pathwidth's end (0.8 s) until min-memory's plan (1.37 s)."""
+    if name != "min-memory":
+        return
+    from remat_cli.strategies.min_memory import min_memory_variants, variants_so_far
+
+    sent: list[Schedule] = []
+
+    def stop() -> bool:
+        fits = [v for v in variants_so_far(graph) if v[2].peak_bytes <= budget]
+        if fits:
+            _, plan, m = min(fits, key=lambda v: (v[2].cost, v[2].peak_bytes))  # min-memory's choice
+            if not any(p is plan for p in sent):
+                sent.append(plan)
+                outbox.put(("", "candidate", plan.ops, plan.nodes, m.cost))
+        return False
+
+    min_memory_variants(graph, deadline, stop=stop)
 
 
 def _final_passes(graph: Graph, budget: int, schedule: Schedule, cost: float, deadline: float | None, send: Callable[..., None]) -> None:
