@@ -587,8 +587,9 @@ def _dag_schedule(
         for u in preds[t]:
             uses[u] += 1
     resident = bytearray(n)
-    fresh = bytearray(n)  # recomputed in this turn (never kept: see below)
-    cnt = [0] * n  # readers of a recomputed value still to be computed in this turn
+    # readers of a recomputed value still to be computed in this turn: > 0 exactly while it is
+    # resident and was recomputed in this turn (never kept: see below), 0 between turns
+    cnt = [0] * n
     when = [0] * n  # the compute count at which a recomputed value was made
     steps: list[int] = []
     put = steps.append
@@ -643,15 +644,13 @@ def _dag_schedule(
             start = len(steps)
             base = computes
             again_here: list[tuple[int, int]] = []
-        todo = [t]
-        seen = {t}
+        todo = [t]  # (every count is 0 between turns: the first reader counted finds a value new)
         while todo:
-            v = todo.pop()
-            for u in preds[v]:
+            for u in preds[todo.pop()]:
                 if not resident[u]:
-                    cnt[u] += 1
-                    if u not in seen:
-                        seen.add(u)
+                    c = cnt[u]
+                    cnt[u] = c + 1
+                    if not c:
                         todo.append(u)
         at = [t]  # the frames: node, next input, the compute count when it began
         nxt = [0]
@@ -689,14 +688,14 @@ def _dag_schedule(
                         return False  # kept once recomputed: the general loop's pins and wants matter
                     if made is not None:
                         again_here.append((computes - base, v))
-                fresh[v] = 1
                 when[v] = computes
             late = None  # its last reader: freed now, those resident when the frame began first
             for u in ins:
-                if fresh[u]:
-                    c = cnt[u] - 1
+                c = cnt[u]  # > 0 where u was recomputed in this turn: v is one of its readers counted
+                if c:
+                    c -= 1
                     cnt[u] = c
-                    if c > 0:
+                    if c:
                         continue
                     if when[u] > c0:
                         if late is None:
@@ -705,12 +704,10 @@ def _dag_schedule(
                             late.append(u)
                         continue
                     resident[u] = 0
-                    fresh[u] = 0
                     put(u << 1 | 1)
             if late is not None:
                 for u in late:
                     resident[u] = 0
-                    fresh[u] = 0
                     put(u << 1 | 1)
         if made is not None:
             made[key] = (computes - base, steps[start:], tuple(again_here))  # type: ignore[index]
