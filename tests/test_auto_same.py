@@ -228,3 +228,179 @@ def test_replayed_metrics_are_the_simulators():
         assert M.replayed(g, copy) == m == simulate(g, copy).metrics
         other = Schedule(s.ops[:-1].copy(), s.nodes[:-1].copy())
         assert M.replayed(g, other) is None
+
+
+#: per auto run (:func:`_offers_adopted`): whether the second process sent plans up (it made the last resort)
+sent_up: list[bool] = []
+
+
+def _offers_adopted(monkeypatch) -> list[tuple[bool, bool, bool]]:
+    """Per auto run: whether the plan to polish was offered to the second process, and
+    whether its memory-limit pass and improvement pass were put in ``memo`` by the
+    adoption (before the final passes could make them here)."""
+    got: list[tuple[bool, bool, bool]] = []
+    sent_up.clear()
+    polish, improve = auto._Child.adopt_offered_polish, auto._Child.adopt_offered_improve
+
+    def adopt_polish(self, fitting, memo, deadline):
+        polish(self, fitting, memo, deadline)
+        offered = any(p is k[4].schedule for k in fitting for p in self.offered)
+        got.append((offered, any(k[0] == "polish" for k in memo), False))
+        sent_up.append(bool(self.ups))
+
+    def adopt_improve(self, best, memo, deadline):
+        improve(self, best, memo, deadline)
+        got[-1] = (*got[-1][:2], ("improve", id(best[4].schedule)) in memo)
+
+    monkeypatch.setattr(auto._Child, "adopt_offered_polish", adopt_polish)
+    monkeypatch.setattr(auto._Child, "adopt_offered_improve", adopt_improve)
+    return got
+
+
+@pytest.mark.parametrize("ratio", [0.6, 0.5, 0.45, 0.4])
+def test_the_second_process_polishes_the_last_resort_offered_while_this_one_makes_the_rest(monkeypatch, tmp_path, ratio):
+    """Nothing fits, this process makes min-memory's variants (the second one runs
+    treewidth, held) and each look at its stop request is slowed, so the second process,
+    its queue done, waits for an offer while they are made: it gets min-memory's plan so
+    far and makes the final passes over it, and this process adopts them. The plan,
+    figures and "tried" facts are the reference's (one process, no offers)."""
+    g = load_graph(SAMPLES / "random_dag.twremat.txt")
+    budget = max(g.lb, int(ratio * store_all_peak(g)))
+    old = _outcome(lambda: load_graph(SAMPLES / "random_dag.twremat.txt"), reference.STRATEGY, budget, False)
+    real = M._stopped
+
+    def stopped(clock):
+        time.sleep(0.02)
+        return real(clock)
+
+    monkeypatch.setattr(M, "_stopped", stopped)
+    monkeypatch.setattr(auto, "PARALLEL_NODES", 10)
+    parent = os.getpid()
+    made = M.min_memory_variants
+
+    def variants(graph, deadline=None, stop=None):  # here: lets the second process's treewidth end
+        if os.getpid() == parent:
+            (tmp_path / "making").write_text("")
+        return made(graph, deadline, stop)
+
+    monkeypatch.setattr(M, "min_memory_variants", variants)
+    treewidth = registry.fast_strategies
+
+    def wait(flag: str) -> None:
+        end = time.perf_counter() + 30.0
+        while not (tmp_path / flag).exists() and time.perf_counter() < end:
+            time.sleep(0.01)
+
+    def held(strategy):  # greedy here waits until the second process has begun treewidth, which
+        # waits there until this process makes min-memory's variants
+        def solve(graph, budget, options, context):
+            if context.parallel and os.getpid() == parent and strategy.name == "greedy":
+                wait("treewidth")
+            if context.parallel and os.getpid() != parent and strategy.name == "treewidth":
+                (tmp_path / "treewidth").write_text("")
+                wait("making")
+            return strategy.solve(graph, budget, options, context)
+
+        return replace(strategy, solve=solve)
+
+    monkeypatch.setattr(registry, "fast_strategies", lambda: [held(s) for s in treewidth()])
+    adopted = _offers_adopted(monkeypatch)
+    assert _outcome(lambda: g, "auto", budget, True) == old
+    if old[0] != "no plan" and old[4] == "min-memory":
+        # the plan was offered (at these budgets a variant before the lowered ones) and both
+        # passes over it came from the second process
+        assert adopted == [(True, True, True)] if ratio >= 0.45 else adopted[0][1:] == (adopted[0][0],) * 2
+        assert sent_up == [False]  # this process made min-memory
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(kind=st.sampled_from(["skip", "dag"]), n=st.integers(8, 30), seed=st.integers(0, 1000), ratio=st.floats(0.2, 0.8))
+def test_auto_plans_as_the_reference_with_offers(monkeypatch, tmp_path_factory, kind, n, seed, ratio):
+    """Generated graphs and budgets, with the second process free to take offers while
+    this one makes min-memory's variants (as above): auto's outcome is the reference's."""
+    real = M._stopped
+
+    def stopped(clock):
+        time.sleep(0.005)
+        return real(clock)
+
+    with monkeypatch.context() as m:
+        m.setattr(M, "_stopped", stopped)
+        _second_takes_treewidth(m, tmp_path_factory.mktemp("took") / "took", 0.2)
+        _check(m, lambda: training_graph(kind, n, seed, p=0.25), ratio, None)
+
+
+def _roles(monkeypatch, tmp_path: Path) -> None:
+    """This process runs pathwidth until the second one has begun min-memory's variants,
+    whose making waits at its first look until this process waits for its outcome: greedy
+    waits here until the second process has begun treewidth, which waits there until this
+    process has begun pathwidth (so the second process runs chain-dp and min-memory)."""
+    parent = os.getpid()
+    real = registry.fast_strategies
+
+    def wait(flag: str) -> None:
+        end = time.perf_counter() + 30.0
+        while not (tmp_path / flag).exists() and time.perf_counter() < end:
+            time.sleep(0.01)
+
+    def wrapped(strategy):
+        def solve(graph, budget, options, context):
+            here = os.getpid() == parent
+            if context.parallel and here and strategy.name == "greedy":
+                wait("treewidth")
+            if context.parallel and not here and strategy.name == "treewidth":
+                (tmp_path / "treewidth").write_text("")
+                wait("pathwidth")
+            if context.parallel and here and strategy.name == "pathwidth":
+                (tmp_path / "pathwidth").write_text("")
+                wait("min-memory")
+            return strategy.solve(graph, budget, options, context)
+
+        return replace(strategy, solve=solve)
+
+    monkeypatch.setattr(registry, "fast_strategies", lambda: [wrapped(s) for s in real()])
+    looked = M._stopped
+
+    def stopped(clock):
+        if os.getpid() != parent:
+            (tmp_path / "min-memory").write_text("")
+            wait("waiting")
+        return looked(clock)
+
+    monkeypatch.setattr(M, "_stopped", stopped)
+    result = auto._Child.result
+
+    def waiting(self, name, deadline):
+        if name == "min-memory":
+            (tmp_path / "waiting").write_text("")
+        return result(self, name, deadline)
+
+    monkeypatch.setattr(auto._Child, "result", waiting)
+
+
+@pytest.mark.parametrize("ratio", [0.6, 0.5, 0.45, 0.4])
+def test_this_process_polishes_the_last_resort_the_second_one_makes_while_it_waits(monkeypatch, tmp_path, ratio):
+    """The other way round: this process runs pathwidth (held) while the second one runs
+    chain-dp and then min-memory (its making held until this process waits, each look at
+    its stop request slowed); this process waits for min-memory's outcome and meanwhile
+    makes the final passes over the
+    plans the second process sends as it makes the variants; the outcome's plan is one of
+    them (the same steps), so those passes are adopted. The plan, figures and "tried"
+    facts are the reference's."""
+    g = load_graph(SAMPLES / "random_dag.twremat.txt")
+    budget = max(g.lb, int(ratio * store_all_peak(g)))
+    old = _outcome(lambda: load_graph(SAMPLES / "random_dag.twremat.txt"), reference.STRATEGY, budget, False)
+    real = M._stopped
+
+    def stopped(clock):
+        time.sleep(0.02)
+        return real(clock)
+
+    monkeypatch.setattr(M, "_stopped", stopped)
+    monkeypatch.setattr(auto, "PARALLEL_NODES", 10)
+    _roles(monkeypatch, tmp_path)
+    adopted = _offers_adopted(monkeypatch)
+    assert _outcome(lambda: g, "auto", budget, True) == old
+    if old[0] != "no plan" and old[4] == "min-memory":
+        assert adopted == [(True, True, True)] if ratio >= 0.45 else adopted[0][1:] == (adopted[0][0],) * 2
+        assert sent_up == [True]  # the second process made min-memory and sent its plans

@@ -25,6 +25,10 @@ left (this process too takes the last resort, min-memory, when it would otherwis
 the second one's queued strategy with no plan known to fit: it makes min-memory's variants
 then, pausing once a plan fits). The choice of plan is the same: every candidate runs with the same options and
 the cheapest is chosen by (cost, peak, registry order), whichever process ran it.
+Where nothing but the last resort fits, the process that does not make min-memory's
+variants makes the final passes over the variant that is its plan so far, while the other
+makes the rest (:meth:`_Child.offer` and :func:`_serve`; :func:`_offer_up` and
+:meth:`_Child.result`); they are used only where that variant is the plan.
 """
 
 from __future__ import annotations
@@ -32,7 +36,10 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import replace
+from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 from remat_cli.errors import NoPlanError, RematError
 from remat_cli.graph import Graph
@@ -220,7 +227,7 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
                     here.add(strat.name)
                     if progress is not None:
                         progress(rank, len(candidates), Phrase("auto: {}", (strat.name,)))
-                    _prepare_last_resort(graph, strat.name, deadline, child.fits)
+                    _prepare_last_resort(graph, strat.name, deadline, child, budget)
                 speculate()
                 collect(last_resort=False)  # whether a plan fits is known once all others are in
                 if best is not None:
@@ -264,10 +271,12 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
             speculate()
             collect()
         if best is not None and not first_fit:
-            if child is not None:  # what the second process polished of its own plans
+            if child is not None:  # the passes over offered plans, and the second process's over its own
+                child.adopt_offered_polish(fitting, memo, deadline)
                 child.adopt_polish(fitting, memo, deadline)
             best = _polish(graph, budget, fitting, best, memo)
             if child is not None:
+                child.adopt_offered_improve(best, memo, deadline)
                 child.adopt_improve(fitting, best, memo, deadline)
             best = _improve(graph, budget, best, deadline, memo)  # the plan-improvement pass (algorithms/improve.py)
     finally:
@@ -288,15 +297,30 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
     return StrategyResult(result.schedule, info, result.keep)
 
 
-def _prepare_last_resort(graph: Graph, name: str, deadline: float | None, fits: Any) -> None:
+def _prepare_last_resort(graph: Graph, name: str, deadline: float | None, child: _Child, budget: int | None) -> None:
     """Make last resort ``name``'s budget-independent work ahead of need (min-memory's
-    variants, kept on the graph: its run then only picks one), pausing as soon as
-    ``fits`` (the shared flag, :class:`_Child`) says a plan of another strategy fits; a
-    later run resumes it where it paused, so its plan is the same either way."""
-    if name == "min-memory":
-        from remat_cli.strategies.min_memory import min_memory_variants
+    variants, kept on the graph: its run then only picks one), pausing as soon as the
+    second process's shared flag (:class:`_Child`) says a plan of another strategy fits;
+    a later run resumes it where it paused, so its plan is the same either way.
 
-        min_memory_variants(graph, deadline, stop=lambda: bool(fits.value))
+    At each look at that flag, the variant that would be min-memory's plan at ``budget`` so
+    far (the cheapest that fits, then the lowest) is offered to the second process
+    (:meth:`_Child.offer`): once its queue is done it makes the final passes over it
+    (:func:`_serve`) while this process makes the other variants. On random1000 at 0.7x the
+    store-all order's dag variant is the plan, known ~0.1 s before the lowering's variant
+    is made, and its memory-limit pass took 0.19 s here after it."""
+    if name == "min-memory":
+        from remat_cli.strategies.min_memory import min_memory_variants, variants_so_far
+
+        def stop() -> bool:
+            if budget is not None and child.polish:
+                fits = [v for v in variants_so_far(graph) if v[2].peak_bytes <= budget]
+                if fits:
+                    _, plan, m = min(fits, key=lambda v: (v[2].cost, v[2].peak_bytes))  # min-memory's choice
+                    child.offer(plan, m.cost)
+            return bool(child.fits.value)
+
+        min_memory_variants(graph, deadline, stop=stop)
 
 
 def _replayed(graph: Graph, name: str, schedule: Schedule) -> Any:
@@ -404,11 +428,28 @@ class _Child:
     one still runs a strategy; :meth:`adopt_polish` and :meth:`adopt_improve` put their
     results in auto's ``memo`` under this process's own plan objects, waiting for a
     speculation in flight rather than redoing it, so the final passes reuse them exactly
-    where their input is that plan: the same plan as without the speculation."""
+    where their input is that plan: the same plan as without the speculation.
 
-    def __init__(self, strategies: list[Strategy], graph: Graph, proc: Any, conn: Any, shared: tuple[Any, ...], polish: bool) -> None:
-        self.strategies, self.graph, self.proc, self.conn = strategies, graph, proc, conn
-        self.taken, self.fits, self.busy, self.bar, self.stage, self.done_rank = shared
+    Then, where it has no plan that fits, it serves this process (:func:`_serve`): a plan
+    offered through a second pipe (:meth:`offer`, the last resort's plan as this process
+    makes its variants) gets the same final passes, which :meth:`adopt_offered_polish` and
+    :meth:`adopt_offered_improve` put in ``memo`` under the offered object, in the same way."""
+
+    def __init__(
+        self,
+        strategies: list[Strategy],
+        graph: Graph,
+        proc: Any,
+        conn: Any,
+        shared: tuple[Any, ...],
+        polish: bool,
+        down: Any = None,
+        budget: int | None = None,
+        deadline: float | None = None,
+    ) -> None:
+        self.strategies, self.graph, self.proc, self.conn, self.down = strategies, graph, proc, conn, down
+        self.budget, self.deadline = budget, deadline
+        self.taken, self.fits, self.busy, self.bar, self.stage, self.done_rank, self.serving = shared
         # fits: set once either process has a plan that fits (no last resort then); busy:
         # queued strategies (not last resorts) running in either process; bar: the cost of
         # the best plan here; stage: 1 once the second process's queue is done and it
@@ -417,6 +458,14 @@ class _Child:
         self.polish = polish
         self.received: dict[str, tuple] = {}
         self.spec: dict[str, tuple] = {}  # the speculation's messages, by kind
+        # serving: 1 while the second process waits for a plan to polish (:func:`_serve`)
+        self.offered: list[Schedule] = []  # the plans offered to it, by token (their index)
+        self.offers: dict[int, dict[str, tuple]] = {}  # its messages on each, by kind
+        # the other way round: the last resort's plans so far, as the second process makes
+        # them (:func:`_offer_up`), and how many of them were seen; the final passes this
+        # process makes over one while it waits are kept as an offer's (a token of ``offered``)
+        self.ups: list[tuple] = []
+        self.ups_seen = 0
 
     def queued(self, name: str) -> bool:
         return any(s.name == name for s in self.strategies)
@@ -478,6 +527,7 @@ class _Child:
             return None
         ctx = mp.get_context("fork")
         recv, send = ctx.Pipe(duplex=False)
+        down_recv, down = ctx.Pipe(duplex=False)  # plans offered to it (:meth:`offer`)
         taken = ctx.Value("i", 0)  # how many of ``strategies`` either process has taken
         # the others are guarded by ``taken``'s lock
         shared = (
@@ -487,15 +537,17 @@ class _Child:
             ctx.Value("d", math.inf, lock=False),
             ctx.Value("b", 0, lock=False),
             ctx.Value("i", -1, lock=False),
+            ctx.Value("b", 0, lock=False),
         )
         quiet = replace(context, progress=None)
-        proc = ctx.Process(target=_child_main, args=(strategies, ranks, graph, budget, quiet, send, shared, polish), daemon=True)
+        proc = ctx.Process(target=_child_main, args=(strategies, ranks, graph, budget, quiet, send, shared, polish, down_recv), daemon=True)
         try:
             proc.start()
         except OSError:
             return None
         send.close()
-        return cls(strategies, graph, proc, recv, shared, polish)
+        down_recv.close()
+        return cls(strategies, graph, proc, recv, shared, polish, down, budget, context.deadline)
 
     def _receive(self) -> None:
         """One message from the second process: a strategy's outcome, facts it derived
@@ -508,6 +560,13 @@ class _Child:
             return
         if kind in _SPECULATION:
             self.spec[kind] = tuple(payload)
+            return
+        if kind == "offer":
+            token, stage, *rest = payload
+            self.offers.setdefault(token, {})[stage] = tuple(rest)
+            return
+        if kind == "candidate":
+            self.ups.append(tuple(payload))
             return
         self.received[sender] = (kind, *payload)
 
@@ -590,9 +649,82 @@ class _Child:
             schedule = target if arrays is None else Schedule(*arrays)
             memo[("improve", id(target))] = (target, Improvement(schedule, metrics, score, restart, ranking, stopped))
 
+    def offer(self, plan: Schedule, cost: float) -> None:
+        """Send ``plan`` (of cost ``cost``) to the second process for the final passes when it
+        waits for one (:func:`_serve`); a plan offered before is not sent again, and none is
+        sent while it works on another (it takes the next offer once done)."""
+        if any(p is plan for p in self.offered):
+            return
+        with self.taken.get_lock():
+            if not self.serving.value:
+                return
+            self.serving.value = 0
+        try:
+            self.down.send((len(self.offered), plan.ops, plan.nodes, cost))
+        except (OSError, ValueError):
+            return
+        self.offered.append(plan)
+
+    def _await_offer(self, token: int, kind: str, deadline: float | None) -> bool:
+        """Read messages until the second process's ``kind`` message on offer ``token`` is in
+        (True); False when it will not come (it failed, the process ended, or
+        ``deadline`` + :data:`SPECULATION_GRACE` passed)."""
+        until = None if deadline is None else deadline + SPECULATION_GRACE
+        while kind not in self.offers.get(token, {}):
+            if "failed" in self.offers.get(token, {}) or not self._read(until):
+                return False
+        return True
+
+    def _token(self, plan: Schedule) -> int | None:
+        return next((i for i, p in enumerate(self.offered) if p is plan), None)
+
+    def adopt_offered_polish(self, fitting: list[tuple], memo: dict, deadline: float | None) -> None:
+        """Put the second process's memory-limit pass over an offered plan into ``memo`` (as
+        :func:`_polish` keeps it), waiting for it, where that plan is one :func:`_polish`
+        passes over (the three cheapest) and was not passed over here."""
+        for entry in sorted(fitting, key=lambda k: k[:3])[:3]:
+            plan = entry[4].schedule
+            token = self._token(plan)
+            hit = memo.get(("polish", id(plan)))
+            if token is None or (hit is not None and hit[0] is plan) or not self._await_offer(token, "polished", deadline):
+                continue
+            ops, nodes, metrics = self.offers[token]["polished"]
+            memo[("polish", id(plan))] = (plan, Schedule(ops, nodes), metrics)
+
+    def adopt_offered_improve(self, best: tuple, memo: dict, deadline: float | None) -> None:
+        """Put the second process's improvement pass into ``memo`` (as :func:`_improve` keeps
+        it) where its input is ``best``'s plan: an offered plan, or its memory-limit pass
+        where that was cheaper (:func:`_final_passes` chose the same); waits for it."""
+        from remat_cli.algorithms.improve import Improvement
+
+        target = best[4].schedule
+        hit = memo.get(("improve", id(target)))
+        if hit is not None and hit[0] is target:
+            return  # made here already
+        for token, plan in enumerate(self.offered):
+            polished = memo.get(("polish", id(plan)))
+            if target is plan:
+                better = False
+            elif polished is not None and polished[0] is plan and target is polished[1]:
+                better = True
+            else:
+                continue
+            if not self._await_offer(token, "improved", deadline):
+                return
+            was_better, arrays, metrics, score, restart, ranking, stopped = self.offers[token]["improved"]
+            if was_better == better:
+                schedule = target if arrays is None else Schedule(*arrays)
+                memo[("improve", id(target))] = (target, Improvement(schedule, metrics, score, restart, ranking, stopped))
+            return
+
     def result(self, name: str, deadline: float | None) -> StrategyResult | RematError | None:
-        """Strategy ``name``'s outcome; None if it is not done by ``deadline``."""
+        """Strategy ``name``'s outcome; None if it is not done by ``deadline``. While it waits
+        for a last resort, it makes the final passes over the second process's latest plan
+        of it so far (:meth:`_pass_over_candidate`); the outcome's plan is then that object
+        where it has the same steps (:meth:`adopt_offered_polish` finds the passes by it)."""
         while name not in self.received:
+            if name in _LAST_RESORT:
+                self._pass_over_candidate()
             read = self._read(deadline)
             if read is None:
                 return RematError(f"{name} ended without an answer (its process died)")
@@ -601,16 +733,40 @@ class _Child:
         kind, *payload = self.received[name]
         if kind == "ok":
             ops, nodes, info, keep = payload
-            return StrategyResult(Schedule(ops, nodes), info, keep)
+            same = next((p for p in self.offered if _same_steps(p, ops, nodes)), None) if name in _LAST_RESORT else None
+            return StrategyResult(Schedule(ops, nodes) if same is None else same, info, keep)
         if kind == "noplan":
             return NoPlanError(payload[0], min_budget=payload[1])
         return RematError(payload[0])
+
+    def _pass_over_candidate(self) -> None:
+        """The final passes (:func:`_final_passes`) over the latest plan the second process
+        sent of the last resort it makes (:func:`_offer_up`), if one came since the last
+        look: made here, while this process would only wait, and kept as an offer's."""
+        if not self.polish or self.budget is None or len(self.ups) <= self.ups_seen:
+            return
+        self.ups_seen = len(self.ups)
+        ops, nodes, cost = self.ups[-1]
+        plan = Schedule(ops, nodes)
+        got: dict[str, tuple] = {}
+        self.offers[len(self.offered)] = got
+        self.offered.append(plan)
+        try:
+            _final_passes(self.graph, self.budget, plan, cost, self.deadline, lambda kind, *payload: got.__setitem__(kind, payload))
+        except Exception:  # noqa: BLE001 - an optional speed-up: the final passes make them again
+            got["failed"] = ()
 
     def stop(self) -> None:
         if self.proc.is_alive():
             self.proc.terminate()
         self.proc.join(timeout=5)
         self.conn.close()
+        self.down.close()
+
+
+def _same_steps(plan: Schedule, ops: Any, nodes: Any) -> bool:
+    """Whether ``plan`` has the steps ``ops``, ``nodes``."""
+    return len(plan.nodes) == len(nodes) and bool(np.array_equal(plan.nodes, nodes)) and bool(np.array_equal(plan.ops, ops))
 
 
 def _child_main(
@@ -622,14 +778,16 @@ def _child_main(
     conn: Any,
     shared: tuple[Any, ...],
     polish: bool,
+    down: Any = None,
 ) -> None:
     """Body of the second process: take the next strategy not yet taken until none is
     left (a last resort only once no plan is known to fit, and in a fit probe only once
     no other queued strategy is running: :data:`_LAST_RESORT`), run it, send back plain
-    data; then, with ``polish``, the final passes on its best plan (:func:`_speculate`).
+    data; then, with ``polish``, the final passes on its best plan (:func:`_speculate`),
+    or where none fits, on the plans the parent offers through ``down`` (:func:`_serve`).
     It ends itself if its parent dies (e.g. a `remat batch` worker killed at its
     --timeout)."""
-    taken, fits, busy, bar, stage, done_rank = shared
+    taken, fits, busy, bar, stage, done_rank, serving = shared
     import os
     import queue
     import signal
@@ -695,6 +853,8 @@ def _child_main(
             message: tuple
             r: StrategyResult | None = None
             try:
+                if last and polish and budget is not None:
+                    _offer_up(graph, name, budget, context.deadline, outbox)
                 r = strategy.run(graph, budget, None, context)
                 with taken.get_lock():
                     fits.value = 1  # (a hint: the parent checks each plan itself)
@@ -724,10 +884,14 @@ def _child_main(
             with taken.get_lock():
                 to_beat, done = bar.value, done_rank.value
             _speculate(graph, budget, mine, (to_beat, done), context.deadline, outbox)
+            if not mine and down is not None:
+                _serve(graph, budget, context.deadline, down, outbox, taken, serving)
     finally:
         outbox.put(None)
         sender.join()
         conn.close()
+        if down is not None:
+            down.close()
 
 
 #: The messages of the second process's speculation (:func:`_speculate`), in order.
@@ -749,19 +913,78 @@ def _speculate(graph: Graph, budget: int | None, mine: list[tuple], parent: tupl
         return
     outbox.put(("", "speculating", name))
     try:
-        from remat_cli.algorithms.improve import improve_plan
-        from remat_cli.strategies.evict import memlimit_pass
-
-        polished = memlimit_pass(graph, schedule, budget)
-        pm = simulate(graph, polished).metrics
-        outbox.put(("", "polished", polished.ops, polished.nodes, pm))
-        better = pm is not None and pm.peak_bytes <= budget and pm.cost < cost
-        start = polished if better else schedule
-        imp = improve_plan(graph, start, budget, deadline=deadline, replay=True)
-        arrays = None if imp.schedule is start else (imp.schedule.ops, imp.schedule.nodes)
-        outbox.put(("", "improved", better, arrays, imp.metrics, imp.score, imp.restart, imp.ranking, imp.stopped))
+        _final_passes(graph, budget, schedule, cost, deadline, lambda kind, *payload: outbox.put(("", kind, *payload)))
     except Exception:  # noqa: BLE001 - an optional speed-up: the parent makes the passes itself
         outbox.put(("", "failed"))
+
+
+def _offer_up(graph: Graph, name: str, budget: int, deadline: float | None, outbox: Any) -> None:
+    """In the second process, as it makes last resort ``name``'s variants (min-memory's; its
+    run then picks one): at each look at the stop request (which never stops it), send the
+    variant that would be its plan at ``budget`` so far to the parent, which makes the
+    final passes over it while it waits for this outcome (:meth:`_Child.result`). On
+    random1000 at 0.7x where the parent ran pathwidth and this process chain-dp, the parent
+    then sat idle from pathwidth's end (0.8 s) until min-memory's plan (1.37 s)."""
+    if name != "min-memory":
+        return
+    from remat_cli.strategies.min_memory import min_memory_variants, variants_so_far
+
+    sent: list[Schedule] = []
+
+    def stop() -> bool:
+        fits = [v for v in variants_so_far(graph) if v[2].peak_bytes <= budget]
+        if fits:
+            _, plan, m = min(fits, key=lambda v: (v[2].cost, v[2].peak_bytes))  # min-memory's choice
+            if not any(p is plan for p in sent):
+                sent.append(plan)
+                outbox.put(("", "candidate", plan.ops, plan.nodes, m.cost))
+        return False
+
+    min_memory_variants(graph, deadline, stop=stop)
+
+
+def _final_passes(graph: Graph, budget: int, schedule: Schedule, cost: float, deadline: float | None, send: Callable[..., None]) -> None:
+    """:func:`_polish`'s memory-limit pass over ``schedule`` (of cost ``cost``), then
+    :func:`_improve`'s pass over the better of the two, as they run were it auto's winner,
+    each result sent as soon as it is made: ``send("polished", ops, nodes, metrics)``, then
+    ``send("improved", whether the polished plan was the better, its arrays or None (the
+    input itself), and the rest of the :class:`Improvement`)``."""
+    from remat_cli.algorithms.improve import improve_plan
+    from remat_cli.strategies.evict import memlimit_pass
+
+    polished = memlimit_pass(graph, schedule, budget)
+    pm = simulate(graph, polished).metrics
+    send("polished", polished.ops, polished.nodes, pm)
+    better = pm is not None and pm.peak_bytes <= budget and pm.cost < cost
+    start = polished if better else schedule
+    imp = improve_plan(graph, start, budget, deadline=deadline, replay=True)
+    arrays = None if imp.schedule is start else (imp.schedule.ops, imp.schedule.nodes)
+    send("improved", better, arrays, imp.metrics, imp.score, imp.restart, imp.ranking, imp.stopped)
+
+
+def _serve(graph: Graph, budget: int | None, deadline: float | None, down: Any, outbox: Any, lock: Any, serving: Any) -> None:
+    """In the second process, once its queue is done with no plan of its own that fits: wait
+    for plans the parent offers (:meth:`_Child.offer`: the last resort's plan while the
+    parent makes its other variants) and make the final passes over each
+    (:func:`_final_passes`), its messages tagged with the offer's token; until the parent
+    closes the pipe or stops this process. ``serving`` (under ``lock``) says it waits."""
+    while True:
+        with lock:
+            serving.value = 1
+        try:
+            token, ops, nodes, cost = down.recv()
+        except (EOFError, OSError):
+            return
+
+        def send(kind: str, *payload: Any, token: int = token) -> None:
+            outbox.put(("", "offer", token, kind, *payload))
+
+        try:
+            if budget is None:
+                raise ValueError("no budget")
+            _final_passes(graph, budget, Schedule(ops, nodes), cost, deadline, send)
+        except Exception:  # noqa: BLE001 - an optional speed-up: the parent makes the passes itself
+            send("failed")
 
 
 STRATEGY = Strategy(
