@@ -626,8 +626,6 @@ class _Child:
         """Put the second process's improvement pass into ``memo`` (as :func:`_improve`
         keeps it) when its input is ``best``'s plan: the second process's own plan, or its
         memory-limit pass where that was cheaper; waits for it if it is in flight."""
-        from remat_cli.algorithms.improve import Improvement
-
         entry = self._speculated_on(fitting, deadline)
         if entry is None:
             return
@@ -635,19 +633,12 @@ class _Child:
         hit = memo.get(("improve", id(target)))
         if hit is not None and hit[0] is target:
             return  # made here already
-        polished = memo.get(("polish", id(plan)))
-        if target is plan:
-            better = False
-        elif polished is not None and polished[0] is plan and target is polished[1]:
-            better = True
-        else:
+        better = _improved_from(plan, target, memo)
+        if better is None:
             return  # the final pass improves another plan
         if not self._await("improved", None if deadline is None else deadline + SPECULATION_GRACE):
             return
-        was_better, arrays, metrics, score, restart, ranking, stopped = self.spec["improved"]
-        if was_better == better:
-            schedule = target if arrays is None else Schedule(*arrays)
-            memo[("improve", id(target))] = (target, Improvement(schedule, metrics, score, restart, ranking, stopped))
+        _keep_improvement(memo, target, better, self.spec["improved"])
 
     def offer(self, plan: Schedule, cost: float) -> None:
         """Send ``plan`` (of cost ``cost``) to the second process for the final passes when it
@@ -695,26 +686,16 @@ class _Child:
         """Put the second process's improvement pass into ``memo`` (as :func:`_improve` keeps
         it) where its input is ``best``'s plan: an offered plan, or its memory-limit pass
         where that was cheaper (:func:`_final_passes` chose the same); waits for it."""
-        from remat_cli.algorithms.improve import Improvement
-
         target = best[4].schedule
         hit = memo.get(("improve", id(target)))
         if hit is not None and hit[0] is target:
             return  # made here already
         for token, plan in enumerate(self.offered):
-            polished = memo.get(("polish", id(plan)))
-            if target is plan:
-                better = False
-            elif polished is not None and polished[0] is plan and target is polished[1]:
-                better = True
-            else:
+            better = _improved_from(plan, target, memo)
+            if better is None:
                 continue
-            if not self._await_offer(token, "improved", deadline):
-                return
-            was_better, arrays, metrics, score, restart, ranking, stopped = self.offers[token]["improved"]
-            if was_better == better:
-                schedule = target if arrays is None else Schedule(*arrays)
-                memo[("improve", id(target))] = (target, Improvement(schedule, metrics, score, restart, ranking, stopped))
+            if self._await_offer(token, "improved", deadline):
+                _keep_improvement(memo, target, better, self.offers[token]["improved"])
             return
 
     def result(self, name: str, deadline: float | None) -> StrategyResult | RematError | None:
@@ -762,6 +743,31 @@ class _Child:
         self.proc.join(timeout=5)
         self.conn.close()
         self.down.close()
+
+
+def _improved_from(plan: Schedule, target: Schedule, memo: dict) -> bool | None:
+    """Whether :func:`_improve`'s pass over ``target`` is the one the second process made
+    over ``plan`` (:func:`_final_passes`): True where ``target`` is ``plan``'s memory-limit
+    pass (kept in ``memo`` by :func:`_polish`), False where it is ``plan`` itself, None
+    where it is neither (that pass improved another plan)."""
+    if target is plan:
+        return False
+    polished = memo.get(("polish", id(plan)))
+    if polished is not None and polished[0] is plan and target is polished[1]:
+        return True
+    return None
+
+
+def _keep_improvement(memo: dict, target: Schedule, better: bool, improved: tuple) -> None:
+    """Keep the second process's "improved" message ``improved`` in ``memo`` as
+    :func:`_improve` keeps its own pass over ``target``, where it started from the same
+    plan (``better``: from the memory-limit pass, :func:`_improved_from`)."""
+    from remat_cli.algorithms.improve import Improvement
+
+    was_better, arrays, metrics, score, restart, ranking, stopped = improved
+    if was_better == better:
+        schedule = target if arrays is None else Schedule(*arrays)
+        memo[("improve", id(target))] = (target, Improvement(schedule, metrics, score, restart, ranking, stopped))
 
 
 def _same_steps(plan: Schedule, ops: Any, nodes: Any) -> bool:
