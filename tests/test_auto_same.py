@@ -257,7 +257,7 @@ def _offers_adopted(monkeypatch) -> list[tuple[bool, bool, bool]]:
     return got
 
 
-@pytest.mark.parametrize("ratio", [0.6, 0.5, 0.45, 0.4])
+@pytest.mark.parametrize("ratio", [0.5, 0.4])  # (each look slowed: 15 s a budget)
 def test_the_second_process_polishes_the_last_resort_offered_while_this_one_makes_the_rest(monkeypatch, tmp_path, ratio):
     """Nothing fits, this process makes min-memory's variants (the second one runs
     treewidth, held) and each look at its stop request is slowed, so the second process,
@@ -313,7 +313,7 @@ def test_the_second_process_polishes_the_last_resort_offered_while_this_one_make
         assert sent_up == [False]  # this process made min-memory
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(kind=st.sampled_from(["skip", "dag"]), n=st.integers(8, 30), seed=st.integers(0, 1000), ratio=st.floats(0.2, 0.8))
 def test_auto_plans_as_the_reference_with_offers(monkeypatch, tmp_path_factory, kind, n, seed, ratio):
     """Generated graphs and budgets, with the second process free to take offers while
@@ -378,7 +378,7 @@ def _roles(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setattr(auto._Child, "result", waiting)
 
 
-@pytest.mark.parametrize("ratio", [0.6, 0.5, 0.45, 0.4])
+@pytest.mark.parametrize("ratio", [0.5, 0.4])  # (each look slowed: 15 s a budget)
 def test_this_process_polishes_the_last_resort_the_second_one_makes_while_it_waits(monkeypatch, tmp_path, ratio):
     """The other way round: this process runs pathwidth (held) while the second one runs
     chain-dp and then min-memory (its making held until this process waits, each look at
