@@ -310,14 +310,13 @@ def _prepare_last_resort(graph: Graph, name: str, deadline: float | None, child:
     store-all order's dag variant is the plan, known ~0.1 s before the lowering's variant
     is made, and its memory-limit pass took 0.19 s here after it."""
     if name == "min-memory":
-        from remat_cli.strategies.min_memory import min_memory_variants, variants_so_far
+        from remat_cli.strategies.min_memory import chosen, min_memory_variants, variants_so_far
 
         def stop() -> bool:
             if budget is not None and child.polish:
-                fits = [v for v in variants_so_far(graph) if v[2].peak_bytes <= budget]
-                if fits:
-                    _, plan, m = min(fits, key=lambda v: (v[2].cost, v[2].peak_bytes))  # min-memory's choice
-                    child.offer(plan, m.cost)
+                pick = chosen(variants_so_far(graph), budget)  # min-memory's plan so far
+                if pick is not None:
+                    child.offer(pick[1], pick[2].cost)
             return bool(child.fits.value)
 
         min_memory_variants(graph, deadline, stop=stop)
@@ -933,14 +932,14 @@ def _offer_up(graph: Graph, name: str, budget: int, deadline: float | None, outb
     then sat idle from pathwidth's end (0.8 s) until min-memory's plan (1.37 s)."""
     if name != "min-memory":
         return
-    from remat_cli.strategies.min_memory import min_memory_variants, variants_so_far
+    from remat_cli.strategies.min_memory import chosen, min_memory_variants, variants_so_far
 
     sent: list[Schedule] = []
 
     def stop() -> bool:
-        fits = [v for v in variants_so_far(graph) if v[2].peak_bytes <= budget]
-        if fits:
-            _, plan, m = min(fits, key=lambda v: (v[2].cost, v[2].peak_bytes))  # min-memory's choice
+        pick = chosen(variants_so_far(graph), budget)  # min-memory's plan so far
+        if pick is not None:
+            _, plan, m = pick
             if not any(p is plan for p in sent):
                 sent.append(plan)
                 outbox.put(("", "candidate", plan.ops, plan.nodes, m.cost))

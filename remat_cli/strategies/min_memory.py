@@ -90,6 +90,7 @@ from remat_cli.units import fmt_bytes_exact
 
 __all__ = [
     "STRATEGY",
+    "chosen",
     "least_computes",
     "lower_peak",
     "min_memory_schedule",
@@ -1058,17 +1059,28 @@ def _held_at_peak(graph: Graph, schedule: Schedule, drop: frozenset[int]) -> lis
 
 def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunContext) -> StrategyResult:
     variants = min_memory_variants(graph, context.deadline)
-    fits = [v for v in variants if budget is None or v[2].peak_bytes <= budget]
-    if not fits:
+    pick = chosen(variants, budget)
+    if pick is None:
         floor = min((v[2].peak_bytes for v in variants), default=None)
         raise NoPlanError(
             f"min-memory: no variant fits budget {fmt_bytes_exact(budget) if budget is not None else 'none'}"
             + (f"; its lowest peak is {fmt_bytes_exact(floor)}" if floor is not None else ""),
             min_budget=floor,
         )
-    key = (lambda v: (v[2].cost, v[2].peak_bytes)) if budget is not None else (lambda v: (v[2].peak_bytes, v[2].cost))
-    name, schedule, _ = min(fits, key=key)
+    name, schedule, _ = pick
     return StrategyResult(schedule, {"variant": name})
+
+
+def chosen(variants: list[tuple[str, Schedule, Metrics]], budget: int | None) -> tuple[str, Schedule, Metrics] | None:
+    """The variant that is min-memory's plan among ``variants`` (name, schedule, replayed
+    metrics): the cheapest that fits ``budget``, then the lowest; with no budget the lowest
+    peak, then the cheapest. None where none fits. ``auto`` asks it of the variants made so
+    far (:func:`variants_so_far`) to offer that plan for polishing ahead."""
+    fits = [v for v in variants if budget is None or v[2].peak_bytes <= budget]
+    if not fits:
+        return None
+    key = (lambda v: (v[2].cost, v[2].peak_bytes)) if budget is not None else (lambda v: (v[2].peak_bytes, v[2].cost))
+    return min(fits, key=key)
 
 
 STRATEGY = Strategy(
