@@ -1613,15 +1613,14 @@ def _plan_over_separator_tree(
             info["stopped runs"] = Phrase("{}: " + "; ".join("{}" for _ in shown) + more, (len(stopped), *shown))
         if options.memlimit:  # off only to test the monotone part on its own
             polished: list[_Attempt] | None = None
-            if forked is not None and not sent:  # while the pass over the bare run comes: the
-                polished = _polished_best(graph, candidates, budget, deadline)  # pass over the
-                absorb()  # cheapest candidate (it does not depend on the other), and should it
-                if not sent and not forked.ended:  # still not have come, the keep moves over
-                    ahead_best = min(  # the cheapest so far, which win where it is the best
-                        (c for c in candidates + polished if c.metrics.peak_bytes <= budget),
-                        key=lambda c: (c.metrics.cost, c.metrics.peak_bytes),
-                        default=None,
-                    )
+            if forked is not None and not sent:
+                # while the pass over the bare run comes: the pass over the cheapest candidate
+                # (it does not depend on the other), and should it still not have come, the
+                # keep moves over the cheapest so far (used where that one is still the best)
+                polished = _polished_best(graph, candidates, budget, deadline)
+                absorb()
+                if not sent and not forked.ended:
+                    ahead_best = _cheapest(candidates + polished, budget)
                     if ahead_best is not None and ahead_best.metrics.recomputations:
                         from remat_cli.algorithms.improve import improve_plan
 
@@ -1641,8 +1640,8 @@ def _plan_over_separator_tree(
     finally:
         if forked is not None:
             forked.stop()
-    fitting = [c for c in candidates if c.metrics.peak_bytes <= budget]
-    if not fitting:
+    best = _cheapest(candidates, budget)
+    if best is None:
         if bare_run is None:
             least = sa.peak_bytes
             why = "its recursion stopped at its work or time limit; store-all"
@@ -1658,7 +1657,6 @@ def _plan_over_separator_tree(
             f"{kind} cannot fit budget {fmt_bytes_exact(budget)}: {why} peaks at {fmt_bytes_exact(least)}",
             min_budget=least,
         )
-    best = min(fitting, key=lambda c: (c.metrics.cost, c.metrics.peak_bytes))
     if options.memlimit and best.metrics.recomputations:  # drop recomputations the budget allows
         from remat_cli.algorithms.improve import improve_plan
 
@@ -1711,13 +1709,21 @@ def _polished_best(graph: Graph, candidates: list[_Attempt], budget: int, deadli
     it recomputes anything (:func:`_memlimit_candidates`), measured; none where none fits."""
     from remat_cli.strategies.evict import memlimit_pass
 
-    fitting = [c for c in candidates if c.metrics.peak_bytes <= budget]
-    if fitting:
-        best = min(fitting, key=lambda c: (c.metrics.cost, c.metrics.peak_bytes))
-        if best.metrics.recomputations:
-            polished = memlimit_pass(graph, best.schedule, budget, deadline=deadline)
-            return [_Attempt(polished, _measure(graph, polished), Phrase("{} + memory-limit pass", (best.label,)))]
+    best = _cheapest(candidates, budget)
+    if best is not None and best.metrics.recomputations:
+        polished = memlimit_pass(graph, best.schedule, budget, deadline=deadline)
+        return [_Attempt(polished, _measure(graph, polished), Phrase("{} + memory-limit pass", (best.label,)))]
     return []
+
+
+def _cheapest(candidates: list[_Attempt], budget: int) -> _Attempt | None:
+    """The cheapest of ``candidates`` that fits ``budget`` (ties: the lower peak, then the
+    earlier), None where none fits: the plan's choice, and what its passes start from."""
+    return min(
+        (c for c in candidates if c.metrics.peak_bytes <= budget),
+        key=lambda c: (c.metrics.cost, c.metrics.peak_bytes),
+        default=None,
+    )
 
 
 def _bare_pass(graph: Graph, clean: Schedule, budget: int, deadline: float | None = None) -> _Attempt:
