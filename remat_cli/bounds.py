@@ -64,7 +64,7 @@ from dataclasses import dataclass, replace
 
 from remat_cli.graph import Graph
 
-__all__ = ["ReachBound", "StructuralBound", "reach_lower_bound", "structural_lower_bound"]
+__all__ = ["ReachBound", "StructuralBound", "reach_lower_bound", "structural_bound_key", "structural_lower_bound"]
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,20 @@ def structural_lower_bound(graph: Graph, *, depth: int = 4, max_work: int = 2_00
 
     Never below ``graph.lb`` (depth 0 is exactly it). Work: at most ``max_work`` set
     expansions, each O(in-degree · |S|); start-up cost is one pass over the needed nodes.
+    Made once per graph and arguments (:meth:`Graph.derived`): the search is capped by work,
+    not time, so it is the same wherever it is made, and a planning run may make it while it
+    waits on its second process (``RunContext.idle``), before the report asks for it.
     """
+    key = structural_bound_key(depth, max_work, reach_work)
+    return graph.derived(key, lambda: _structural_lower_bound(graph, depth, max_work, reach_work))
+
+
+def structural_bound_key(depth: int = 4, max_work: int = 2_000, reach_work: int = 1_000) -> str:
+    """The :meth:`Graph.derived` key :func:`structural_lower_bound` keeps its bound under."""
+    return f"structural lower bound {depth} {max_work} {reach_work}"
+
+
+def _structural_lower_bound(graph: Graph, depth: int, max_work: int, reach_work: int) -> StructuralBound:
     inputs = _Inputs(graph)
     game = _game_tree_bound(graph, depth, max_work, inputs)
     if reach_work <= 0:

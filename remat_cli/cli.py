@@ -651,7 +651,7 @@ def plan(
     from remat_cli.loaders import load_graph
     from remat_cli.plandoc import load_record, write_plan
     from remat_cli.planner import make_plan
-    from remat_cli.report.facts import plan_facts
+    from remat_cli.report.facts import facts_ahead, plan_facts
     from remat_cli.report.tables import plan_report_json, render_plan
     from remat_cli.strategies import RunContext
 
@@ -663,7 +663,7 @@ def plan(
     options = _load_options(**graph_kw)
     graph = load_graph(graph_file, options, warn=_warn, note=_note)
     with _progress_after(f"planning {graph.n:,} nodes with {strategy}") as progress:
-        context = RunContext(time_limit=time_limit, progress=progress)
+        context = RunContext(time_limit=time_limit, progress=progress, idle=facts_ahead(graph))
         result = make_plan(graph, strategy, budget, context=context, find_smallest=True, graph_file=graph_file)
     facts = plan_facts(result)
     written: list[str] = []

@@ -15,12 +15,13 @@ from functools import cached_property
 
 import numpy as np
 
-from remat_cli.bounds import StructuralBound, structural_lower_bound
+from remat_cli.bounds import StructuralBound, structural_bound_key, structural_lower_bound
 from remat_cli.errors import InvalidScheduleError
 from remat_cli.graph import Graph
 from remat_cli.plandoc import Plan
 from remat_cli.schedule import COMPUTE
 from remat_cli.simulate import simulate
+from remat_cli.strategies.base import IdleWork
 
 __all__ = ["Recomputed", "ForwardKept", "PlanFacts", "plan_facts", "step_categories"]
 
@@ -82,6 +83,13 @@ class PlanFacts:
         if sim.error is not None or sim.memory is None:  # plans are validated; this is a bug
             raise InvalidScheduleError(f"plan is invalid at {sim.error}")
         return sim.memory
+
+
+def facts_ahead(graph: Graph) -> IdleWork:
+    """The part of :func:`plan_facts` that depends on ``graph`` alone (its structural bound,
+    kept on the graph), for a planning run to make where it would wait on its second process
+    (``RunContext.idle``): 0.015-0.08 s on 1,000-node graphs that the report then skips."""
+    return IdleWork(structural_bound_key(), lambda: structural_lower_bound(graph))
 
 
 def plan_facts(plan: Plan, *, top: int = 5) -> PlanFacts:

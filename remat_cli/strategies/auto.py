@@ -46,7 +46,7 @@ from remat_cli.graph import Graph
 from remat_cli.units import Fact, Phrase, fmt_bytes_exact
 from remat_cli.simulate import simulate
 from remat_cli.schedule import Schedule
-from remat_cli.strategies.base import NoOptions, RunContext, Strategy, StrategyResult
+from remat_cli.strategies.base import IdleWork, NoOptions, RunContext, Strategy, StrategyResult
 from remat_cli.strategies.greedy import CostlierThan
 
 __all__ = ["STRATEGY"]
@@ -179,6 +179,8 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
                 continue
             if progress is not None:
                 progress(rank, len(candidates), Phrase("auto: {} (second process)", (twin.name,)))
+            if best is not None and twin.name not in child.received:
+                use_idle()  # (it would wait for the outcome)
             outcome = child.result(twin.name, None if best is None else deadline)
             if outcome is None:
                 tried[twin.name] = "skipped (time limit)"
@@ -186,6 +188,18 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
                 consider(rank, twin, outcome)
 
     memo: dict[tuple[str, int], tuple] = {}  # the polishing passes' results, by input plan
+    idle = [context.idle]
+
+    def use_idle() -> None:
+        """The caller's work (``RunContext.idle``), once, where this process would wait on
+        the second one with a plan that fits: auto succeeds, so it is needed after. Made
+        there already (handed back, :func:`_child_main`), it is only read."""
+        work, idle[0] = idle[0], None
+        if work is not None:
+            if child is not None:
+                child.drain()
+            if work.key not in graph.derived_items(lambda k: k == work.key):
+                work.make()
 
     def speculate() -> None:
         """While the second process still runs a queued strategy and this one has nothing
@@ -272,6 +286,7 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
             collect()
         if best is not None and not first_fit:
             if child is not None:  # the passes over offered plans, and the second process's over its own
+                use_idle()  # (while they come: needed after the run in any case)
                 child.adopt_offered_polish(fitting, memo, deadline)
                 child.adopt_polish(fitting, memo, deadline)
             best = _polish(graph, budget, fitting, best, memo)
@@ -538,8 +553,10 @@ class _Child:
             ctx.Value("i", -1, lock=False),
             ctx.Value("b", 0, lock=False),
         )
-        quiet = replace(context, progress=None)
-        proc = ctx.Process(target=_child_main, args=(strategies, ranks, graph, budget, quiet, send, shared, polish, down_recv), daemon=True)
+        quiet = replace(context, progress=None, idle=None)  # (its idle work would be lost there)
+        proc = ctx.Process(
+            target=_child_main, args=(strategies, ranks, graph, budget, quiet, send, shared, polish, down_recv, context.idle), daemon=True
+        )
         try:
             proc.start()
         except OSError:
@@ -736,7 +753,17 @@ class _Child:
         except Exception:  # noqa: BLE001 - an optional speed-up: the final passes make them again
             got["failed"] = ()
 
+    def drain(self) -> None:
+        """Read the messages already sent (facts it made for this process, such as the idle
+        work's, land on the graph; the others are kept for their readers)."""
+        try:
+            while self.conn.poll(0):
+                self._receive()
+        except (EOFError, OSError):
+            pass
+
     def stop(self) -> None:
+        self.drain()
         if self.proc.is_alive():
             self.proc.terminate()
         self.proc.join(timeout=5)
@@ -784,14 +811,16 @@ def _child_main(
     shared: tuple[Any, ...],
     polish: bool,
     down: Any = None,
+    idle: IdleWork | None = None,
 ) -> None:
     """Body of the second process: take the next strategy not yet taken until none is
     left (a last resort only once no plan is known to fit, and in a fit probe only once
     no other queued strategy is running: :data:`_LAST_RESORT`), run it, send back plain
     data; then, with ``polish``, the final passes on its best plan (:func:`_speculate`),
     or where none fits, on the plans the parent offers through ``down`` (:func:`_serve`).
-    It ends itself if its parent dies (e.g. a `remat batch` worker killed at its
-    --timeout)."""
+    Once it has nothing left and a plan fits, the caller's ``idle`` work (``RunContext.idle``),
+    handed back. It ends itself if its parent dies (e.g. a `remat batch` worker killed at
+    its --timeout)."""
     taken, fits, busy, bar, stage, done_rank, serving = shared
     import os
     import queue
@@ -836,6 +865,23 @@ def _child_main(
             outbox.put(("", "derived", fresh))
 
     mine: list[tuple[float, int, int, str, Schedule]] = []  # its plans that fit
+    pending = [idle]
+
+    def idle_work() -> bool:
+        """The caller's idle work, made and handed back once a plan fits (in either process:
+        ``fits``), so the parent's report skips it; True once nothing is left of it."""
+        work = pending[0]
+        if work is None:
+            return True
+        if not fits.value:
+            return False
+        pending[0] = None
+        try:
+            outbox.put(("", "derived", {work.key: work.make()}))
+        except Exception:  # noqa: BLE001 - an optional speed-up: the parent makes it itself
+            pass
+        return True
+
     try:
         while True:
             with taken.get_lock():
@@ -889,8 +935,9 @@ def _child_main(
             with taken.get_lock():
                 to_beat, done = bar.value, done_rank.value
             _speculate(graph, budget, mine, (to_beat, done), context.deadline, outbox)
+            idle_work()
             if not mine and down is not None:
-                _serve(graph, budget, context.deadline, down, outbox, taken, serving)
+                _serve(graph, budget, context.deadline, down, outbox, taken, serving, idle_work)
     finally:
         outbox.put(None)
         sender.join()
@@ -967,16 +1014,28 @@ def _final_passes(graph: Graph, budget: int, schedule: Schedule, cost: float, de
     send("improved", better, arrays, imp.metrics, imp.score, imp.restart, imp.ranking, imp.stopped)
 
 
-def _serve(graph: Graph, budget: int | None, deadline: float | None, down: Any, outbox: Any, lock: Any, serving: Any) -> None:
+def _serve(
+    graph: Graph,
+    budget: int | None,
+    deadline: float | None,
+    down: Any,
+    outbox: Any,
+    lock: Any,
+    serving: Any,
+    idle: Callable[[], bool] = lambda: True,
+) -> None:
     """In the second process, once its queue is done with no plan of its own that fits: wait
     for plans the parent offers (:meth:`_Child.offer`: the last resort's plan while the
     parent makes its other variants) and make the final passes over each
     (:func:`_final_passes`), its messages tagged with the offer's token; until the parent
-    closes the pipe or stops this process. ``serving`` (under ``lock``) says it waits."""
+    closes the pipe or stops this process. ``serving`` (under ``lock``) says it waits;
+    ``idle()`` is called while it does, until it says nothing is left of its work."""
     while True:
         with lock:
             serving.value = 1
         try:
+            while not idle() and not down.poll(0.01):
+                pass
             token, ops, nodes, cost = down.recv()
         except (EOFError, OSError):
             return

@@ -16,7 +16,7 @@ from remat_cli.graph import Graph
 from remat_cli.schedule import Schedule
 from remat_cli.units import Phrase
 
-__all__ = ["Strategy", "StrategyResult", "StrategyFn", "RunContext", "NoOptions", "ProgressFn", "CONTEXT_KEYS", "folding_sinks"]
+__all__ = ["Strategy", "StrategyResult", "StrategyFn", "RunContext", "IdleWork", "NoOptions", "ProgressFn", "CONTEXT_KEYS", "folding_sinks"]
 
 #: ``progress(done, total, label)``: hears how a run goes (``total`` 0 when unknown); the
 #: label is a name or a :class:`~remat_cli.units.Phrase` that the caller renders.
@@ -41,6 +41,18 @@ class NoOptions:
     """The options of a strategy that takes none."""
 
 
+@dataclass(frozen=True)
+class IdleWork:
+    """Work the caller of a planning run does after it (the report's structural bound),
+    which the run may do instead where it would wait on its second process: ``make()``
+    keeps its result on the graph under ``key`` (:meth:`Graph.derived`), so the caller
+    finds it made, and ``auto``'s second process, which plans a copy of the graph, can make
+    it and hand it back."""
+
+    key: str
+    make: Callable[[], object]
+
+
 @dataclass(frozen=True, eq=False)
 class RunContext:
     """What one planning run shares with every strategy it runs; not a strategy's options.
@@ -52,6 +64,9 @@ class RunContext:
     several strategies reuse on one graph (decompositions), each entry keyed with the
     graph's identity; None: nothing is shared (``auto`` makes one for its run).
     ``parallel``: ``auto`` may share its costliest strategies with a second process.
+    ``idle``: :class:`IdleWork` a strategy may do while it waits on its second process,
+    once a plan that fits is held (so the run succeeds and the caller needs the work): the
+    other core takes more of the strategy's work meanwhile. Made at most once; None: none.
     """
 
     time_limit: float | None = None
@@ -59,6 +74,7 @@ class RunContext:
     progress: ProgressFn | None = None
     shared: dict[Any, Any] | None = None
     parallel: bool = True
+    idle: IdleWork | None = None
 
 
 #: Keys of a plain options mapping that belong to the :class:`RunContext`.

@@ -1147,6 +1147,7 @@ def _plan_over_separator_tree(
     started = time.perf_counter()
     deadline = context.deadline
     progress = context.progress
+    idle = [context.idle]
     info: dict[str, Any] = {
         "decomposition": kind,
         "width": sep.width,
@@ -1523,6 +1524,9 @@ def _plan_over_separator_tree(
         least one message, waiting until the deadline at most)."""
         if forked is None:
             return
+        if wait and idle[0] is not None and to_beat() < math.inf:  # (a plan that fits is held)
+            work, idle[0] = idle[0], None
+            work.make()  # the caller's work (RunContext.idle), done where this process would wait
         for msg, schedule in forked.messages(wait, deadline):
             metrics = None if msg.get("metrics") is None else Metrics(**msg["metrics"])
             if msg["kind"] == "pass":
