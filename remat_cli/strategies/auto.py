@@ -489,12 +489,7 @@ class _Child:
         has no result yet, after reading the results already in the pipe: the second
         process is still working on it."""
         waiting = [s.name for s in self.strategies if s.name not in here and s.name not in settled and s.name not in _LAST_RESORT]
-        try:
-            while self.conn.poll(0):
-                self._receive()
-        except (EOFError, OSError):
-            return False
-        return any(name not in self.received for name in waiting)
+        return self.drain() and any(name not in self.received for name in waiting)
 
     def idle_here(self, name: str, here: set[str], settled: dict[str, Any]) -> bool:
         """Take last resort ``name`` for this process when the second process still runs a
@@ -753,14 +748,16 @@ class _Child:
         except Exception:  # noqa: BLE001 - an optional speed-up: the final passes make them again
             got["failed"] = ()
 
-    def drain(self) -> None:
+    def drain(self) -> bool:
         """Read the messages already sent (facts it made for this process, such as the idle
-        work's, land on the graph; the others are kept for their readers)."""
+        work's, land on the graph; the others are kept for their readers); False where the
+        pipe is closed (the process ended)."""
         try:
             while self.conn.poll(0):
                 self._receive()
         except (EOFError, OSError):
-            pass
+            return False
+        return True
 
     def stop(self) -> None:
         self.drain()
