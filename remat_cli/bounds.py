@@ -86,7 +86,11 @@ class StructuralBound:
         return self.bytes / self.op_bound_bytes if self.op_bound_bytes else 1.0
 
 
-def structural_lower_bound(graph: Graph, *, depth: int = 4, max_work: int = 2_000, reach_work: int = 1_000) -> StructuralBound:
+#: :func:`structural_lower_bound`'s defaults, which the report uses (and its key names)
+DEPTH, MAX_WORK, REACH_WORK = 4, 2_000, 1_000
+
+
+def structural_lower_bound(graph: Graph, *, depth: int = DEPTH, max_work: int = MAX_WORK, reach_work: int = REACH_WORK) -> StructuralBound:
     """The larger of the module docstring's two bounds (``reach_work=0``: the game tree only),
     and which argument gave it.
 
@@ -100,7 +104,7 @@ def structural_lower_bound(graph: Graph, *, depth: int = 4, max_work: int = 2_00
     return graph.derived(key, lambda: _structural_lower_bound(graph, depth, max_work, reach_work))
 
 
-def structural_bound_key(depth: int = 4, max_work: int = 2_000, reach_work: int = 1_000) -> str:
+def structural_bound_key(depth: int = DEPTH, max_work: int = MAX_WORK, reach_work: int = REACH_WORK) -> str:
     """The :meth:`Graph.derived` key :func:`structural_lower_bound` keeps its bound under."""
     return f"structural lower bound {depth} {max_work} {reach_work}"
 
