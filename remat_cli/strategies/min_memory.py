@@ -381,6 +381,16 @@ def _unfolded_computes(roots: list[int], start: int, order: list[list[int]], anc
     return total
 
 
+def _search_orders(graph: Graph) -> tuple[list[list[int]], list[list[int]]]:
+    """Each node's distinct inputs ascending, and the same by (size - tree number), ties
+    by id: a frame's input order in :func:`min_memory_schedule` is these with the resident
+    ones first (a stable sort on (not resident, size - tree number))."""
+    mem = graph.mem.tolist()
+    preds = [sorted(set(p)) for p in graph.pred_lists]
+    su = tree_numbers(graph)
+    return preds, [sorted(p, key=lambda u: mem[u] - su[u]) for p in preds]
+
+
 def min_memory_schedule(
     graph: Graph,
     targets: list[int],
@@ -405,14 +415,11 @@ def min_memory_schedule(
     that order, and on the set of all targets (which values are kept): a run of the same
     targets in an order with that same beginning (and the same ``memo``, ``drop`` and cap)
     passes the cap in the same turn (:func:`_variants` skips it)."""
-    mem = graph.mem.tolist()
-    preds = [sorted(set(p)) for p in graph.pred_lists]
-    su = tree_numbers(graph)
-    # each node's inputs by (size - tree number), ties by id: a frame's input order is these
-    # with the resident ones first (a stable sort on (not resident, size - tree number))
-    by_su = [sorted(p, key=lambda u: mem[u] - su[u]) for p in preds]
+    preds, by_su = _search_orders(graph)
     if not memo:  # the tree variant often passes the cap: counted first, at a fraction of the cost
-        past = _tree_turn_past(graph, targets, max_computes, drop, preds, by_su)
+        past = _made_ahead(graph, "tree", (tuple(targets), max_computes, drop))
+        if past is _MISSING:
+            past = _tree_turn_past(graph, targets, max_computes, drop, preds, by_su)
         if past:
             if turns is not None:
                 turns.append(past)
@@ -550,13 +557,102 @@ class TurnBlocks:
     one of those cannot use it: the general loop runs, as without). On random1000 389 of
     the 500 turns of the store-all order's run were made by the file order's already."""
 
-    __slots__ = ("anc", "made")
+    __slots__ = ("anc", "made", "taken")
 
     def __init__(self, anc: list[int]) -> None:
         self.anc = anc
         #: (t, resident ancestors) -> (computes, steps as :func:`_from_steps` reads them,
         #: ((compute ordinal within the turn, target), ...) for the targets it recomputes)
         self.made: dict[tuple[int, int], tuple[int, list[int], tuple[tuple[int, int], ...]]] = {}
+        self.taken = False  # whether the turns made ahead (:func:`make_ahead`) are in ``made``
+
+    def take_ahead(self, graph: Graph) -> None:
+        """Put the turns made ahead on the graph (:func:`make_ahead`), once there, into
+        ``made``: the same steps as this process would make."""
+        if not self.taken:
+            got = _made_ahead(graph, "turns")
+            if got is not _MISSING:
+                self.taken = True
+                for key, block in got.items():
+                    self.made.setdefault(key, block)
+
+
+def _turn_keys(targets: list[int], preds: list[list[int]], anc: list[int]) -> list[tuple[int, int]]:
+    """The keys (:class:`TurnBlocks`) of the turns of :func:`_dag_schedule` over ``targets``
+    (nothing dropped), in order, where the run neither passes a cap nor recomputes a kept
+    target: a turn starts from the targets kept so far (read by a target still to come)."""
+    uses = [0] * len(preds)
+    for t in targets:
+        for u in preds[t]:
+            uses[u] += 1
+    live = 0
+    keys: list[tuple[int, int]] = []
+    for t in targets:
+        if live >> t & 1:
+            continue
+        keys.append((t, live & anc[t]))
+        live |= 1 << t
+        for u in preds[t]:
+            uses[u] -= 1
+        for u in (*preds[t], t):
+            if live >> u & 1 and uses[u] <= 0:
+                live &= ~(1 << u)
+    return keys
+
+
+#: The pieces of :func:`_variants` made ahead (:func:`make_ahead`) are kept on the graph
+#: under this prefix and their name.
+AHEAD = "_min_memory_ahead "
+_MISSING = object()
+
+
+def _made_ahead(graph: Graph, name: str, inputs: Any = None) -> Any:
+    """The piece ``name`` made ahead for ``inputs`` (:func:`make_ahead`; without
+    ``inputs``: all of it); ``_MISSING`` where it is not on the graph."""
+    got = graph.derived_items(lambda key: key == AHEAD + name).get(AHEAD + name, _MISSING)
+    if got is _MISSING or inputs is None:
+        return got
+    return got.get(inputs, _MISSING)
+
+
+def make_ahead(graph: Graph, stop: Callable[[], bool]) -> Any:
+    """Pieces of :func:`min_memory_variants`'s work that do not wait for the store-all
+    order's dag run, which its making does first: the file order's dag turns that run does
+    not make (:class:`TurnBlocks`), then the counts of the tree runs and of the
+    from-scratch run (:func:`_tree_turn_past`, :func:`_scratch_past`). Yields
+    (:data:`AHEAD` key, value) as each is made; ``stop`` asked between them (and between
+    turns) ends it. A process that makes the variants finds each piece on the graph (its
+    key set there) and uses it instead of making it: the same steps and counts.
+    ``auto``'s second process makes them while it waits for its first plan to pass over
+    (on random1000 at 0.7x: 0.07 s of the 0.4 s the other process spent)."""
+    if variants_made(graph):
+        return
+    file_order, sa_order, cap = _target_orders(graph)
+    if least_computes(graph, cap) > cap:
+        return
+    preds, by_su = _search_orders(graph)
+    anc = _ancestor_bits(graph)
+    if anc is not None and sa_order != file_order:
+        blocks = TurnBlocks(anc)
+        try:
+            _dag_schedule(file_order, preds, by_su, cap, frozenset(), None, None, blocks, set(_turn_keys(sa_order, preds, anc)), stop)
+        except _Stopped:
+            pass
+        if blocks.made:
+            yield AHEAD + "turns", blocks.made
+    if stop():
+        return
+    none: frozenset[int] = frozenset()
+    tree = {(tuple(file_order), cap, none): _tree_turn_past(graph, file_order, cap, none, preds, by_su)}
+    past = tree[(tuple(file_order), cap, none)]
+    if sa_order != file_order and not (past and sa_order[:past] == file_order[:past]):  # (as :func:`_variants` skips it)
+        if stop():
+            return
+        tree[(tuple(sa_order), cap, none)] = _tree_turn_past(graph, sa_order, cap, none, preds, by_su)
+    yield AHEAD + "tree", tree
+    if stop():
+        return
+    yield AHEAD + "scratch", {(tuple(file_order), cap): _scratch_past(graph, file_order, cap, _scratch_order(graph))}
 
 
 def _dag_schedule(
@@ -568,6 +664,8 @@ def _dag_schedule(
     deadline: float | None,
     turns: list[int] | None,
     blocks: TurnBlocks | None = None,
+    skip: set[tuple[int, int]] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> Schedule | None | bool:
     """:func:`min_memory_schedule`'s dag variant, the same steps made with less bookkeeping;
     False where it cannot tell (a kept target recomputed: an order of the targets that is
@@ -579,7 +677,11 @@ def _dag_schedule(
     is freed at its last reader unless kept. A compute that frees several inputs frees
     them in the general loop's order, those resident when its frame began first (made
     before it, ``when``). ``blocks``: turns kept from earlier runs (:class:`TurnBlocks`),
-    replayed where their key matches, and this run's turns kept there."""
+    replayed where their key matches, and this run's turns kept there.
+
+    ``skip`` (with ``blocks``): turns of these keys are not made (their steps are left out:
+    a run that only keeps its other turns in ``blocks``, :func:`make_ahead`); ``stop``,
+    asked before each turn there, raises :class:`_Stopped` where it says True."""
     n = len(preds)
     is_target = bytearray(n)
     uses = [0] * n
@@ -614,6 +716,18 @@ def _dag_schedule(
             continue
         if made is not None:
             key = (t, live & anc[t])  # type: ignore[index]
+            if skip is not None:
+                if stop is not None and stop():
+                    raise _Stopped
+                if key in skip:  # left to another run: only what it leaves resident
+                    resident[t] = 1
+                    live |= 1 << t
+                    for u in preds[t]:
+                        uses[u] -= 1
+                    for u in preds[t]:
+                        release(u)
+                    release(t)
+                    continue
             hit = made.get(key)
             if hit is not None:  # the turn as an earlier run made it
                 size, block, again = hit
@@ -734,10 +848,11 @@ def scratch_schedule(graph: Graph, targets: list[int], max_computes: int, deadli
     computes a subset of the tree's: the peak is at most the tree's. None past
     ``max_computes`` computes (the unfolding can be exponential on reconvergent graphs);
     :class:`_Stopped` past ``deadline``."""
-    mem = graph.mem.tolist()
-    su = tree_numbers(graph)
-    order = [sorted(sorted(set(p)), key=lambda u: su[u] - mem[u], reverse=True) for p in graph.pred_lists]
-    if _scratch_past(graph, targets, max_computes, order):  # counted first, at a fraction of the cost
+    order = _scratch_order(graph)
+    past = _made_ahead(graph, "scratch", (tuple(targets), max_computes))
+    if past is _MISSING:
+        past = _scratch_past(graph, targets, max_computes, order)
+    if past:  # counted first, at a fraction of the cost
         return None
     holds = [0] * graph.n  # frames whose compute waits for this resident value
     resident = bytearray(graph.n)
@@ -787,6 +902,14 @@ def scratch_schedule(graph: Graph, targets: list[int], max_computes: int, deadli
                 resident[v] = 0
                 put(v << 1 | 1)
     return _from_steps(steps)
+
+
+def _scratch_order(graph: Graph) -> list[list[int]]:
+    """Each node's distinct inputs by tree number - size, largest first (ties by id): the
+    order in which :func:`scratch_schedule` computes them."""
+    mem = graph.mem.tolist()
+    su = tree_numbers(graph)
+    return [sorted(sorted(set(p)), key=lambda u: su[u] - mem[u], reverse=True) for p in graph.pred_lists]
 
 
 def _next_look(computes: int, max_computes: int, deadline: float | None) -> int:
@@ -913,6 +1036,23 @@ def _until_done(make: Any, clock: _Clock) -> Any:
             yield []
 
 
+def _target_orders(graph: Graph) -> tuple[list[int], list[int], int]:
+    """The targets in file (topological) order, in the store-all plan's order of first
+    computes, and the variants' compute cap."""
+    from remat_cli.strategies.store_all import store_all_plan
+
+    needed = int(graph.needed.sum())
+    rank = graph.topo_rank.tolist()
+    file_order = sorted(graph.targets.tolist(), key=rank.__getitem__)
+    first: dict[int, int] = {}  # each node's first compute in the store-all plan
+    store_all = store_all_plan(graph)
+    for op, v in zip(store_all.schedule.ops.tolist(), store_all.schedule.nodes.tolist()):
+        if op == COMPUTE:
+            first.setdefault(v, len(first))
+    sa_order = sorted(file_order, key=lambda t: first.get(t, len(first)))
+    return file_order, sa_order, min(MAX_COMPUTES_PER_NODE * max(needed, 1), MAX_COMPUTES)
+
+
 def _variants(graph: Graph, out: list[_Variant], clock: _Clock, ahead: list[_Variant] | None = None) -> Any:
     """Make the variants into ``out``, in order; a generator that yields (the partial
     variants usable now, not in ``out``) wherever it pauses at the deadline ``clock[0]``
@@ -929,15 +1069,8 @@ def _variants(graph: Graph, out: list[_Variant], clock: _Clock, ahead: list[_Var
         return (clock[0] is not None and time.perf_counter() > clock[0]) or _stopped(clock)
 
     needed = int(graph.needed.sum())
-    rank = graph.topo_rank.tolist()
-    file_order = sorted(graph.targets.tolist(), key=rank.__getitem__)
-    first: dict[int, int] = {}  # each node's first compute in the store-all plan
     store_all = store_all_plan(graph)
-    for op, v in zip(store_all.schedule.ops.tolist(), store_all.schedule.nodes.tolist()):
-        if op == COMPUTE:
-            first.setdefault(v, len(first))
-    sa_order = sorted(file_order, key=lambda t: first.get(t, len(first)))
-    cap = min(MAX_COMPUTES_PER_NODE * max(needed, 1), MAX_COMPUTES)
+    file_order, sa_order, cap = _target_orders(graph)
     out.append(("store-all (nothing recomputed)", store_all.schedule, store_all.metrics))
     if least_computes(graph, cap) > cap:  # every variant below would pass the cap: none is made
         return
@@ -965,6 +1098,8 @@ def _variants(graph: Graph, out: list[_Variant], clock: _Clock, ahead: list[_Var
 
             def whole(order: list[int] = order, memo: bool = memo) -> tuple[Schedule | None, list[int]]:
                 turns: list[int] = []
+                if blocks is not None:
+                    blocks.take_ahead(graph)  # (made by another process meanwhile)
                 return min_memory_schedule(graph, order, memo, cap, deadline=clock[0], turns=turns, blocks=blocks), turns
 
             if memo and early is not None and order is sa_order:
