@@ -937,7 +937,7 @@ def _child_main(
             _speculate(graph, budget, mine, (to_beat, done), context.deadline, outbox)
             idle_work()
             if not mine and down is not None:
-                _serve(graph, budget, context.deadline, down, outbox, taken, serving, idle_work)
+                _serve(graph, budget, context.deadline, down, outbox, taken, serving, idle_work, lambda: not fits.value)
     finally:
         outbox.put(None)
         sender.join()
@@ -1014,13 +1014,14 @@ def _final_passes(graph: Graph, budget: int, schedule: Schedule, cost: float, de
     send("improved", better, arrays, imp.metrics, imp.score, imp.restart, imp.ranking, imp.stopped)
 
 
-def _make_ahead(graph: Graph, down: Any, outbox: Any) -> None:
+def _make_ahead(graph: Graph, down: Any, outbox: Any, needed: Callable[[], bool]) -> None:
     """:func:`_serve`'s work before the first offer: min-memory's pieces made ahead, each
-    sent to the parent as facts derived from the graph; stopped once an offer is in."""
+    sent to the parent as facts derived from the graph; stopped once an offer is in or
+    ``needed()`` says False."""
     from remat_cli.strategies.min_memory import make_ahead
 
     try:
-        for key, value in make_ahead(graph, stop=lambda: bool(down.poll(0))):
+        for key, value in make_ahead(graph, stop=lambda: bool(down.poll(0)) or not needed()):
             outbox.put(("", "derived", {key: value}))
     except (EOFError, OSError):
         raise
@@ -1037,6 +1038,7 @@ def _serve(
     lock: Any,
     serving: Any,
     idle: Callable[[], bool] = lambda: True,
+    last_resort: Callable[[], bool] = lambda: True,
 ) -> None:
     """In the second process, once its queue is done with no plan of its own that fits: wait
     for plans the parent offers (:meth:`_Child.offer`: the last resort's plan while the
@@ -1048,7 +1050,9 @@ def _serve(
     Until the first offer comes it makes the pieces of min-memory's variants that the
     parent's making does not need first (:func:`~remat_cli.strategies.min_memory.make_ahead`),
     each sent as soon as made (the parent, which makes the store-all order's dag run
-    meanwhile, then uses them: the same variants); an offer stops it. On random1000 at 0.7x
+    meanwhile, then uses them: the same variants); an offer stops it, and so does
+    ``last_resort()`` saying False (a plan fits: min-memory will not run), which also
+    keeps it from starting. On random1000 at 0.7x
     this process waited 0.09 s between its queue's end and the first offer, and the parent
     spent 0.07 s on those pieces after it."""
     ahead = True
@@ -1058,7 +1062,8 @@ def _serve(
         try:
             if ahead:
                 ahead = False
-                _make_ahead(graph, down, outbox)
+                if last_resort():
+                    _make_ahead(graph, down, outbox, last_resort)
             while not idle() and not down.poll(0.01):
                 pass
             token, ops, nodes, cost = down.recv()
