@@ -557,7 +557,7 @@ class TurnBlocks:
     one of those cannot use it: the general loop runs, as without). On random1000 389 of
     the 500 turns of the store-all order's run were made by the file order's already."""
 
-    __slots__ = ("anc", "made", "taken")
+    __slots__ = ("anc", "made", "posts", "taken")
 
     def __init__(self, anc: list[int]) -> None:
         self.anc = anc
@@ -565,6 +565,7 @@ class TurnBlocks:
         #: ((compute ordinal within the turn, target), ...) for the targets it recomputes)
         self.made: dict[tuple[int, int], tuple[int, list[int], tuple[tuple[int, int], ...]]] = {}
         self.taken = False  # whether the turns made ahead (:func:`make_ahead`) are in ``made``
+        self.posts: _PostOrders | None = None  # the searches' post-orders (:func:`_dag_at_once`)
 
     def take_ahead(self, graph: Graph) -> None:
         """Put the turns made ahead on the graph (:func:`make_ahead`), once there, into
@@ -575,6 +576,79 @@ class TurnBlocks:
                 self.taken = True
                 for key, block in got.items():
                     self.made.setdefault(key, block)
+
+
+#: :class:`_PostOrders` holds at most this many entries in all (two int32 arrays: 32 MB);
+#: past it :func:`_dag_at_once` leaves the run to the loop.
+POST_ENTRIES = 4_000_000
+
+
+class _PostOrders:
+    """Per node u with no target among its ancestors, the post-order of
+    :func:`_dag_schedule`'s search from u when none of u's ancestors is resident (inputs by
+    ``by_su``), with each node's frame start in it (the position of the first compute made
+    while its frame is on the stack). P(u) is its inputs' post-orders one after the other,
+    each node where it first comes (the search skips a node made already, and the nodes
+    made by the earlier inputs are closed under ancestors, so each later search is its own
+    post-order less those, in the same order, and each frame keeps its nodes less those:
+    its start moves to its first node kept), then u."""
+
+    __slots__ = ("by_su", "indptr", "indices", "order", "size")
+
+    def __init__(self, by_su: list[list[int]]) -> None:
+        n = len(by_su)
+        lens = np.fromiter((len(p) for p in by_su), np.int64, n)
+        self.by_su = by_su
+        self.indptr = np.zeros(n + 1, np.int64)
+        np.cumsum(lens, out=self.indptr[1:])
+        self.indices = np.fromiter((u for p in by_su for u in p), np.int64, int(self.indptr[-1]))
+        self.order: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # u -> (post-order, frame starts)
+        self.size = 0
+
+    def of(self, u: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """u's post-order and frame starts (made with its ancestors' where missing); None
+        once the arrays would pass :data:`POST_ENTRIES`."""
+        order = self.order
+        hit = order.get(u)
+        if hit is not None:
+            return hit
+        by_su = self.by_su
+        stack = [u]
+        while stack:
+            v = stack[-1]
+            if v in order:
+                stack.pop()
+                continue
+            missing = [w for w in by_su[v] if w not in order]
+            if missing:
+                stack.extend(missing)
+                continue
+            stack.pop()
+            made = _concat_posts([order[w] for w in by_su[v]], v)
+            self.size += len(made[0])
+            if self.size > POST_ENTRIES:
+                return None
+            order[v] = made
+        return order[u]
+
+
+def _concat_posts(parts: list[tuple[np.ndarray, np.ndarray]], last: int) -> tuple[np.ndarray, np.ndarray]:
+    """The post-orders ``parts`` one after the other, each node kept where it first comes,
+    then ``last`` (whose frame starts at 0); with each kept node's frame start (the nodes
+    kept before its frame's first node)."""
+    if not parts:
+        return np.asarray([last], np.int32), np.zeros(1, np.int32)
+    if len(parts) == 1:
+        post, begin = parts[0]
+        return np.append(post, np.int32(last)), np.append(begin, np.int32(0))
+    cat = np.concatenate([p[0] for p in parts])
+    offsets = np.cumsum([0] + [len(p[0]) for p in parts[:-1]])
+    begin = np.concatenate([p[1] + np.int32(o) for p, o in zip(parts, offsets)])
+    _, first = np.unique(cat, return_index=True)
+    keep = np.zeros(len(cat), dtype=bool)
+    keep[first] = True
+    before = (np.cumsum(keep) - keep).astype(np.int32)
+    return np.append(cat[keep], np.int32(last)), np.append(before[begin[keep]], np.int32(0))
 
 
 def _turn_keys(targets: list[int], preds: list[list[int]], anc: list[int]) -> list[tuple[int, int]]:
@@ -683,6 +757,12 @@ def _dag_schedule(
     a run that only keeps its other turns in ``blocks``, :func:`make_ahead`); ``stop``,
     asked before each turn there, raises :class:`_Stopped` where it says True."""
     n = len(preds)
+    if blocks is not None and not blocks.made and skip is None:
+        at_once = _dag_at_once(targets, preds, by_su, max_computes, drop, turns, blocks)
+        if at_once is not False:
+            if deadline is not None and time.perf_counter() > deadline:
+                raise _Stopped
+            return at_once
     is_target = bytearray(n)
     uses = [0] * n
     for t in targets:
@@ -833,6 +913,185 @@ def _dag_schedule(
             release(u)
         release(t)
     return _from_steps(steps)
+
+
+#: :func:`_dag_at_once` works on arrays of at most this many entries per compute the cap
+#: allows (else the loop runs, which stops at the cap); and on tables by (turn, node) where
+#: those have at most ``AT_ONCE_TABLE`` entries (else it sorts).
+AT_ONCE_PER_COMPUTE = 4
+AT_ONCE_TABLE = 4_000_000
+
+
+def _dag_at_once(
+    targets: list[int],
+    preds: list[list[int]],
+    by_su: list[list[int]],
+    max_computes: int,
+    drop: frozenset[int],
+    turns: list[int] | None,
+    blocks: TurnBlocks,
+) -> Schedule | None | bool:
+    """:func:`_dag_schedule` (its first run on a graph, ``blocks`` empty), every turn made at
+    once with numpy; False where it does not apply and the loop runs: a turn whose missing
+    inputs of t (its roots) include a target or have a target among their ancestors (then a
+    root may have resident ancestors, or a target is recomputed), or arrays past
+    :data:`AT_ONCE_PER_COMPUTE` per compute the cap allows.
+
+    Otherwise a turn's computes are its roots' post-orders (:class:`_PostOrders`) one after
+    the other, each node where it first comes, then t; each value made in the turn is freed
+    right after its last reader there, those made before the reader's frame began first,
+    each group in the order of ``by_su``; after the turn the kept targets no longer read
+    are freed (inputs of t ascending, then t), as the loop frees them. The same steps, the
+    same turns kept in ``blocks``, the same None and turn past the cap. On random1000's
+    store-all order (500 turns, 121k computes): one pass over all turns' arrays instead of
+    a Python frame per compute."""
+    n = len(preds)
+    anc = blocks.anc
+    is_target = bytearray(n)
+    every = 0  # the targets as a bit set
+    uses = [0] * n
+    for t in targets:
+        is_target[t] = 1
+        every |= 1 << t
+        for u in preds[t]:
+            uses[u] += 1
+    clean: dict[int, bool] = {}
+    live = 0
+    roots_of: list[list[int]] = []
+    released: list[list[int]] = []
+    keys: list[tuple[int, int]] = []
+    for t in targets:
+        if live >> t & 1:
+            return False
+        roots = []
+        for u in by_su[t]:
+            if is_target[u]:
+                if not live >> u & 1:
+                    return False
+                continue
+            ok = clean.get(u)
+            if ok is None:
+                ok = clean[u] = not anc[u] & every
+            if not ok:
+                return False
+            roots.append(u)
+        keys.append((t, live & anc[t]))
+        live |= 1 << t
+        for u in preds[t]:
+            uses[u] -= 1
+        gone = []
+        for u in (*preds[t], t):
+            if live >> u & 1 and not (uses[u] > 0 and u not in drop):
+                live &= ~(1 << u)
+                gone.append(u)
+        roots_of.append(roots)
+        released.append(gone)
+    if blocks.posts is None:  # type: ignore[attr-defined]
+        blocks.posts = _PostOrders(by_su)  # type: ignore[attr-defined]
+    posts: _PostOrders = blocks.posts  # type: ignore[attr-defined]
+    parts: list[tuple[np.ndarray, np.ndarray]] = []
+    part_turn: list[int] = []
+    most = AT_ONCE_PER_COMPUTE * max(max_computes, 1)
+    size = 0
+    for j, roots in enumerate(roots_of):
+        for r in roots:
+            got = posts.of(r)
+            if got is None:
+                return False
+            size += len(got[0])
+            if size > most:
+                return False
+            parts.append(got)
+            part_turn.append(j)
+    J = len(targets)
+    tarr = np.asarray(targets, np.int64)
+    dense = J * n <= AT_ONCE_TABLE  # (turn, node) tables instead of sorts
+    if parts:
+        plen = np.fromiter((len(p[0]) for p in parts), np.int64, len(parts))
+        cat = np.concatenate([p[0] for p in parts]).astype(np.int64)
+        pturn = np.repeat(np.asarray(part_turn, np.int64), plen)
+        pstart = np.cumsum(plen) - plen
+        beg = np.concatenate([p[1] for p in parts]).astype(np.int64) + np.repeat(pstart, plen)
+        key = pturn * n + cat
+        if dense:  # each (turn, node)'s first place in ``cat``
+            table = np.full(J * n, len(cat), np.int64)
+            np.minimum.at(table, key, np.arange(len(cat)))
+            keep = table[key] == np.arange(len(cat))
+        else:
+            order = np.argsort(key, kind="stable")
+            sk = key[order]
+            first = np.ones(len(sk), dtype=bool)
+            first[1:] = sk[1:] != sk[:-1]
+            keep = np.zeros(len(cat), dtype=bool)
+            keep[order[first]] = True
+        before = np.cumsum(keep) - keep
+        kc, kturn, kbeg = cat[keep], pturn[keep], before[beg[keep]]
+    else:
+        kc = kturn = kbeg = np.zeros(0, np.int64)
+    k = np.bincount(kturn, minlength=J)  # each turn's recomputed values
+    done = np.cumsum(k + 1)  # computes by the end of each turn
+    cut = J
+    if J and done[-1] > max_computes:
+        cut = int(np.searchsorted(done, max_computes, side="right"))  # the turn that passes the cap
+    cumk = np.cumsum(k)
+    L = int(cumk[-1]) + J if J else 0
+    comp = np.empty(L, np.int64)  # every turn's computes: its recomputed values, then t
+    kpos = np.arange(len(kc)) + kturn
+    tpos = cumk + np.arange(J)
+    comp[kpos] = kc
+    comp[tpos] = tarr
+    cturn = np.empty(L, np.int64)
+    cturn[kpos] = kturn
+    cturn[tpos] = np.arange(J)
+    c0 = np.empty(L, np.int64)  # where each compute's frame began
+    c0[kpos] = kbeg + kturn
+    c0[tpos] = tpos - k
+    # each (reader, input) edge whose input was made in the reader's turn
+    lens = posts.indptr[comp + 1] - posts.indptr[comp]
+    ends = np.cumsum(lens)
+    rows = np.repeat(np.arange(L), lens)
+    ins = posts.indices[np.arange(int(ends[-1]) if L else 0) - np.repeat(ends - lens, lens) + np.repeat(posts.indptr[comp], lens)]
+    ckey = cturn * n + comp
+    ekey = cturn[rows] * n + ins
+    if dense:
+        where = np.full(J * n, -1, np.int64)
+        where[ckey] = np.arange(L)  # (each (turn, node) once)
+        upos = where[ekey]
+        found = upos >= 0
+        rows, upos = rows[found], upos[found]
+    else:
+        sidx = np.argsort(ckey)
+        skey = ckey[sidx]
+        loc = np.minimum(np.searchsorted(skey, ekey), max(L - 1, 0))
+        found = skey[loc] == ekey if L else np.zeros(0, dtype=bool)
+        rows, upos = rows[found], sidx[loc[found]]
+    last = np.full(L, -1, np.int64)  # each value's last reader in its turn: its last edge
+    np.maximum.at(last, upos, np.arange(len(upos)))
+    free = last[last >= 0]
+    frow, fup = rows[free], upos[free]
+    late = fup >= c0[frow]
+    by = np.lexsort((free, late, frow))
+    frow, fnode = frow[by], comp[fup[by]]
+    # the turns' releases after their blocks
+    rel_count = np.fromiter((len(g) for g in released), np.int64, J)
+    shift = np.cumsum(rel_count) - rel_count  # releases before each turn
+    out = np.empty(L + len(frow) + int(rel_count.sum()), np.int64)
+    per = np.bincount(frow, minlength=L)
+    out[np.arange(L) + np.cumsum(per) - per + shift[cturn]] = comp << 1  # after the frees of earlier rows
+    out[frow + 1 + np.arange(len(frow)) + shift[cturn[frow]]] = fnode << 1 | 1
+    block_end = 2 * cumk + np.arange(1, J + 1) + shift  # each turn's block ends there
+    if rel_count.sum():
+        rel = np.fromiter((u for g in released for u in g), np.int64, int(rel_count.sum()))
+        out[np.repeat(block_end, rel_count) + np.arange(len(rel)) - np.repeat(np.cumsum(rel_count) - rel_count, rel_count)] = rel << 1 | 1
+    made = blocks.made
+    block_start = block_end - (2 * k + 1)
+    for j in range(min(cut, J)):
+        made[keys[j]] = (int(k[j]) + 1, out[block_start[j] : block_end[j]].tolist(), ())
+    if cut < J:
+        if turns is not None:
+            turns.append(cut + 1)
+        return None
+    return Schedule(np.where(out & 1, FREE, COMPUTE).astype(np.int8), (out >> 1).astype(np.int32))
 
 
 def scratch_schedule(graph: Graph, targets: list[int], max_computes: int, deadline: float | None = None) -> Schedule | None:
