@@ -100,3 +100,37 @@ def test_a_recomputed_target_leaves_it_to_the_loop():
     assert not _first_run(g, targets, 10**6, frozenset())
     rng = np.random.default_rng(0)
     assert not _first_run(g, list(rng.permutation(targets)), 10**6, frozenset(targets[:3]))
+
+
+@SETTINGS
+@given(
+    case=cases(),
+    dense=st.booleans(),
+    runs=st.lists(st.tuples(st.integers(0, 10_000), st.sampled_from([1, 5, 20, 60, 10**6]), st.integers(0, 3)), min_size=1, max_size=4),
+)
+def test_runs_sharing_turns_are_the_loops(monkeypatch, case, dense, runs):
+    """Runs one after the other on one ``TurnBlocks`` (as ``_variants``'s: the other order
+    of the targets, the rounds that drop a target), new and frozen, each with its own:
+    the kept turns are replayed and the others made at once where that applies; the same
+    outcomes, turns past the cap and turns kept after every run."""
+    g, targets, cap, drop = case
+    if not dense:
+        monkeypatch.setattr(M, "AT_ONCE_TABLE", 0)
+    preds, by_su = M._search_orders(g)
+    anc = M._ancestor_bits(g)
+    assert anc is not None
+    new_blocks, old_blocks = M.TurnBlocks(anc), reference.TurnBlocks(anc)
+    plan = [(targets, cap, drop)]
+    for seed, run_cap, how in runs:
+        order = _topological_targets(g, seed)
+        plan.append((order, run_cap, drop if how == 0 else frozenset(order[: how - 1]) | (drop if how == 1 else frozenset())))
+        plan.append((targets, run_cap, plan[-1][2]))
+    for order, run_cap, run_drop in plan:
+        new_turns: list[int] = []
+        old_turns: list[int] = []
+        new = M.min_memory_schedule(g, order, True, run_cap, run_drop, None, new_turns, blocks=new_blocks)
+        old = reference.min_memory_schedule(g, order, True, run_cap, run_drop, None, old_turns, blocks=old_blocks)
+        assert _steps(new) == _steps(old) and new_turns == old_turns
+        assert new_blocks.made == old_blocks.made
+        if new is not None:
+            assert simulate(g, new).metrics is not None

@@ -753,11 +753,12 @@ def _dag_schedule(
     before it, ``when``). ``blocks``: turns kept from earlier runs (:class:`TurnBlocks`),
     replayed where their key matches, and this run's turns kept there.
 
-    ``skip`` (with ``blocks``): turns of these keys are not made (their steps are left out:
+    With ``blocks``, the run is made at once where :func:`_dag_at_once` applies (the same
+    steps). ``skip`` (with ``blocks``): turns of these keys are not made (their steps are left out:
     a run that only keeps its other turns in ``blocks``, :func:`make_ahead`); ``stop``,
     asked before each turn there, raises :class:`_Stopped` where it says True."""
     n = len(preds)
-    if blocks is not None and not blocks.made and skip is None:
+    if blocks is not None and skip is None:
         at_once = _dag_at_once(targets, preds, by_su, max_computes, drop, turns, blocks)
         if at_once is not False:
             if deadline is not None and time.perf_counter() > deadline:
@@ -931,10 +932,11 @@ def _dag_at_once(
     turns: list[int] | None,
     blocks: TurnBlocks,
 ) -> Schedule | None | bool:
-    """:func:`_dag_schedule` (its first run on a graph, ``blocks`` empty), every turn made at
-    once with numpy; False where it does not apply and the loop runs: a turn whose missing
-    inputs of t (its roots) include a target or have a target among their ancestors (then a
-    root may have resident ancestors, or a target is recomputed), or arrays past
+    """:func:`_dag_schedule` with ``blocks``, the turns not kept there made at once with
+    numpy (the kept ones replayed); False where it does not apply and the loop runs: a
+    turn to make whose missing inputs of t (its roots) include a target or have a target
+    among their ancestors (then a root may have resident ancestors, or a target is
+    recomputed), a kept turn that recomputes a target, or arrays past
     :data:`AT_ONCE_PER_COMPUTE` per compute the cap allows.
 
     Otherwise a turn's computes are its roots' post-orders (:class:`_PostOrders`) one after
@@ -947,6 +949,7 @@ def _dag_at_once(
     a Python frame per compute."""
     n = len(preds)
     anc = blocks.anc
+    made = blocks.made
     is_target = bytearray(n)
     every = 0  # the targets as a bit set
     uses = [0] * n
@@ -957,25 +960,34 @@ def _dag_at_once(
             uses[u] += 1
     clean: dict[int, bool] = {}
     live = 0
-    roots_of: list[list[int]] = []
-    released: list[list[int]] = []
     keys: list[tuple[int, int]] = []
+    hits: list[Any] = []  # per turn: its kept block, or None (to make)
+    roots_of: list[list[int]] = []  # per turn to make
+    released: list[list[int]] = []
     for t in targets:
         if live >> t & 1:
             return False
-        roots = []
-        for u in by_su[t]:
-            if is_target[u]:
-                if not live >> u & 1:
+        key = (t, live & anc[t])
+        hit = made.get(key)
+        if hit is not None:
+            if hit[2]:
+                return False  # it recomputes a target: the loop tells whether it is kept
+        else:
+            roots = []
+            for u in by_su[t]:
+                if is_target[u]:
+                    if not live >> u & 1:
+                        return False
+                    continue
+                ok = clean.get(u)
+                if ok is None:
+                    ok = clean[u] = not anc[u] & every
+                if not ok:
                     return False
-                continue
-            ok = clean.get(u)
-            if ok is None:
-                ok = clean[u] = not anc[u] & every
-            if not ok:
-                return False
-            roots.append(u)
-        keys.append((t, live & anc[t]))
+                roots.append(u)
+            roots_of.append(roots)
+        keys.append(key)
+        hits.append(hit)
         live |= 1 << t
         for u in preds[t]:
             uses[u] -= 1
@@ -984,11 +996,10 @@ def _dag_at_once(
             if live >> u & 1 and not (uses[u] > 0 and u not in drop):
                 live &= ~(1 << u)
                 gone.append(u)
-        roots_of.append(roots)
         released.append(gone)
-    if blocks.posts is None:  # type: ignore[attr-defined]
-        blocks.posts = _PostOrders(by_su)  # type: ignore[attr-defined]
-    posts: _PostOrders = blocks.posts  # type: ignore[attr-defined]
+    if blocks.posts is None:
+        blocks.posts = _PostOrders(by_su)
+    posts = blocks.posts
     parts: list[tuple[np.ndarray, np.ndarray]] = []
     part_turn: list[int] = []
     most = AT_ONCE_PER_COMPUTE * max(max_computes, 1)
@@ -1003,8 +1014,8 @@ def _dag_at_once(
                 return False
             parts.append(got)
             part_turn.append(j)
-    J = len(targets)
-    tarr = np.asarray(targets, np.int64)
+    tnew = np.asarray([t for t, hit in zip(targets, hits) if hit is None], np.int64)
+    J = len(tnew)  # turns to make
     dense = J * n <= AT_ONCE_TABLE  # (turn, node) tables instead of sorts
     if parts:
         plen = np.fromiter((len(p[0]) for p in parts), np.int64, len(parts))
@@ -1029,17 +1040,13 @@ def _dag_at_once(
     else:
         kc = kturn = kbeg = np.zeros(0, np.int64)
     k = np.bincount(kturn, minlength=J)  # each turn's recomputed values
-    done = np.cumsum(k + 1)  # computes by the end of each turn
-    cut = J
-    if J and done[-1] > max_computes:
-        cut = int(np.searchsorted(done, max_computes, side="right"))  # the turn that passes the cap
     cumk = np.cumsum(k)
     L = int(cumk[-1]) + J if J else 0
-    comp = np.empty(L, np.int64)  # every turn's computes: its recomputed values, then t
+    comp = np.empty(L, np.int64)  # the computes of the turns to make: recomputed values, then t
     kpos = np.arange(len(kc)) + kturn
     tpos = cumk + np.arange(J)
     comp[kpos] = kc
-    comp[tpos] = tarr
+    comp[tpos] = tnew
     cturn = np.empty(L, np.int64)
     cturn[kpos] = kturn
     cturn[tpos] = np.arange(J)
@@ -1072,26 +1079,37 @@ def _dag_at_once(
     late = fup >= c0[frow]
     by = np.lexsort((free, late, frow))
     frow, fnode = frow[by], comp[fup[by]]
-    # the turns' releases after their blocks
-    rel_count = np.fromiter((len(g) for g in released), np.int64, J)
-    shift = np.cumsum(rel_count) - rel_count  # releases before each turn
-    out = np.empty(L + len(frow) + int(rel_count.sum()), np.int64)
+    out = np.empty(L + len(frow), np.int64)  # the turns made, one after the other
     per = np.bincount(frow, minlength=L)
-    out[np.arange(L) + np.cumsum(per) - per + shift[cturn]] = comp << 1  # after the frees of earlier rows
-    out[frow + 1 + np.arange(len(frow)) + shift[cturn[frow]]] = fnode << 1 | 1
-    block_end = 2 * cumk + np.arange(1, J + 1) + shift  # each turn's block ends there
-    if rel_count.sum():
-        rel = np.fromiter((u for g in released for u in g), np.int64, int(rel_count.sum()))
-        out[np.repeat(block_end, rel_count) + np.arange(len(rel)) - np.repeat(np.cumsum(rel_count) - rel_count, rel_count)] = rel << 1 | 1
-    made = blocks.made
-    block_start = block_end - (2 * k + 1)
-    for j in range(min(cut, J)):
-        made[keys[j]] = (int(k[j]) + 1, out[block_start[j] : block_end[j]].tolist(), ())
-    if cut < J:
-        if turns is not None:
-            turns.append(cut + 1)
-        return None
-    return Schedule(np.where(out & 1, FREE, COMPUTE).astype(np.int8), (out >> 1).astype(np.int32))
+    out[np.arange(L) + np.cumsum(per) - per] = comp << 1  # after the frees of earlier rows
+    out[frow + 1 + np.arange(len(frow))] = fnode << 1 | 1
+    block_end = 2 * cumk + np.arange(1, J + 1)
+    block_start = (block_end - (2 * k + 1)).tolist()
+    block_end = block_end.tolist()
+    sizes = (k + 1).tolist()
+    pieces: list[Any] = []
+    computes = 0
+    j = 0
+    for turn, (key, hit, gone) in enumerate(zip(keys, hits, released), 1):
+        if hit is None:
+            size, block = sizes[j], out[block_start[j] : block_end[j]]
+        else:
+            size, block = hit[0], None
+        if computes + size > max_computes:  # it passes the cap in this turn
+            if turns is not None:
+                turns.append(turn)
+            return None
+        computes += size
+        if hit is None:
+            made[key] = (size, block.tolist(), ())
+            j += 1
+            pieces.append(block)
+        else:
+            pieces.append(np.asarray(hit[1], np.int64))
+        if gone:
+            pieces.append(np.asarray(gone, np.int64) << 1 | 1)
+    steps = np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
+    return Schedule(np.where(steps & 1, FREE, COMPUTE).astype(np.int8), (steps >> 1).astype(np.int32))
 
 
 def scratch_schedule(graph: Graph, targets: list[int], max_computes: int, deadline: float | None = None) -> Schedule | None:
