@@ -381,6 +381,16 @@ def _unfolded_computes(roots: list[int], start: int, order: list[list[int]], anc
     return total
 
 
+def _search_orders(graph: Graph) -> tuple[list[list[int]], list[list[int]]]:
+    """Each node's distinct inputs ascending, and the same by (size - tree number), ties
+    by id: a frame's input order in :func:`min_memory_schedule` is these with the resident
+    ones first (a stable sort on (not resident, size - tree number))."""
+    mem = graph.mem.tolist()
+    preds = [sorted(set(p)) for p in graph.pred_lists]
+    su = tree_numbers(graph)
+    return preds, [sorted(p, key=lambda u: mem[u] - su[u]) for p in preds]
+
+
 def min_memory_schedule(
     graph: Graph,
     targets: list[int],
@@ -405,14 +415,11 @@ def min_memory_schedule(
     that order, and on the set of all targets (which values are kept): a run of the same
     targets in an order with that same beginning (and the same ``memo``, ``drop`` and cap)
     passes the cap in the same turn (:func:`_variants` skips it)."""
-    mem = graph.mem.tolist()
-    preds = [sorted(set(p)) for p in graph.pred_lists]
-    su = tree_numbers(graph)
-    # each node's inputs by (size - tree number), ties by id: a frame's input order is these
-    # with the resident ones first (a stable sort on (not resident, size - tree number))
-    by_su = [sorted(p, key=lambda u: mem[u] - su[u]) for p in preds]
+    preds, by_su = _search_orders(graph)
     if not memo:  # the tree variant often passes the cap: counted first, at a fraction of the cost
-        past = _tree_turn_past(graph, targets, max_computes, drop, preds, by_su)
+        past = _made_ahead(graph, "tree", (tuple(targets), max_computes, drop))
+        if past is _MISSING:
+            past = _tree_turn_past(graph, targets, max_computes, drop, preds, by_su)
         if past:
             if turns is not None:
                 turns.append(past)
@@ -550,13 +557,176 @@ class TurnBlocks:
     one of those cannot use it: the general loop runs, as without). On random1000 389 of
     the 500 turns of the store-all order's run were made by the file order's already."""
 
-    __slots__ = ("anc", "made")
+    __slots__ = ("anc", "made", "posts", "taken")
 
     def __init__(self, anc: list[int]) -> None:
         self.anc = anc
         #: (t, resident ancestors) -> (computes, steps as :func:`_from_steps` reads them,
         #: ((compute ordinal within the turn, target), ...) for the targets it recomputes)
         self.made: dict[tuple[int, int], tuple[int, list[int], tuple[tuple[int, int], ...]]] = {}
+        self.taken = False  # whether the turns made ahead (:func:`make_ahead`) are in ``made``
+        self.posts: _PostOrders | None = None  # the searches' post-orders (:func:`_dag_at_once`)
+
+    def take_ahead(self, graph: Graph) -> None:
+        """Put the turns made ahead on the graph (:func:`make_ahead`), once there, into
+        ``made``: the same steps as this process would make."""
+        if not self.taken:
+            got = _made_ahead(graph, "turns")
+            if got is not _MISSING:
+                self.taken = True
+                for key, block in got.items():
+                    self.made.setdefault(key, block)
+
+
+#: :class:`_PostOrders` holds at most this many entries in all (two int32 arrays: 32 MB);
+#: past it :func:`_dag_at_once` leaves the run to the loop.
+POST_ENTRIES = 4_000_000
+
+
+class _PostOrders:
+    """Per node u with no target among its ancestors, the post-order of
+    :func:`_dag_schedule`'s search from u when none of u's ancestors is resident (inputs by
+    ``by_su``), with each node's frame start in it (the position of the first compute made
+    while its frame is on the stack). P(u) is its inputs' post-orders one after the other,
+    each node where it first comes (the search skips a node made already, and the nodes
+    made by the earlier inputs are closed under ancestors, so each later search is its own
+    post-order less those, in the same order, and each frame keeps its nodes less those:
+    its start moves to its first node kept), then u."""
+
+    __slots__ = ("by_su", "indptr", "indices", "order", "size")
+
+    def __init__(self, by_su: list[list[int]]) -> None:
+        n = len(by_su)
+        lens = np.fromiter((len(p) for p in by_su), np.int64, n)
+        self.by_su = by_su
+        self.indptr = np.zeros(n + 1, np.int64)
+        np.cumsum(lens, out=self.indptr[1:])
+        self.indices = np.fromiter((u for p in by_su for u in p), np.int64, int(self.indptr[-1]))
+        self.order: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # u -> (post-order, frame starts)
+        self.size = 0
+
+    def of(self, u: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """u's post-order and frame starts (made with its ancestors' where missing); None
+        once the arrays would pass :data:`POST_ENTRIES`."""
+        order = self.order
+        hit = order.get(u)
+        if hit is not None:
+            return hit
+        by_su = self.by_su
+        stack = [u]
+        while stack:
+            v = stack[-1]
+            if v in order:
+                stack.pop()
+                continue
+            missing = [w for w in by_su[v] if w not in order]
+            if missing:
+                stack.extend(missing)
+                continue
+            stack.pop()
+            made = _concat_posts([order[w] for w in by_su[v]], v)
+            self.size += len(made[0])
+            if self.size > POST_ENTRIES:
+                return None
+            order[v] = made
+        return order[u]
+
+
+def _concat_posts(parts: list[tuple[np.ndarray, np.ndarray]], last: int) -> tuple[np.ndarray, np.ndarray]:
+    """The post-orders ``parts`` one after the other, each node kept where it first comes,
+    then ``last`` (whose frame starts at 0); with each kept node's frame start (the nodes
+    kept before its frame's first node)."""
+    if not parts:
+        return np.asarray([last], np.int32), np.zeros(1, np.int32)
+    if len(parts) == 1:
+        post, begin = parts[0]
+        return np.append(post, np.int32(last)), np.append(begin, np.int32(0))
+    cat = np.concatenate([p[0] for p in parts])
+    offsets = np.cumsum([0] + [len(p[0]) for p in parts[:-1]])
+    begin = np.concatenate([p[1] + np.int32(o) for p, o in zip(parts, offsets)])
+    _, first = np.unique(cat, return_index=True)
+    keep = np.zeros(len(cat), dtype=bool)
+    keep[first] = True
+    before = (np.cumsum(keep) - keep).astype(np.int32)
+    return np.append(cat[keep], np.int32(last)), np.append(before[begin[keep]], np.int32(0))
+
+
+def _turn_keys(targets: list[int], preds: list[list[int]], anc: list[int]) -> list[tuple[int, int]]:
+    """The keys (:class:`TurnBlocks`) of the turns of :func:`_dag_schedule` over ``targets``
+    (nothing dropped), in order, where the run neither passes a cap nor recomputes a kept
+    target: a turn starts from the targets kept so far (read by a target still to come)."""
+    uses = [0] * len(preds)
+    for t in targets:
+        for u in preds[t]:
+            uses[u] += 1
+    live = 0
+    keys: list[tuple[int, int]] = []
+    for t in targets:
+        if live >> t & 1:
+            continue
+        keys.append((t, live & anc[t]))
+        live |= 1 << t
+        for u in preds[t]:
+            uses[u] -= 1
+        for u in (*preds[t], t):
+            if live >> u & 1 and uses[u] <= 0:
+                live &= ~(1 << u)
+    return keys
+
+
+#: The pieces of :func:`_variants` made ahead (:func:`make_ahead`) are kept on the graph
+#: under this prefix and their name.
+AHEAD = "_min_memory_ahead "
+_MISSING = object()
+
+
+def _made_ahead(graph: Graph, name: str, inputs: Any = None) -> Any:
+    """The piece ``name`` made ahead for ``inputs`` (:func:`make_ahead`; without
+    ``inputs``: all of it); ``_MISSING`` where it is not on the graph."""
+    got = graph.derived_items(lambda key: key == AHEAD + name).get(AHEAD + name, _MISSING)
+    if got is _MISSING or inputs is None:
+        return got
+    return got.get(inputs, _MISSING)
+
+
+def make_ahead(graph: Graph, stop: Callable[[], bool]) -> Any:
+    """Pieces of :func:`min_memory_variants`'s work that do not wait for the store-all
+    order's dag run, which its making does first: the file order's dag turns that run does
+    not make (:class:`TurnBlocks`), then the counts of the tree runs and of the
+    from-scratch run (:func:`_tree_turn_past`, :func:`_scratch_past`). Yields
+    (:data:`AHEAD` key, value) as each is made; ``stop`` asked between them (and between
+    turns) ends it. A process that makes the variants finds each piece on the graph (its
+    key set there) and uses it instead of making it: the same steps and counts.
+    ``auto``'s second process makes them while it waits for its first plan to pass over
+    (on random1000 at 0.7x: 0.07 s of the 0.4 s the other process spent)."""
+    if variants_made(graph):
+        return
+    file_order, sa_order, cap = _target_orders(graph)
+    if least_computes(graph, cap) > cap:
+        return
+    preds, by_su = _search_orders(graph)
+    anc = _ancestor_bits(graph)
+    if anc is not None and sa_order != file_order:
+        blocks = TurnBlocks(anc)
+        try:
+            _dag_schedule(file_order, preds, by_su, cap, frozenset(), None, None, blocks, set(_turn_keys(sa_order, preds, anc)), stop)
+        except _Stopped:
+            pass
+        if blocks.made:
+            yield AHEAD + "turns", blocks.made
+    if stop():
+        return
+    none: frozenset[int] = frozenset()
+    tree = {(tuple(file_order), cap, none): _tree_turn_past(graph, file_order, cap, none, preds, by_su)}
+    past = tree[(tuple(file_order), cap, none)]
+    if sa_order != file_order and not (past and sa_order[:past] == file_order[:past]):  # (as :func:`_variants` skips it)
+        if stop():
+            return
+        tree[(tuple(sa_order), cap, none)] = _tree_turn_past(graph, sa_order, cap, none, preds, by_su)
+    yield AHEAD + "tree", tree
+    if stop():
+        return
+    yield AHEAD + "scratch", {(tuple(file_order), cap): _scratch_past(graph, file_order, cap, _scratch_order(graph))}
 
 
 def _dag_schedule(
@@ -568,6 +738,8 @@ def _dag_schedule(
     deadline: float | None,
     turns: list[int] | None,
     blocks: TurnBlocks | None = None,
+    skip: set[tuple[int, int]] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> Schedule | None | bool:
     """:func:`min_memory_schedule`'s dag variant, the same steps made with less bookkeeping;
     False where it cannot tell (a kept target recomputed: an order of the targets that is
@@ -579,8 +751,19 @@ def _dag_schedule(
     is freed at its last reader unless kept. A compute that frees several inputs frees
     them in the general loop's order, those resident when its frame began first (made
     before it, ``when``). ``blocks``: turns kept from earlier runs (:class:`TurnBlocks`),
-    replayed where their key matches, and this run's turns kept there."""
+    replayed where their key matches, and this run's turns kept there.
+
+    With ``blocks``, the run is made at once where :func:`_dag_at_once` applies (the same
+    steps). ``skip`` (with ``blocks``): turns of these keys are not made (their steps are left out:
+    a run that only keeps its other turns in ``blocks``, :func:`make_ahead`); ``stop``,
+    asked before each turn there, raises :class:`_Stopped` where it says True."""
     n = len(preds)
+    if blocks is not None and skip is None:
+        at_once = _dag_at_once(targets, preds, by_su, max_computes, drop, turns, blocks)
+        if at_once is not False:
+            if deadline is not None and time.perf_counter() > deadline:
+                raise _Stopped
+            return at_once
     is_target = bytearray(n)
     uses = [0] * n
     for t in targets:
@@ -614,6 +797,18 @@ def _dag_schedule(
             continue
         if made is not None:
             key = (t, live & anc[t])  # type: ignore[index]
+            if skip is not None:
+                if stop is not None and stop():
+                    raise _Stopped
+                if key in skip:  # left to another run: only what it leaves resident
+                    resident[t] = 1
+                    live |= 1 << t
+                    for u in preds[t]:
+                        uses[u] -= 1
+                    for u in preds[t]:
+                        release(u)
+                    release(t)
+                    continue
             hit = made.get(key)
             if hit is not None:  # the turn as an earlier run made it
                 size, block, again = hit
@@ -721,6 +916,205 @@ def _dag_schedule(
     return _from_steps(steps)
 
 
+#: :func:`_dag_at_once` works on arrays of at most this many entries per compute the cap
+#: allows, and ``AT_ONCE_ENTRIES`` in all (else the loop runs, which stops at the cap and
+#: looks at the deadline as it goes: an at-once run looks only at its end, some 0.3 s at
+#: most); and on tables by (turn, node) where those have at most ``AT_ONCE_TABLE``
+#: entries (else it sorts).
+AT_ONCE_PER_COMPUTE = 4
+AT_ONCE_ENTRIES = 4_000_000
+AT_ONCE_TABLE = 4_000_000
+
+
+def _dag_at_once(
+    targets: list[int],
+    preds: list[list[int]],
+    by_su: list[list[int]],
+    max_computes: int,
+    drop: frozenset[int],
+    turns: list[int] | None,
+    blocks: TurnBlocks,
+) -> Schedule | None | bool:
+    """:func:`_dag_schedule` with ``blocks``, the turns not kept there made at once with
+    numpy (the kept ones replayed); False where it does not apply and the loop runs: a
+    turn to make whose missing inputs of t (its roots) include a target or have a target
+    among their ancestors (then a root may have resident ancestors, or a target is
+    recomputed), a kept turn that recomputes a target, or arrays past
+    :data:`AT_ONCE_PER_COMPUTE` per compute the cap allows.
+
+    Otherwise a turn's computes are its roots' post-orders (:class:`_PostOrders`) one after
+    the other, each node where it first comes, then t; each value made in the turn is freed
+    right after its last reader there, those made before the reader's frame began first,
+    each group in the order of ``by_su``; after the turn the kept targets no longer read
+    are freed (inputs of t ascending, then t), as the loop frees them. The same steps, the
+    same turns kept in ``blocks``, the same None and turn past the cap. On random1000's
+    store-all order (500 turns, 121k computes): one pass over all turns' arrays instead of
+    a Python frame per compute."""
+    n = len(preds)
+    anc = blocks.anc
+    made = blocks.made
+    is_target = bytearray(n)
+    every = 0  # the targets as a bit set
+    uses = [0] * n
+    for t in targets:
+        is_target[t] = 1
+        every |= 1 << t
+        for u in preds[t]:
+            uses[u] += 1
+    clean: dict[int, bool] = {}
+    live = 0
+    keys: list[tuple[int, int]] = []
+    hits: list[Any] = []  # per turn: its kept block, or None (to make)
+    roots_of: list[list[int]] = []  # per turn to make
+    released: list[list[int]] = []
+    for t in targets:
+        if live >> t & 1:
+            return False
+        key = (t, live & anc[t])
+        hit = made.get(key)
+        if hit is not None:
+            if hit[2]:
+                return False  # it recomputes a target: the loop tells whether it is kept
+        else:
+            roots = []
+            for u in by_su[t]:
+                if is_target[u]:
+                    if not live >> u & 1:
+                        return False
+                    continue
+                ok = clean.get(u)
+                if ok is None:
+                    ok = clean[u] = not anc[u] & every
+                if not ok:
+                    return False
+                roots.append(u)
+            roots_of.append(roots)
+        keys.append(key)
+        hits.append(hit)
+        live |= 1 << t
+        for u in preds[t]:
+            uses[u] -= 1
+        gone = []
+        for u in (*preds[t], t):
+            if live >> u & 1 and not (uses[u] > 0 and u not in drop):
+                live &= ~(1 << u)
+                gone.append(u)
+        released.append(gone)
+    if blocks.posts is None:
+        blocks.posts = _PostOrders(by_su)
+    posts = blocks.posts
+    parts: list[tuple[np.ndarray, np.ndarray]] = []
+    part_turn: list[int] = []
+    most = min(AT_ONCE_PER_COMPUTE * max(max_computes, 1), AT_ONCE_ENTRIES)
+    size = 0
+    for j, roots in enumerate(roots_of):
+        for r in roots:
+            got = posts.of(r)
+            if got is None:
+                return False
+            size += len(got[0])
+            if size > most:
+                return False
+            parts.append(got)
+            part_turn.append(j)
+    tnew = np.asarray([t for t, hit in zip(targets, hits) if hit is None], np.int64)
+    J = len(tnew)  # turns to make
+    dense = J * n <= AT_ONCE_TABLE  # (turn, node) tables instead of sorts
+    if parts:
+        plen = np.fromiter((len(p[0]) for p in parts), np.int64, len(parts))
+        cat = np.concatenate([p[0] for p in parts]).astype(np.int64)
+        pturn = np.repeat(np.asarray(part_turn, np.int64), plen)
+        pstart = np.cumsum(plen) - plen
+        beg = np.concatenate([p[1] for p in parts]).astype(np.int64) + np.repeat(pstart, plen)
+        key = pturn * n + cat
+        if dense:  # each (turn, node)'s first place in ``cat``
+            table = np.full(J * n, len(cat), np.int64)
+            np.minimum.at(table, key, np.arange(len(cat)))
+            keep = table[key] == np.arange(len(cat))
+        else:
+            order = np.argsort(key, kind="stable")
+            sk = key[order]
+            first = np.ones(len(sk), dtype=bool)
+            first[1:] = sk[1:] != sk[:-1]
+            keep = np.zeros(len(cat), dtype=bool)
+            keep[order[first]] = True
+        before = np.cumsum(keep) - keep
+        kc, kturn, kbeg = cat[keep], pturn[keep], before[beg[keep]]
+    else:
+        kc = kturn = kbeg = np.zeros(0, np.int64)
+    k = np.bincount(kturn, minlength=J)  # each turn's recomputed values
+    cumk = np.cumsum(k)
+    L = int(cumk[-1]) + J if J else 0
+    comp = np.empty(L, np.int64)  # the computes of the turns to make: recomputed values, then t
+    kpos = np.arange(len(kc)) + kturn
+    tpos = cumk + np.arange(J)
+    comp[kpos] = kc
+    comp[tpos] = tnew
+    cturn = np.empty(L, np.int64)
+    cturn[kpos] = kturn
+    cturn[tpos] = np.arange(J)
+    c0 = np.empty(L, np.int64)  # where each compute's frame began
+    c0[kpos] = kbeg + kturn
+    c0[tpos] = tpos - k
+    # each (reader, input) edge whose input was made in the reader's turn
+    lens = posts.indptr[comp + 1] - posts.indptr[comp]
+    ends = np.cumsum(lens)
+    rows = np.repeat(np.arange(L), lens)
+    ins = posts.indices[np.arange(int(ends[-1]) if L else 0) - np.repeat(ends - lens, lens) + np.repeat(posts.indptr[comp], lens)]
+    ckey = cturn * n + comp
+    ekey = cturn[rows] * n + ins
+    if dense:
+        where = np.full(J * n, -1, np.int64)
+        where[ckey] = np.arange(L)  # (each (turn, node) once)
+        upos = where[ekey]
+        found = upos >= 0
+        rows, upos = rows[found], upos[found]
+    else:
+        sidx = np.argsort(ckey)
+        skey = ckey[sidx]
+        loc = np.minimum(np.searchsorted(skey, ekey), max(L - 1, 0))
+        found = skey[loc] == ekey if L else np.zeros(0, dtype=bool)
+        rows, upos = rows[found], sidx[loc[found]]
+    last = np.full(L, -1, np.int64)  # each value's last reader in its turn: its last edge
+    np.maximum.at(last, upos, np.arange(len(upos)))
+    free = last[last >= 0]
+    frow, fup = rows[free], upos[free]
+    late = fup >= c0[frow]
+    by = np.lexsort((free, late, frow))
+    frow, fnode = frow[by], comp[fup[by]]
+    out = np.empty(L + len(frow), np.int64)  # the turns made, one after the other
+    per = np.bincount(frow, minlength=L)
+    out[np.arange(L) + np.cumsum(per) - per] = comp << 1  # after the frees of earlier rows
+    out[frow + 1 + np.arange(len(frow))] = fnode << 1 | 1
+    block_end = 2 * cumk + np.arange(1, J + 1)
+    block_start = (block_end - (2 * k + 1)).tolist()
+    block_end = block_end.tolist()
+    sizes = (k + 1).tolist()
+    pieces: list[Any] = []
+    computes = 0
+    j = 0
+    for turn, (key, hit, gone) in enumerate(zip(keys, hits, released), 1):
+        if hit is None:
+            size, block = sizes[j], out[block_start[j] : block_end[j]]
+        else:
+            size, block = hit[0], None
+        if computes + size > max_computes:  # it passes the cap in this turn
+            if turns is not None:
+                turns.append(turn)
+            return None
+        computes += size
+        if hit is None:
+            made[key] = (size, block.tolist(), ())
+            j += 1
+            pieces.append(block)
+        else:
+            pieces.append(np.asarray(hit[1], np.int64))
+        if gone:
+            pieces.append(np.asarray(gone, np.int64) << 1 | 1)
+    steps = np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
+    return Schedule(np.where(steps & 1, FREE, COMPUTE).astype(np.int8), (steps >> 1).astype(np.int32))
+
+
 def scratch_schedule(graph: Graph, targets: list[int], max_computes: int, deadline: float | None = None) -> Schedule | None:
     """Each target computed from nothing by Sethi–Ullman's recursion on the unfolded tree,
     then everything freed: no value outlives the compute that wanted it, so its peak is at
@@ -734,10 +1128,11 @@ def scratch_schedule(graph: Graph, targets: list[int], max_computes: int, deadli
     computes a subset of the tree's: the peak is at most the tree's. None past
     ``max_computes`` computes (the unfolding can be exponential on reconvergent graphs);
     :class:`_Stopped` past ``deadline``."""
-    mem = graph.mem.tolist()
-    su = tree_numbers(graph)
-    order = [sorted(sorted(set(p)), key=lambda u: su[u] - mem[u], reverse=True) for p in graph.pred_lists]
-    if _scratch_past(graph, targets, max_computes, order):  # counted first, at a fraction of the cost
+    order = _scratch_order(graph)
+    past = _made_ahead(graph, "scratch", (tuple(targets), max_computes))
+    if past is _MISSING:
+        past = _scratch_past(graph, targets, max_computes, order)
+    if past:  # counted first, at a fraction of the cost
         return None
     holds = [0] * graph.n  # frames whose compute waits for this resident value
     resident = bytearray(graph.n)
@@ -787,6 +1182,14 @@ def scratch_schedule(graph: Graph, targets: list[int], max_computes: int, deadli
                 resident[v] = 0
                 put(v << 1 | 1)
     return _from_steps(steps)
+
+
+def _scratch_order(graph: Graph) -> list[list[int]]:
+    """Each node's distinct inputs by tree number - size, largest first (ties by id): the
+    order in which :func:`scratch_schedule` computes them."""
+    mem = graph.mem.tolist()
+    su = tree_numbers(graph)
+    return [sorted(sorted(set(p)), key=lambda u: su[u] - mem[u], reverse=True) for p in graph.pred_lists]
 
 
 def _next_look(computes: int, max_computes: int, deadline: float | None) -> int:
@@ -913,6 +1316,23 @@ def _until_done(make: Any, clock: _Clock) -> Any:
             yield []
 
 
+def _target_orders(graph: Graph) -> tuple[list[int], list[int], int]:
+    """The targets in file (topological) order, in the store-all plan's order of first
+    computes, and the variants' compute cap."""
+    from remat_cli.strategies.store_all import store_all_plan
+
+    needed = int(graph.needed.sum())
+    rank = graph.topo_rank.tolist()
+    file_order = sorted(graph.targets.tolist(), key=rank.__getitem__)
+    first: dict[int, int] = {}  # each node's first compute in the store-all plan
+    store_all = store_all_plan(graph)
+    for op, v in zip(store_all.schedule.ops.tolist(), store_all.schedule.nodes.tolist()):
+        if op == COMPUTE:
+            first.setdefault(v, len(first))
+    sa_order = sorted(file_order, key=lambda t: first.get(t, len(first)))
+    return file_order, sa_order, min(MAX_COMPUTES_PER_NODE * max(needed, 1), MAX_COMPUTES)
+
+
 def _variants(graph: Graph, out: list[_Variant], clock: _Clock, ahead: list[_Variant] | None = None) -> Any:
     """Make the variants into ``out``, in order; a generator that yields (the partial
     variants usable now, not in ``out``) wherever it pauses at the deadline ``clock[0]``
@@ -929,15 +1349,8 @@ def _variants(graph: Graph, out: list[_Variant], clock: _Clock, ahead: list[_Var
         return (clock[0] is not None and time.perf_counter() > clock[0]) or _stopped(clock)
 
     needed = int(graph.needed.sum())
-    rank = graph.topo_rank.tolist()
-    file_order = sorted(graph.targets.tolist(), key=rank.__getitem__)
-    first: dict[int, int] = {}  # each node's first compute in the store-all plan
     store_all = store_all_plan(graph)
-    for op, v in zip(store_all.schedule.ops.tolist(), store_all.schedule.nodes.tolist()):
-        if op == COMPUTE:
-            first.setdefault(v, len(first))
-    sa_order = sorted(file_order, key=lambda t: first.get(t, len(first)))
-    cap = min(MAX_COMPUTES_PER_NODE * max(needed, 1), MAX_COMPUTES)
+    file_order, sa_order, cap = _target_orders(graph)
     out.append(("store-all (nothing recomputed)", store_all.schedule, store_all.metrics))
     if least_computes(graph, cap) > cap:  # every variant below would pass the cap: none is made
         return
@@ -965,6 +1378,8 @@ def _variants(graph: Graph, out: list[_Variant], clock: _Clock, ahead: list[_Var
 
             def whole(order: list[int] = order, memo: bool = memo) -> tuple[Schedule | None, list[int]]:
                 turns: list[int] = []
+                if blocks is not None:
+                    blocks.take_ahead(graph)  # (made by another process meanwhile)
                 return min_memory_schedule(graph, order, memo, cap, deadline=clock[0], turns=turns, blocks=blocks), turns
 
             if memo and early is not None and order is sa_order:
