@@ -182,11 +182,14 @@ def test_the_search_after_a_failed_plan_says_what_the_reference_says(monkeypatch
     assert search("auto", True) == old
 
 
-def test_the_second_process_takes_the_replays_while_this_one_runs_a_decomposition(monkeypatch, tmp_path):
+@pytest.mark.parametrize("scale", [False, True])
+def test_the_second_process_takes_the_replays_while_this_one_runs_a_decomposition(monkeypatch, tmp_path, scale):
     """A fit probe where nothing fits: while this process runs pathwidth (held), the second
     one, done with treewidth and chain-dp, runs greedy and dtr (before, it sat idle and
     this process ran them after pathwidth), with the options this process gives them: no
-    search for their smallest budget, no cost cap. The same answer as the reference's."""
+    search for their smallest budget, no cost cap, and on a graph of ``SCALE_NODES`` or
+    more (``scale``: lowered to this one's size) a time share each. The same answer as
+    the reference's."""
     parent = os.getpid()
     real = registry.fast_strategies
     took = tmp_path / "treewidth"
@@ -208,7 +211,7 @@ def test_the_second_process_takes_the_replays_while_this_one_runs_a_decompositio
                 time.sleep(1.0)
             if strategy.name in auto._CAPPED:
                 with open(seen, "a") as f:
-                    f.write(f"{'here' if here else 'there'} {strategy.name} {options.search} {options.max_cost}\n")
+                    f.write(f"{'here' if here else 'there'} {strategy.name} {options.search} {options.max_cost} {options.max_seconds}\n")
             return strategy.solve(graph, budget, options, context)
 
         return replace(strategy, solve=solve)
@@ -219,6 +222,8 @@ def test_the_second_process_takes_the_replays_while_this_one_runs_a_decompositio
     assert old[0] == "no plan"
     monkeypatch.setattr(registry, "fast_strategies", lambda: [wrapped(s) for s in real()])
     monkeypatch.setattr(auto, "PARALLEL_NODES", 10)
+    if scale:
+        monkeypatch.setattr(auto, "SCALE_NODES", 10)
     labels: list[str] = []
     try:
         make_plan(g, auto.FIT_PROBE, budget, {"parallel": True, "progress": lambda d, t, label: labels.append(say(label))})
@@ -228,4 +233,5 @@ def test_the_second_process_takes_the_replays_while_this_one_runs_a_decompositio
     assert got == old
     assert "auto: pathwidth" in labels and "auto: treewidth (second process)" in labels, labels
     assert "auto: greedy (second process)" in labels and "auto: dtr (second process)" in labels, labels
-    assert sorted(seen.read_text().splitlines()) == ["there dtr False None", "there greedy False None"]
+    share = auto.SCALE_REPLAY_SECONDS if scale else None
+    assert sorted(seen.read_text().splitlines()) == [f"there dtr False None {share}", f"there greedy False None {share}"]
