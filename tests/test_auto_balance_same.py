@@ -165,6 +165,7 @@ def test_the_search_after_a_failed_plan_says_what_the_reference_says(monkeypatch
     the reference's message, word for word, naming the same budget."""
     kind, n, seed, frac = case
     monkeypatch.setattr(planner, "MIN_SEARCH_SECONDS", 120.0)  # (never stopped by the clock)
+    monkeypatch.setattr(planner, "SEARCH_SECONDS", 120.0)
     monkeypatch.setattr(auto, "PARALLEL_NODES", 10)
     g = training_graph(kind, n, seed, p=0.25)
     (budget,) = _budgets(g, [frac])
