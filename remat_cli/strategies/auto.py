@@ -17,9 +17,9 @@ first. Each runs with its default options. Anytime: with ``RunContext.deadline``
 strategies not started by then are skipped and named, and the cheapest plan found so far
 is returned. ``RunContext.progress`` hears of each strategy. On graphs of
 ``PARALLEL_NODES`` nodes or more, the costly strategies (``chain-dp``, ``treewidth``,
-``pathwidth``, and last ``min-memory`` while no plan is known to fit) are a queue that
-two processes share (``RunContext.parallel`` False turns
-that off): a second process starts on the first while the cheap ones run here, and each
+``pathwidth``, and last ``min-memory`` while no plan is known to fit; in a fit probe
+the ``greedy`` and ``dtr`` replays before it) are a queue that two processes share
+(``RunContext.parallel`` False turns that off): a second process starts on the first while the cheap ones run here, and each
 process takes the next one not yet taken when it is free, so neither waits while work is
 left (this process too takes the last resort, min-memory, when it would otherwise wait for
 the second one's queued strategy with no plan known to fit: it makes min-memory's variants
@@ -67,7 +67,13 @@ _PARALLEL = ("treewidth", "pathwidth", "chain-dp", "min-memory")
 #: The same queue when only whether a plan fits is asked (:data:`FIT_PROBE`): the
 #: decompositions first: the budget the search probes first is the one the failed attempt
 #: named, often the peak of a decomposition's bare recursion (as on random10000 at 0.5x).
-_FIT_FIRST = ("treewidth", "pathwidth", "chain-dp", "min-memory")
+#: Then the replays of :data:`_CAPPED`, so that a process done with the decompositions takes
+#: them instead of waiting for the other (random1000's probe at 512 B after a failed plan
+#: at 0.5x: the second process sat idle from its chain-dp's end while this one ran pathwidth
+#: and then greedy and dtr, ~0.1 s). A probe stops at the first plan that fits, so where a
+#: replay runs no plan fits yet: the options it gets are those of no fitting plan
+#: (:func:`_replay_options`), in either process.
+_FIT_FIRST = ("treewidth", "pathwidth", "chain-dp", "greedy", "dtr", "min-memory")
 #: And this process runs the decompositions before the replays, which thrash where they
 #: fail (a failed dtr replay of random10000 at 0.5x: 3 s), and stops once either process
 #: has a plan that fits.
@@ -253,7 +259,9 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
                 twins = [s for name in queue for s in candidates if s.name == name and name not in tried]
                 if twins:
                     ranks = [candidates.index(s) for s in twins]
-                    child = _Child.start(twins, graph, budget, context, ranks, polish=not first_fit and budget is not None)
+                    # (a queued replay runs with no plan known to fit: a probe stops at the first)
+                    opts = {s.name: _replay_options(graph, s.name, fitting) for s in twins}
+                    child = _Child.start(twins, graph, budget, context, ranks, polish=not first_fit and budget is not None, options=opts)
                     if child is not None and best is not None:
                         with child.taken.get_lock():
                             child.fits.value, child.bar.value = 1, best[0]  # (store-all's plan fits)
@@ -267,9 +275,7 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
                 if progress is not None:
                     progress(rank, len(candidates), Phrase("auto: {}", (strat.name,)))
                 try:
-                    opts = _options(strat.name, fitting)
-                    if opts is not None and strat.name in _CAPPED and graph.n >= SCALE_NODES:
-                        opts = {**opts, "max_seconds": SCALE_REPLAY_SECONDS}  # a share each
+                    opts = _replay_options(graph, strat.name, fitting)
                     outcome: StrategyResult | RematError = strat.run(graph, budget, opts, context)
                 except RematError as exc:
                     outcome = exc
@@ -358,6 +364,15 @@ def _options(name: str, fitting: list[tuple]) -> dict[str, Any] | None:
         return None
     costs = sorted(k[0] for k in fitting)
     return {"search": False, "max_cost": costs[2] * (1 + 1e-9) if len(costs) >= 3 else None}
+
+
+def _replay_options(graph: Graph, name: str, fitting: list[tuple]) -> dict[str, Any] | None:
+    """:func:`_options`, and on graphs of :data:`SCALE_NODES` or more a time share for each
+    replay (:data:`SCALE_REPLAY_SECONDS`)."""
+    opts = _options(name, fitting)
+    if opts is not None and graph.n >= SCALE_NODES:
+        opts = {**opts, "max_seconds": SCALE_REPLAY_SECONDS}  # a share each
+    return opts
 
 
 def _polish(graph: Graph, budget: int | None, fitting: list, best: tuple, memo: dict | None = None) -> tuple:
@@ -528,10 +543,18 @@ class _Child:
 
     @classmethod
     def start(
-        cls, strategies: list[Strategy], graph: Graph, budget: int | None, context: RunContext, ranks: list[int], polish: bool = False
+        cls,
+        strategies: list[Strategy],
+        graph: Graph,
+        budget: int | None,
+        context: RunContext,
+        ranks: list[int],
+        polish: bool = False,
+        options: dict[str, Any] | None = None,
     ) -> _Child | None:
         """Fork the second process for ``strategies`` (``ranks``: their places in the
-        registry, for ties); None where it does not pay or is not allowed."""
+        registry, for ties; ``options``: the options each runs with, by name, where not its
+        defaults); None where it does not pay or is not allowed."""
         import multiprocessing as mp
         import os
 
@@ -553,7 +576,9 @@ class _Child:
         )
         quiet = replace(context, progress=None, idle=None)  # (its idle work would be lost there)
         proc = ctx.Process(
-            target=_child_main, args=(strategies, ranks, graph, budget, quiet, send, shared, polish, down_recv, context.idle), daemon=True
+            target=_child_main,
+            args=(strategies, ranks, graph, budget, quiet, send, shared, polish, down_recv, context.idle, options or {}),
+            daemon=True,
         )
         try:
             proc.start()
@@ -812,12 +837,14 @@ def _child_main(
     polish: bool,
     down: Any = None,
     idle: IdleWork | None = None,
+    options: dict[str, Any] | None = None,
 ) -> None:
     """Body of the second process: take the next strategy not yet taken until none is
     left (a last resort only once no plan is known to fit, and in a fit probe only once
-    no other queued strategy is running: :data:`_LAST_RESORT`), run it, send back plain
-    data; then, with ``polish``, the final passes on its best plan (:func:`_speculate`),
-    or where none fits, on the plans the parent offers through ``down`` (:func:`_serve`).
+    no other queued strategy is running: :data:`_LAST_RESORT`), run it (with its
+    ``options``, by name, where given), send back plain data; then, with ``polish``, the
+    final passes on its best plan (:func:`_speculate`), or where none fits, on the plans
+    the parent offers through ``down`` (:func:`_serve`).
     Once it has nothing left and a plan fits, the caller's ``idle`` work (``RunContext.idle``),
     handed back. It ends itself if its parent dies (e.g. a `remat batch` worker killed at
     its --timeout)."""
@@ -906,7 +933,7 @@ def _child_main(
             try:
                 if last and polish and budget is not None:
                     _offer_up(graph, name, budget, context.deadline, outbox)
-                r = strategy.run(graph, budget, None, context)
+                r = strategy.run(graph, budget, (options or {}).get(name), context)
                 with taken.get_lock():
                     fits.value = 1  # (a hint: the parent checks each plan itself)
                 message = (name, "ok", r.schedule.ops, r.schedule.nodes, dict(r.info), r.keep)
