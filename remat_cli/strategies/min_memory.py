@@ -797,19 +797,12 @@ def _dag_schedule(
             continue
         if made is not None:
             key = (t, live & anc[t])  # type: ignore[index]
+            left = False  # a turn left to another run: only what it leaves resident
             if skip is not None:
                 if stop is not None and stop():
                     raise _Stopped
-                if key in skip:  # left to another run: only what it leaves resident
-                    resident[t] = 1
-                    live |= 1 << t
-                    for u in preds[t]:
-                        uses[u] -= 1
-                    for u in preds[t]:
-                        release(u)
-                    release(t)
-                    continue
-            hit = made.get(key)
+                left = key in skip
+            hit = None if left else made.get(key)
             if hit is not None:  # the turn as an earlier run made it
                 size, block, again = hit
                 bad = next((i for i, v in again if uses[v] > 0 and v not in drop), None)
@@ -829,6 +822,7 @@ def _dag_schedule(
                 steps.extend(block)
                 computes += size
                 look = _next_look(computes, max_computes, deadline)
+            if left or hit is not None:
                 resident[t] = 1
                 live |= 1 << t
                 for u in preds[t]:
