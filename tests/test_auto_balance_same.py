@@ -20,6 +20,7 @@ import pytest
 from graphgen import training_graph
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_auto_same import _hold
 
 import remat_cli.strategies as registry
 from remat_cli import planner
@@ -40,24 +41,6 @@ HOLDS = [
     ("there", "greedy", 0.2),
     ("there", "dtr", 0.2),
 ]
-
-
-def _hold(monkeypatch, hold: tuple[str, str, float] | None) -> None:
-    if hold is None:
-        return
-    where, name, seconds = hold
-    parent = os.getpid()
-    real = registry.fast_strategies
-
-    def wrapped(strategy):
-        def solve(graph, budget, options, context):
-            if context.parallel and (os.getpid() == parent) == (where == "here"):
-                time.sleep(seconds)
-            return strategy.solve(graph, budget, options, context)
-
-        return replace(strategy, solve=solve)
-
-    monkeypatch.setattr(registry, "fast_strategies", lambda: [wrapped(s) if s.name == name else s for s in real()])
 
 
 def _probe(g: Graph, probe, budget: int, parallel: bool) -> tuple:
@@ -111,7 +94,8 @@ def _check_probes(monkeypatch, graph_of, budgets: list[int], hold) -> None:
         m.setattr(auto, "PARALLEL_NODES", 10)
         old = {b: _probe(graph_of(), reference.FIT_PROBE, b, False) for b in budgets}
         plans = {b: _plan(graph_of(), reference.STRATEGY, b, False) for b in budgets}
-        _hold(m, hold)
+        if hold is not None:
+            _hold(m, *hold)
         for parallel in (True, False):
             for b in budgets:
                 assert _probe(graph_of(), auto.FIT_PROBE, b, parallel) == old[b], (b, parallel)
