@@ -772,47 +772,10 @@ class _Recursion:
             pin = self.pin
             frozen = (frozenset(need), frozenset(wanted), tuple(boundary), tuple([pin[u] == 1 for u in boundary]))
         for greedy in (False, True):
-            if greedy and best is not None and best[0] <= self._plain_floor(need, boundary, frozen):
-                break  # the graph's order peaks at the floor: no order of need peaks lower
             plan, peak = self._plain_plan(need, boundary, wanted, greedy, frozen)
             if peak <= self.limit and (best is None or peak < best[0]):
                 best = (peak, plan)
         return None if best is None else best[1]
-
-    def _plain_floor(self, need: set[int], boundary: set[int], frozen: tuple[Any, ...] | None = None) -> int:
-        """The least peak of any plain schedule of ``need`` (each node once, in any
-        topological order, each value released after its last reader there, as
-        :meth:`_plain_plan` lays them out): computing v holds the pinned values less those
-        the plan may free (the boundary values it holds the only pin of), plus v's output,
-        workspace and every input of v that is not already counted there. Where the graph's
-        order peaks at it, the memory-greedy order cannot peak lower (:meth:`_fitting_plain`
-        keeps the lower of the two, the graph's on a tie), so it is not made. Memoised with
-        the plain plans (``memo``: a function of need, the boundary and its pins)."""
-        memo = self.memo
-        key: tuple[Any, ...] | None = None
-        pin = self.pin
-        if memo is not None:
-            if frozen is None:
-                key = ("floor", frozenset(need), tuple(boundary), tuple([pin[u] == 1 for u in boundary]))
-            else:
-                key = ("floor", frozen[0], frozen[2], frozen[3])
-            hit = memo.get(key)
-            if hit is not None:
-                return self.pinned + hit
-        mem, ws, preds = self.mem, self.ws, self.preds
-        freed = {u for u in boundary if pin[u] == 1}
-        top = 0
-        for v in need:
-            here = mem[v] + ws[v]
-            for u in preds[v]:
-                if u in need or u in freed:
-                    here += mem[u]
-            if here > top:
-                top = here
-        floor = top - sum([mem[u] for u in freed])
-        if memo is not None:
-            memo[key] = floor
-        return self.pinned + floor
 
     def _plain_plan(
         self, need: set[int], boundary: set[int], wanted: set[int], greedy: bool, frozen: tuple[Any, ...] | None = None

@@ -1,5 +1,5 @@
 """The recursion's speed work of r17-rw (the failing budgeted runs of random1000 near its
-store-all peak, issue 14 item 1) equals the code it replaced (tests/plain_floor_reference.py,
+store-all peak, issue 14 item 1) equals the code it replaced (tests/search_memo_reference.py,
 treewidth.py and orders.py as of cdf8379):
 
 * every run a plan makes (the bare recursion, the cacheless budgeted run stopped over its
@@ -7,8 +7,6 @@ treewidth.py and orders.py as of cdf8379):
   runs stopped over the budget, cost caps), with one memo shared by runs at several
   budgets (as a plan's runs, and a search's plans, share it), plain schedules laid out in
   loops and with numpy: the same steps, the same "fits" flag, the same reason to stop;
-* the plain-plan floor is a true lower bound of both plain plans' peaks, so skipping the
-  memory-greedy order where the graph's order meets it changes no choice;
 * whole plans and fit probes of treewidth and pathwidth, one after another on one graph
   (with the second process on and off): the reference's plans, verdicts and messages.
 
@@ -19,7 +17,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import plain_floor_reference as reference
+import search_memo_reference as reference
 import pytest
 from graphgen import tied_graph
 from hypothesis import HealthCheck, given, settings
@@ -104,43 +102,6 @@ def test_recursion_is_the_reference(kind: str, n: int, seed: int, tree: str, num
                     kw = {"cache": True, "eager": eager, "evict": evict, "stop_above": max(point, limit)}
                     got = _outcome(treewidth, g, sep, point, memo_new, **kw)
                     assert got == _outcome(reference, g, sep, point, memo_old, **kw), (budget, point, eager, evict)
-    finally:
-        mp.undo()
-
-
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(KINDS, st.integers(4, 30), st.integers(0, 10_000), st.sampled_from(["tree", "path"]), st.booleans())
-def test_the_floor_bounds_both_plain_plans(kind: str, n: int, seed: int, tree: str, numpy_plain: bool) -> None:
-    """At every plain-plan choice of the budgeted runs, the floor is at most the peak of
-    the graph's order and of the memory-greedy order (both made here, memo or not), so a
-    graph's order that meets it is the choice the reference makes."""
-    g = _graph(kind, n, seed)
-    sep = _sep(g, tree)
-    seen = [0, 0]
-    real = treewidth._Recursion._fitting_plain
-
-    def spy(self, need, boundary, wanted):
-        floor = self._plain_floor(need, boundary)
-        peaks = [self._plain_plan(need, boundary, wanted, greedy)[1] for greedy in (False, True)]
-        assert floor <= min(peaks), (floor, peaks)
-        assert self._plain_floor(need, boundary) == floor  # (memoised: the same)
-        seen[0] += 1
-        seen[1] += peaks[0] == floor
-        return real(self, need, boundary, wanted)
-
-    mp = pytest.MonkeyPatch()
-    mp.setattr(treewidth._Recursion, "_fitting_plain", spy)
-    if numpy_plain:
-        mp.setattr(treewidth, "PLAIN_VECTOR_MIN", 1)
-    try:
-        peak = store_all_peak(g)
-        memo: dict = {}
-        for r in (0.4, 0.7, 0.95):
-            for cache, eager, evict in RUNS:
-                try:
-                    treewidth.recursive_schedule(g, sep, int(r * peak) - g.fixed_mem, cache=cache, eager=eager, evict=evict, memo=memo)
-                except treewidth.RecursionStopped:
-                    pass
     finally:
         mp.undo()
 

@@ -1,7 +1,7 @@
-"""Frozen copy of remat_cli/strategies/treewidth.py as of cdf8379 (before the plain-plan
-floor and the other speed work of r17-rw on the recursion of random1000's failing budgeted
-runs), with algorithms/orders.py's ``memory_greedy_order`` of that commit inlined: the
-reference ``tests/test_plain_floor_same.py`` compares the recursion and whole plans with.
+"""Frozen copy of remat_cli/strategies/treewidth.py as of cdf8379 (before r17-rw's speed
+work on the recursion of random1000's failing budgeted runs: a memo shared by a search's
+plans), with algorithms/orders.py's ``memory_greedy_order`` of that commit inlined: the
+reference ``tests/test_search_memo_same.py`` compares the recursion and whole plans with.
 
 The original module docstring follows.
 treewidth: Kumar et al.'s divide and conquer over a balanced separator tree, with budgets.
