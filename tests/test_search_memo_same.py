@@ -7,6 +7,8 @@ treewidth.py and orders.py as of cdf8379):
   runs stopped over the budget, cost caps), with one memo shared by runs at several
   budgets (as a plan's runs, and a search's plans, share it), plain schedules laid out in
   loops and with numpy: the same steps, the same "fits" flag, the same reason to stop;
+* a run given an empty memo (a new plan's) starts from the last memo given over the tree,
+  and makes the steps the reference makes without any memo;
 * whole plans and fit probes of treewidth and pathwidth, one after another on one graph
   (with the second process on and off): the reference's plans, verdicts and messages.
 
@@ -158,3 +160,27 @@ def test_plans_and_probes_are_the_reference(kind: str, n: int, seed: int, tree: 
             assert got == _plan(reference, g_old, sep_old, budget, parallel, False), budget
     finally:
         mp.undo()
+
+
+@SETTINGS
+@given(KINDS, st.integers(4, 30), st.integers(0, 10_000), st.sampled_from(["tree", "path"]))
+def test_a_new_memo_starts_from_the_last_one_and_changes_no_run(kind: str, n: int, seed: int, tree: str) -> None:
+    """Runs one after another on one graph, each with a memo of its own (as a search's
+    plans are): an empty memo starts as the last one given over the tree, and every run
+    gives the reference's steps without any memo, or the same reason to stop."""
+    g = _graph(kind, n, seed)
+    sep = _sep(g, tree)
+    peak = store_all_peak(g)
+    last: dict | None = None
+    for r in (0.5, 0.95, 0.7, 0.9, 0.4):
+        for cache, eager, evict in RUNS:
+            kw = {"cache": cache, "eager": eager, "evict": evict, "stop_over": not cache}
+            limit = max(0, int(r * peak) - g.fixed_mem)
+            memo: dict = {}
+            if last:  # (seeded before any work: a run stopped at once has it too)
+                with pytest.raises(treewidth.RecursionStopped):
+                    treewidth.recursive_schedule(g, sep, limit, memo=memo, max_work=-1, **kw)
+                assert memo == last
+                memo = {}
+            assert _outcome(treewidth, g, sep, limit, memo, **kw) == _outcome(reference, g, sep, limit, None, **kw), (r, kw)
+            last = dict(memo)
