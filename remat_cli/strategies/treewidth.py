@@ -56,7 +56,8 @@ stopped is replaced by store-all, and the plan's mode says so.
 and replays its steps when the same call recurs on the same state (the (w+2)^depth
 repeats), counting the same work; the decompositions, separator trees, the bare run and
 its clean-up are kept on the graph, so repeated plans of one graph (a search for the
-smallest budget) make them once; plain schedules of many nodes are laid out with numpy; recent-first eviction takes the
+smallest budget) make them once, and so is the budgeted runs' memo of sub-problems (walks,
+plain plans, greedy orders), which the next plan's runs start from; plain schedules of many nodes are laid out with numpy; recent-first eviction takes the
 cached values from a stack (the heap's order when every eviction value is 0), and
 cheap-first eviction pushes them onto its heap only when an eviction needs it.
 A capped run is charged a recomputation as soon as it frees a value that a needed node
@@ -191,7 +192,10 @@ def recursive_schedule(
     ``time.perf_counter()`` value), or once its compute cost exceeds ``max_cost`` (it
     cannot beat a plan of that cost: costs only grow as steps are added). ``memo``, a
     dict the caller keeps across runs on the same graph and tree, shares sub-problem
-    orders and plain plans between them (at most max(20·n, 500,000) node ids stored). ``replay`` (bare recursion only)
+    orders and plain plans between them (at most max(20·n, 500,000) node ids stored); an
+    empty one starts as the last memo given over this tree (kept with its statics): every
+    entry depends only on its key, and a search for the smallest budget plans the same
+    graph again and again, each plan with a memo of its own. ``replay`` (bare recursion only)
     records the steps of each call that leaves its targets pinned and copies them when the
     same call recurs on the same state (:meth:`_Recursion.solve`): the same schedule, and
     the same work counted, without walking the sub-problem again.
@@ -225,6 +229,10 @@ def recursive_schedule(
         # first time must be computed again: its recomputation is charged at the free
         planner.pending = statics.needed_readers()[:]
         planner.owed = [False] * graph.n
+    if memo is not None:
+        if not memo and statics.memo is not None and statics.memo is not memo:
+            memo.update(statics.memo)  # (the sub-problems of the last plan over this tree)
+        statics.memo = memo
     planner.memo = memo
     if replay and limit is None and planner.cost_left == math.inf:
         planner.replay = {}
@@ -1026,6 +1034,8 @@ class _Statics:
         self.zeros = [0.0] * graph.n
         self._per_byte: list[float] | None = None
         self._readers: list[int] | None = None
+        #: the memo of the last runs given one (:func:`recursive_schedule`'s ``memo``)
+        self.memo: dict[Any, Any] | None = None
 
     @classmethod
     def of(cls, graph: Graph, sep: SeparatorTree) -> _Statics:
