@@ -1,7 +1,9 @@
 """The memory-limit pass reading its per-compute and per-free facts through memoryviews
 (issue 14 item 1, r17: ``lazy_eviction`` reads the value and the frees before each compute,
 and ``_frees`` hands back each free's value, next compute and heap key, as views of numpy
-arrays, not as lists made of every step; the computes' running count is summed in int32)
+arrays, not as lists made of every step; the computes' running count is summed in int32;
+a value's entry in ``cheap`` is marked by its ``latest`` alone; a compute's room is made
+once)
 equals the code it replaced (tests/memlimit_views_reference.py, evict.py as of cdf8379):
 ``_frees``, one round of ``lazy_eviction`` (from the input and from its clean-up) and the
 whole ``memlimit_pass`` give the reference's facts and steps, node for node, on the

@@ -123,14 +123,17 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int, deadline: float 
     # Two heaps of keys (:func:`_frees`): `dead` holds the candidacies no later step reads or
     # computes (a value's last free), each evicted before `cheap` is read; `cheap` the others
     # (each computed again later, unless evicted first). `cheap` holds one entry per value at
-    # most (``entered``): the key of its candidacy now or of an earlier one (smaller: the
-    # stamps grow, the rank is the value's), so every candidate's key is at least its entry's
-    # and an entry on top that is its value's candidacy now is the least candidate's; one
-    # that is older gives way to it, one of a value that is no candidate now leaves.
+    # most (those whose ``latest`` is not ``gone``): the key of its candidacy now or of an
+    # earlier one (smaller: the stamps grow, the rank is the value's), so every candidate's
+    # key is at least its entry's and an entry on top that is its value's candidacy now is
+    # the least candidate's; one that is older gives way to it, one of a value that is no
+    # candidate now leaves.
     dead: list[int] = []
     cheap: list[int] = []
-    latest = [gone] * n  # per value, the free of its latest candidacy in `cheap` (gone: evicted)
-    entered = [0] * n
+    # per value, the free of its latest candidacy in `cheap`; gone: it has no entry there
+    # (evicted, or its entry left as no candidate: then it is read again only once a later
+    # free of the value has set it)
+    latest = [gone] * n
     cur = graph.fixed_mem
     out: list[int] = []  # the steps kept: v for compute v, ~v for free v (no builder calls: hot loop)
     seen = 0  # the frees before this index have been looked at
@@ -148,21 +151,20 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int, deadline: float 
         ci = find(1, lo, hi)
         while ci >= 0:
             v = cnode[ci]
-            need = needs[v]
-            if cur + need > limit:
+            room = limit - needs[v]  # (the compute fits while cur <= room)
+            if cur > room:
                 upto = fbefore[ci]
                 for k in range(seen, upto):  # the candidacies begun since the last eviction
                     if fnext[k] > ci:  # (else computed again since; or a last free: below)
                         u = fnode[k]
-                        latest[u] = k
-                        if not entered[u]:
-                            entered[u] = 1
+                        if latest[u] == gone:
                             push(cheap, fkey[k])
+                        latest[u] = k
                 seen = upto
                 while dead_at[seen_dead] < upto:
                     push(dead, fkey[dead_at[seen_dead]])
                     seen_dead += 1
-                while cur + need > limit:
+                while cur > room:
                     if dead:  # no later step reads or computes it: always a candidate
                         u = pop(dead) % n
                     else:
@@ -172,7 +174,7 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int, deadline: float 
                             k = latest[u]
                             if fnext[k] <= ci:
                                 pop(cheap)  # no longer a candidate in `cheap`
-                                entered[u] = 0
+                                latest[u] = gone
                             elif fkey[k] == key:
                                 break  # the least candidate
                             else:
@@ -180,7 +182,6 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int, deadline: float 
                         if not cheap:
                             break  # soft limit: nothing left to evict
                         pop(cheap)
-                        entered[u] = 0
                         latest[u] = gone
                         kept_at[fnext[k]] = 1  # u's next compute finds it gone
                     cur -= mem[u]  # evict u
