@@ -1210,7 +1210,7 @@ def _plan_over_separator_tree(
             while (
                 key not in ladder_runs and key not in over_budget and forked.claimed() == code and not forked.ended and not _past(deadline)
             ):
-                absorb(wait=True)  # under a cap no lower than this one: caps only fall)
+                absorb(wait=True, ahead=True)  # under a cap no lower than this one: caps only fall)
         if key in over_budget and key not in ladder_runs:  # (the second process's run)
             tried[0] += 1
             unfit[0] += 1
@@ -1518,15 +1518,18 @@ def _plan_over_separator_tree(
         forked.set_cap(to_beat() * (1 + 1e-9))
         forked.set_note(bare.peak_bytes)
 
-    def absorb(wait: bool = False) -> None:
+    def absorb(wait: bool = False, ahead: bool = False) -> None:
         """Keep what the second process has sent: ladder runs in ladder_runs (where this
         process has none for the key), the bare run's pass in ``sent`` (with ``wait``, at
-        least one message, waiting until the deadline at most)."""
+        least one message, waiting until the deadline at most; with ``ahead`` too, the pass
+        over the cheapest candidate so far is made first: :func:`polished_now`)."""
         if forked is None:
             return
         if wait and idle[0] is not None and to_beat() < math.inf:  # (a plan that fits is held)
             work, idle[0] = idle[0], None
             work.make()  # the caller's work (RunContext.idle), done where this process would wait
+        if wait and ahead and options.memlimit and not fit_only:
+            polished_now()
         for msg, schedule in forked.messages(wait, deadline):
             metrics = None if msg.get("metrics") is None else Metrics(**msg["metrics"])
             if msg["kind"] == "pass":
@@ -1547,6 +1550,19 @@ def _plan_over_separator_tree(
                 keep_run(key, None, msg["cap"], msg["why"])
 
     improved: tuple[_Attempt, Any] | None = None  # keep moves made while the pass came: (over which, outcome)
+    ahead_polish: list[Any] = []  # the pass over the cheapest candidate, made ahead: (over which, its outcome)
+
+    def polished_now() -> list[_Attempt]:
+        """:func:`_polished_best` of the candidates now: the one made ahead where it is
+        over the same cheapest candidate (the same input, so the same outcome), else made
+        here and kept. Made ahead where this process waits on a ladder run the second one
+        is making at the end of the ladder (grid1000 0.5x: 10-15 ms), it is then ready;
+        that run, like every run below the top points there, stops as one that cannot win."""
+        base = _cheapest(candidates, budget)
+        if not ahead_polish or ahead_polish[0] is not base:
+            ahead_polish[:] = [base, _polished_best(graph, candidates, budget, deadline)]
+        return ahead_polish[1]
+
     try:
         discarded = 0
 
@@ -1621,7 +1637,7 @@ def _plan_over_separator_tree(
                 # while the pass over the bare run comes: the pass over the cheapest candidate
                 # (it does not depend on the other), and should it still not have come, the
                 # keep moves over the cheapest so far (used where that one is still the best)
-                polished = _polished_best(graph, candidates, budget, deadline)
+                polished = polished_now()
                 absorb()
                 if not sent and not forked.ended:
                     ahead_best = _cheapest(candidates + polished, budget)
@@ -1638,6 +1654,8 @@ def _plan_over_separator_tree(
             # O(steps): 0.3 s on grid1000 at its lower bound)
             late = _past(deadline)
             clean = None if bare_run is None or bare_pass is not None or late else cleaned_bare(bare_run.schedule)
+            if polished is None and ahead_polish:  # (made ahead: reused where it is still the one)
+                polished = polished_now()
             for run in _memlimit_candidates(graph, candidates, clean, budget, bare_pass, deadline, polished):
                 candidates.append(run)
                 done_if_fits(run)
