@@ -1350,9 +1350,11 @@ def _plan_over_separator_tree(
                 except RecursionBug:
                     return  # this process makes the run again and meets it
                 send({"kind": "bare"}, steps.ops, steps.nodes, aside=True)  # (1.8 MB on grid1000)
+            passed = None
             if with_pass:
                 ops, nodes, metrics = _bare_pass_arrays(graph, cleaned_bare(steps), budget, deadline)
                 send({"kind": "pass", "metrics": metrics}, ops, nodes)
+                passed = (Schedule(ops, nodes), metrics)
             # the ladder runs start under the cost cap they started under before: that of
             # the budgeted and the bare run, which this process writes on the shared page,
             # then the bare peak (measured there by now: it takes less than this pass);
@@ -1396,6 +1398,17 @@ def _plan_over_separator_tree(
                         send({**job, "cap": max_cost if why == "cannot win" else None})
                 except RecursionBug:
                     continue  # this process meets it again and counts it
+            # no ladder run left: the keep moves over the pass, which this process makes
+            # last where the pass is the cheapest candidate (only then: it fits and costs no
+            # more than the cap, the cheapest other candidate's cost); sent for it to use
+            if passed is not None and above is None and passed[1].recomputations and passed[1].peak_bytes <= budget:
+                if passed[1].cost <= cap():
+                    from remat_cli.algorithms.improve import improve_plan
+
+                    claim(_KEEPING)
+                    imp = improve_plan(graph, passed[0], budget, deadline=deadline)
+                    kept = {"kind": "kept", "improved": imp.improved, "metrics": imp.metrics}
+                    send(kept, *((imp.schedule.ops, imp.schedule.nodes) if imp.improved else ()))
 
         return _Forked.start(second)
 
@@ -1536,6 +1549,9 @@ def _plan_over_separator_tree(
                 sent.append(_Attempt(schedule, metrics, _BARE_PASS))
                 done_if_fits(sent[-1])
                 continue
+            if msg["kind"] == "kept":  # the keep moves over the pass (improved, schedule, metrics)
+                pass_kept[:] = [msg["improved"], schedule, metrics]
+                continue
             if msg["kind"] != "run":  # (a claim given up)
                 continue
             key = (id(sep), msg["point"], msg["eager"], msg["evict"])
@@ -1550,6 +1566,8 @@ def _plan_over_separator_tree(
                 keep_run(key, None, msg["cap"], msg["why"])
 
     improved: tuple[_Attempt, Any] | None = None  # keep moves made while the pass came: (over which, outcome)
+    pass_kept: list[Any] = []  # the keep moves over the pass, made by the second process
+    bare_pass: _Attempt | None = None  # (its pass, once in)
     ahead_polish: list[Any] = []  # the pass over the cheapest candidate, made ahead: (over which, its outcome)
 
     def polished_now() -> list[_Attempt]:
@@ -1647,9 +1665,9 @@ def _plan_over_separator_tree(
                         improved = (ahead_best, improve_plan(graph, ahead_best.schedule, budget, deadline=deadline))
             while forked is not None and not sent and not forked.ended and not _past(deadline):
                 absorb(wait=True)
-            if forked is not None:
-                forked.stop()  # its other ladder runs are not needed any more
-            bare_pass: _Attempt | None = sent[0] if sent else None  # (its clean-up stays there)
+            if forked is not None:  # its other ladder runs are not needed any more: it takes
+                forked.set_mine(0)  # none (all started here), and makes the keep moves over its pass
+            bare_pass = sent[0] if sent else None  # (its clean-up stays there)
             # past the deadline the bare run's pass is not made here (its clean-up alone is
             # O(steps): 0.3 s on grid1000 at its lower bound)
             late = _past(deadline)
@@ -1659,6 +1677,10 @@ def _plan_over_separator_tree(
             for run in _memlimit_candidates(graph, candidates, clean, budget, bare_pass, deadline, polished):
                 candidates.append(run)
                 done_if_fits(run)
+            if forked is not None and bare_pass is not None and _cheapest(candidates, budget) is bare_pass:
+                absorb()  # the keep moves over the pass: the second process's, where it makes them
+                while not pass_kept and forked.claimed() == _KEEPING and not forked.ended and not _past(deadline):
+                    absorb(wait=True)
     finally:
         if forked is not None:
             forked.stop()
@@ -1682,8 +1704,16 @@ def _plan_over_separator_tree(
     if options.memlimit and best.metrics.recomputations:  # drop recomputations the budget allows
         from remat_cli.algorithms.improve import improve_plan
 
-        imp = improved[1] if improved is not None and improved[0] is best else improve_plan(graph, best.schedule, budget, deadline=deadline)
-        best = _Attempt(imp.schedule, imp.metrics, Phrase("{} + keep moves", (best.label,))) if imp.improved else best
+        if pass_kept and best is bare_pass:  # (made there from the same schedule: the same moves)
+            better, schedule, metrics = pass_kept
+        else:
+            imp = (
+                improved[1]
+                if improved is not None and improved[0] is best
+                else improve_plan(graph, best.schedule, budget, deadline=deadline)
+            )
+            better, schedule, metrics = imp.improved, imp.schedule, imp.metrics
+        best = _Attempt(schedule, metrics, Phrase("{} + keep moves", (best.label,))) if better else best
     info["mode"] = best.label
     info["candidates tried"] = len(candidates) + unfit[0]
     if discarded:
@@ -1959,6 +1989,10 @@ class _Forked:
             self.pid = 0
             os.close(self.fd)
             self.shared.close()
+
+
+#: The second process's claim while it makes the keep moves over its pass (no ladder run).
+_KEEPING = -2
 
 
 def _job_code(point: int, eager: bool, evict: str) -> int:
