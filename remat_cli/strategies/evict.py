@@ -104,8 +104,10 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int, deadline: float 
     steps = len(schedule)
     comp = schedule.ops == COMPUTE
     cpos = np.flatnonzero(comp)
-    cnode = schedule.nodes[cpos].tolist()
-    fbefore = (cpos - np.arange(cpos.size)).tolist()  # per compute, the frees before it
+    # per compute, its value and the frees before it; read only at the kept computes, so as
+    # memoryviews (each read gives a Python int) instead of lists made of every compute
+    cnode = memoryview(schedule.nodes[cpos].astype(np.int64))
+    fbefore = memoryview(cpos - np.arange(cpos.size))
     fnode, fnext, fkey, dead_at, first_computes = _frees(graph, schedule, comp)
     gone = len(fnode)  # a free index whose "next compute" (-1) has always come: no candidacy
     dead_at.append(gone + 1)  # (past every free: ends the look for last frees)
@@ -121,14 +123,17 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int, deadline: float 
     # Two heaps of keys (:func:`_frees`): `dead` holds the candidacies no later step reads or
     # computes (a value's last free), each evicted before `cheap` is read; `cheap` the others
     # (each computed again later, unless evicted first). `cheap` holds one entry per value at
-    # most (``entered``): the key of its candidacy now or of an earlier one (smaller: the
-    # stamps grow, the rank is the value's), so every candidate's key is at least its entry's
-    # and an entry on top that is its value's candidacy now is the least candidate's; one
-    # that is older gives way to it, one of a value that is no candidate now leaves.
+    # most (those whose ``latest`` is not ``gone``): the key of its candidacy now or of an
+    # earlier one (smaller: the stamps grow, the rank is the value's), so every candidate's
+    # key is at least its entry's and an entry on top that is its value's candidacy now is
+    # the least candidate's; one that is older gives way to it, one of a value that is no
+    # candidate now leaves.
     dead: list[int] = []
     cheap: list[int] = []
-    latest = [gone] * n  # per value, the free of its latest candidacy in `cheap` (gone: evicted)
-    entered = [0] * n
+    # per value, the free of its latest candidacy in `cheap`; gone: it has no entry there
+    # (evicted, or its entry left as no candidate: then it is read again only once a later
+    # free of the value has set it)
+    latest = [gone] * n
     cur = graph.fixed_mem
     out: list[int] = []  # the steps kept: v for compute v, ~v for free v (no builder calls: hot loop)
     seen = 0  # the frees before this index have been looked at
@@ -146,21 +151,20 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int, deadline: float 
         ci = find(1, lo, hi)
         while ci >= 0:
             v = cnode[ci]
-            need = needs[v]
-            if cur + need > limit:
+            room = limit - needs[v]  # (the compute fits while cur <= room)
+            if cur > room:
                 upto = fbefore[ci]
                 for k in range(seen, upto):  # the candidacies begun since the last eviction
                     if fnext[k] > ci:  # (else computed again since; or a last free: below)
                         u = fnode[k]
-                        latest[u] = k
-                        if not entered[u]:
-                            entered[u] = 1
+                        if latest[u] == gone:
                             push(cheap, fkey[k])
+                        latest[u] = k
                 seen = upto
                 while dead_at[seen_dead] < upto:
                     push(dead, fkey[dead_at[seen_dead]])
                     seen_dead += 1
-                while cur + need > limit:
+                while cur > room:
                     if dead:  # no later step reads or computes it: always a candidate
                         u = pop(dead) % n
                     else:
@@ -170,7 +174,7 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int, deadline: float 
                             k = latest[u]
                             if fnext[k] <= ci:
                                 pop(cheap)  # no longer a candidate in `cheap`
-                                entered[u] = 0
+                                latest[u] = gone
                             elif fkey[k] == key:
                                 break  # the least candidate
                             else:
@@ -178,7 +182,6 @@ def lazy_eviction(graph: Graph, schedule: Schedule, limit: int, deadline: float 
                         if not cheap:
                             break  # soft limit: nothing left to evict
                         pop(cheap)
-                        entered[u] = 0
                         latest[u] = gone
                         kept_at[fnext[k]] = 1  # u's next compute finds it gone
                     cur -= mem[u]  # evict u
@@ -196,9 +199,12 @@ def _frees(graph: Graph, schedule: Schedule, comp: np.ndarray) -> tuple[Any, ...
     """The frees of ``schedule`` (valid; ``comp``: which steps are computes) for
     :func:`lazy_eviction`, in step order: their values, the index among the computes of
     the value's next compute (-1 where no later step reads or computes the value: its last
-    free), their heap keys (these two lists with one more entry, -1: no candidacy); the
+    free), their heap keys (these two with one more entry, -1: no candidacy); the
     indices of the last frees, whose keys go to ``dead``; and the index among the computes
-    of each node's first compute (an array).
+    of each node's first compute (an array). The first three are memoryviews of int64
+    arrays (a read gives a Python int; the keys a list where they pass int64): the round
+    reads about half of them, and a list of every free took longer to make (on grid1000's
+    bare run, 175k frees, about 5 ms per list) than all its reads through a view.
 
     A key is one int ordered as the tuple it stands for (ints compare faster than
     tuples): (last touch, stamp, v) in ``dead`` as ((last touch + 1)·S + stamp)·n + v;
@@ -233,18 +239,19 @@ def _frees(graph: Graph, schedule: Schedule, comp: np.ndarray) -> tuple[Any, ...
     n, span = graph.n, 2 * steps + 2
     first_part = np.where(is_dead, lt + 1, rank[fnodes])  # the key's leading field
     st = stamps[free_at]
+    keys: Any
     if (int(first_part.max(initial=0)) + 1) * span * n < KEY_BOUND:
-        keys = ((first_part * span + st) * n + fnodes).tolist()
+        keys = memoryview(np.append((first_part * span + st) * n + fnodes, -1))
     else:  # (Python's integers)
         keys = [(a * span + s) * n + u for a, s, u in zip(first_part.tolist(), st.tolist(), fnodes.tolist())]
-    keys.append(-1)
+        keys.append(-1)
     nf = nxt[free_at]
-    cindex = np.cumsum(comp) - 1  # per step, the index of the last compute at or before it
-    fnext = np.where(nf >= 0, cindex[nf], -1).tolist()  # (as the index of that compute)
-    fnext.append(-1)
+    # per step, the index of the last compute at or before it (int32 sums run many times faster)
+    cindex = np.cumsum(comp, dtype=np.int32 if steps < 1 << 31 else np.int64) - 1
+    fnext = memoryview(np.append(np.where(nf >= 0, cindex[nf], -1).astype(np.int64), -1))  # (that compute's index)
     firsts = np.ones(at.size, dtype=bool)  # the first compute of its node
     firsts[1:] = node[1:] != node[:-1]
-    return fnodes.tolist(), fnext, keys, np.flatnonzero(is_dead).tolist(), cindex[order[at[firsts]]]
+    return memoryview(fnodes), fnext, keys, np.flatnonzero(is_dead).tolist(), cindex[order[at[firsts]]]
 
 
 def _eviction_ranks(graph: Graph) -> list[int]:

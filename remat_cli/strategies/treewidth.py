@@ -1220,7 +1220,7 @@ def _plan_over_separator_tree(
             while (
                 key not in ladder_runs and key not in over_budget and forked.claimed() == code and not forked.ended and not _past(deadline)
             ):
-                absorb(wait=True)  # under a cap no lower than this one: caps only fall)
+                absorb(wait=True, ahead=True)  # under a cap no lower than this one: caps only fall)
         if key in over_budget and key not in ladder_runs:  # (the second process's run)
             tried[0] += 1
             unfit[0] += 1
@@ -1360,9 +1360,11 @@ def _plan_over_separator_tree(
                 except RecursionBug:
                     return  # this process makes the run again and meets it
                 send({"kind": "bare"}, steps.ops, steps.nodes, aside=True)  # (1.8 MB on grid1000)
+            passed = None
             if with_pass:
                 ops, nodes, metrics = _bare_pass_arrays(graph, cleaned_bare(steps), budget, deadline)
                 send({"kind": "pass", "metrics": metrics}, ops, nodes)
+                passed = (Schedule(ops, nodes), metrics)
             # the ladder runs start under the cost cap they started under before: that of
             # the budgeted and the bare run, which this process writes on the shared page,
             # then the bare peak (measured there by now: it takes less than this pass);
@@ -1406,6 +1408,17 @@ def _plan_over_separator_tree(
                         send({**job, "cap": max_cost if why == "cannot win" else None})
                 except RecursionBug:
                     continue  # this process meets it again and counts it
+            # no ladder run left: the keep moves over the pass, which this process makes
+            # last where the pass is the cheapest candidate (only then: it fits and costs no
+            # more than the cap, the cheapest other candidate's cost); sent for it to use
+            if passed is not None and above is None and passed[1].recomputations and passed[1].peak_bytes <= budget:
+                if passed[1].cost <= cap():
+                    from remat_cli.algorithms.improve import improve_plan
+
+                    claim(_KEEPING)
+                    imp = improve_plan(graph, passed[0], budget, deadline=deadline)
+                    kept = {"kind": "kept", "improved": imp.improved, "metrics": imp.metrics}
+                    send(kept, *((imp.schedule.ops, imp.schedule.nodes) if imp.improved else ()))
 
         return _Forked.start(second)
 
@@ -1528,20 +1541,26 @@ def _plan_over_separator_tree(
         forked.set_cap(to_beat() * (1 + 1e-9))
         forked.set_note(bare.peak_bytes)
 
-    def absorb(wait: bool = False) -> None:
+    def absorb(wait: bool = False, ahead: bool = False) -> None:
         """Keep what the second process has sent: ladder runs in ladder_runs (where this
         process has none for the key), the bare run's pass in ``sent`` (with ``wait``, at
-        least one message, waiting until the deadline at most)."""
+        least one message, waiting until the deadline at most; with ``ahead`` too, the pass
+        over the cheapest candidate so far is made first: :func:`polished_now`)."""
         if forked is None:
             return
         if wait and idle[0] is not None and to_beat() < math.inf:  # (a plan that fits is held)
             work, idle[0] = idle[0], None
             work.make()  # the caller's work (RunContext.idle), done where this process would wait
+        if wait and ahead and options.memlimit and not fit_only:
+            polished_now()
         for msg, schedule in forked.messages(wait, deadline):
             metrics = None if msg.get("metrics") is None else Metrics(**msg["metrics"])
             if msg["kind"] == "pass":
                 sent.append(_Attempt(schedule, metrics, _BARE_PASS))
                 done_if_fits(sent[-1])
+                continue
+            if msg["kind"] == "kept":  # the keep moves over the pass (improved, schedule, metrics)
+                pass_kept[:] = [msg["improved"], schedule, metrics]
                 continue
             if msg["kind"] != "run":  # (a claim given up)
                 continue
@@ -1557,6 +1576,21 @@ def _plan_over_separator_tree(
                 keep_run(key, None, msg["cap"], msg["why"])
 
     improved: tuple[_Attempt, Any] | None = None  # keep moves made while the pass came: (over which, outcome)
+    pass_kept: list[Any] = []  # the keep moves over the pass, made by the second process
+    bare_pass: _Attempt | None = None  # (its pass, once in)
+    ahead_polish: list[Any] = []  # the pass over the cheapest candidate, made ahead: (over which, its outcome)
+
+    def polished_now() -> list[_Attempt]:
+        """:func:`_polished_best` of the candidates now: the one made ahead where it is
+        over the same cheapest candidate (the same input, so the same outcome), else made
+        here and kept. Made ahead where this process waits on a ladder run the second one
+        is making at the end of the ladder (grid1000 0.5x: 10-15 ms), it is then ready;
+        that run, like every run below the top points there, stops as one that cannot win."""
+        base = _cheapest(candidates, budget)
+        if not ahead_polish or ahead_polish[0] is not base:
+            ahead_polish[:] = [base, _polished_best(graph, candidates, budget, deadline)]
+        return ahead_polish[1]
+
     try:
         discarded = 0
 
@@ -1631,7 +1665,7 @@ def _plan_over_separator_tree(
                 # while the pass over the bare run comes: the pass over the cheapest candidate
                 # (it does not depend on the other), and should it still not have come, the
                 # keep moves over the cheapest so far (used where that one is still the best)
-                polished = _polished_best(graph, candidates, budget, deadline)
+                polished = polished_now()
                 absorb()
                 if not sent and not forked.ended:
                     ahead_best = _cheapest(candidates + polished, budget)
@@ -1641,16 +1675,22 @@ def _plan_over_separator_tree(
                         improved = (ahead_best, improve_plan(graph, ahead_best.schedule, budget, deadline=deadline))
             while forked is not None and not sent and not forked.ended and not _past(deadline):
                 absorb(wait=True)
-            if forked is not None:
-                forked.stop()  # its other ladder runs are not needed any more
-            bare_pass: _Attempt | None = sent[0] if sent else None  # (its clean-up stays there)
+            if forked is not None:  # its other ladder runs are not needed any more: it takes
+                forked.set_mine(0)  # none (all started here), and makes the keep moves over its pass
+            bare_pass = sent[0] if sent else None  # (its clean-up stays there)
             # past the deadline the bare run's pass is not made here (its clean-up alone is
             # O(steps): 0.3 s on grid1000 at its lower bound)
             late = _past(deadline)
             clean = None if bare_run is None or bare_pass is not None or late else cleaned_bare(bare_run.schedule)
+            if polished is None and ahead_polish:  # (made ahead: reused where it is still the one)
+                polished = polished_now()
             for run in _memlimit_candidates(graph, candidates, clean, budget, bare_pass, deadline, polished):
                 candidates.append(run)
                 done_if_fits(run)
+            if forked is not None and bare_pass is not None and _cheapest(candidates, budget) is bare_pass:
+                absorb()  # the keep moves over the pass: the second process's, where it makes them
+                while not pass_kept and forked.claimed() == _KEEPING and not forked.ended and not _past(deadline):
+                    absorb(wait=True)
     finally:
         if forked is not None:
             forked.stop()
@@ -1674,8 +1714,16 @@ def _plan_over_separator_tree(
     if options.memlimit and best.metrics.recomputations:  # drop recomputations the budget allows
         from remat_cli.algorithms.improve import improve_plan
 
-        imp = improved[1] if improved is not None and improved[0] is best else improve_plan(graph, best.schedule, budget, deadline=deadline)
-        best = _Attempt(imp.schedule, imp.metrics, Phrase("{} + keep moves", (best.label,))) if imp.improved else best
+        if pass_kept and best is bare_pass:  # (made there from the same schedule: the same moves)
+            better, schedule, metrics = pass_kept
+        else:
+            imp = (
+                improved[1]
+                if improved is not None and improved[0] is best
+                else improve_plan(graph, best.schedule, budget, deadline=deadline)
+            )
+            better, schedule, metrics = imp.improved, imp.schedule, imp.metrics
+        best = _Attempt(schedule, metrics, Phrase("{} + keep moves", (best.label,))) if better else best
     info["mode"] = best.label
     info["candidates tried"] = len(candidates) + unfit[0]
     if discarded:
@@ -1951,6 +1999,10 @@ class _Forked:
             self.pid = 0
             os.close(self.fd)
             self.shared.close()
+
+
+#: The second process's claim while it makes the keep moves over its pass (no ladder run).
+_KEEPING = -2
 
 
 def _job_code(point: int, eager: bool, evict: str) -> int:
