@@ -761,3 +761,9 @@ def _bare_pass_arrays(graph: Graph, clean: Schedule, budget: int, deadline: floa
     it back."""
     run = _bare_pass(graph, clean, budget, deadline)
     return run.schedule.ops, run.schedule.nodes, run.metrics
+
+
+def unit_peak_values(graph: Graph, schedule: Schedule) -> int:
+    """r17's: peak of ``schedule`` in values: the simulator's peak on a unit-size copy of ``graph``."""
+    unit = graph.with_arrays(mem=np.ones(graph.n, dtype=np.int64), workspace=np.zeros(graph.n, dtype=np.int64), fixed_mem=0)
+    return _measure(unit, schedule).peak_bytes

@@ -9,7 +9,8 @@ with the second process on (``PARALLEL_NEEDED`` lowered so that every graph here
 same steps, info (timings aside), message word for word and smallest budget. Plans follow
 one another on the same graph, so the bare run and its clean-up kept from one plan are
 reused by the next; ``slow`` holds the second process's pass back, so that this process
-waits for it. Every plan is replayed by the simulator."""
+waits for it. Every plan is replayed by the simulator. Also: a plan's ``peak (values)``
+counted from its steps equals r17's replay of it on a unit-size copy of the graph."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from graphgen import tied_graph, training_graph
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_fork_overlap_same import _sep
+from test_memlimit_same import _random_schedule
 
 from remat_cli.errors import NoPlanError
 from remat_cli.graph import Graph
@@ -123,3 +125,24 @@ def test_the_clean_up_comes_from_the_second_process() -> None:
             assert new <= ref
             fewer += new < ref
     assert fewer >= 5, fewer
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(["grid", "skip", "pkt", "diamonds", "dag", "train-grid", "train-skip", "train-chain", "train-dag"]),
+    st.integers(6, 60),
+    st.integers(0, 10_000),
+    st.floats(0.0, 0.6),
+)
+def test_the_unit_peak_counted_is_the_simulators(kind: str, n: int, seed: int, p_free: float) -> None:
+    """``unit_peak_values`` (a running count of computes less frees) equals r17's (the
+    simulator's peak on a unit-size copy of the graph) on random valid schedules with
+    recomputations and early frees, on the store-all plan and on the bare recursion."""
+    from remat_cli.strategies.store_all import store_all_plan
+
+    g = _graph(kind, n, seed)
+    schedules = [_random_schedule(g, seed, p_free), store_all_plan(g).schedule]
+    schedules.append(treewidth.recursive_schedule(g, _sep(g, "tree" if seed % 2 else "path"), None)[0])
+    for s in schedules:
+        assert simulate(g, s).valid
+        assert treewidth.unit_peak_values(g, s) == end_reference.unit_peak_values(g, s)
