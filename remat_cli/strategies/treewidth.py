@@ -1279,12 +1279,22 @@ def _plan_over_separator_tree(
             runs[id(sep)] = hit
         return run
 
+    def clean_kept(bare: Schedule) -> bool:
+        """Whether :func:`cleaned_bare` of ``bare`` is made already (kept in ``hit``)."""
+        return hit[3] is not None and hit[1] is not None and hit[1].schedule is bare
+
+    # the clean-up of this plan's bare run and its metrics, as the second process made them
+    # for its pass (it sends them where that pass does not fit the budget: the failure's
+    # message may need that peak); what cleaned_bare makes, taken when it is asked for
+    given: list[Any] = []
+
     def cleaned_bare(bare: Schedule) -> Schedule:
-        """The bare run with frees moved to last use (evict.cleanup), made once."""
+        """The bare run with frees moved to last use (evict.cleanup), made once (or taken
+        from the second process: ``given``, the same steps from the same run)."""
         from remat_cli.strategies.evict import cleanup
 
-        if hit[3] is None or hit[1] is None or hit[1].schedule is not bare:
-            hit[3], hit[4] = cleanup(graph, bare), None
+        if not clean_kept(bare):
+            hit[3], hit[4] = (given[0], (given[0], given[1])) if given else (cleanup(graph, bare), None)
         return hit[3]
 
     def cleaned_peak(bare: Schedule) -> int:
@@ -1348,6 +1358,9 @@ def _plan_over_separator_tree(
 
         me = os.getpid()  # (this process; the second one's parent)
         with_pass = not sent
+        # (where it makes the clean-up of the bare run for its pass, not kept here, it sends
+        # it back should the pass not fit: then this process knows it comes)
+        cleans[:] = [with_pass and (bare_schedule is None or not clean_kept(bare_schedule))]
 
         def second(send: Any, cap: Any, note: Any, claim: Any, mine: Any) -> None:
             steps = bare_schedule
@@ -1362,9 +1375,13 @@ def _plan_over_separator_tree(
                 send({"kind": "bare"}, steps.ops, steps.nodes, aside=True)  # (1.8 MB on grid1000)
             passed = None
             if with_pass:
-                ops, nodes, metrics = _bare_pass_arrays(graph, cleaned_bare(steps), budget, deadline)
+                clean = cleaned_bare(steps)
+                ops, nodes, metrics = _bare_pass_arrays(graph, clean, budget, deadline)
                 send({"kind": "pass", "metrics": metrics}, ops, nodes)
                 passed = (Schedule(ops, nodes), metrics)
+                if cleans[0] and metrics.peak_bytes > budget:  # (the plan may fail: its
+                    kept = {"kind": "clean", "metrics": _measure(graph, clean)}  # message
+                    send(kept, clean.ops, clean.nodes, aside=True)  # names this peak)
             # the ladder runs start under the cost cap they started under before: that of
             # the budgeted and the bare run, which this process writes on the shared page,
             # then the bare peak (measured there by now: it takes less than this pass);
@@ -1487,6 +1504,8 @@ def _plan_over_separator_tree(
     early = forkable and not few
     ahead: tuple[Schedule | None, str] | None = None
     forked: _Forked | None = None
+    cleans: list[bool] = [False]  # the second process sends its clean-up of the bare run back
+    late_end: list[bool | None] = [None]  # past the deadline before waiting for that clean-up
     awaited = False  # the bare run comes from the second process (receive_bare)
     if early and hit[1] is None and hit[2] is None:
         forked = fork_from(None)
@@ -1561,6 +1580,9 @@ def _plan_over_separator_tree(
                 continue
             if msg["kind"] == "kept":  # the keep moves over the pass (improved, schedule, metrics)
                 pass_kept[:] = [msg["improved"], schedule, metrics]
+                continue
+            if msg["kind"] == "clean":  # its clean-up of the bare run (schedule, metrics)
+                given[:] = [schedule, metrics]
                 continue
             if msg["kind"] != "run":  # (a claim given up)
                 continue
@@ -1691,6 +1713,17 @@ def _plan_over_separator_tree(
                 absorb()  # the keep moves over the pass: the second process's, where it makes them
                 while not pass_kept and forked.claimed() == _KEEPING and not forked.ended and not _past(deadline):
                     absorb(wait=True)
+            if (
+                forked is not None and cleans[0] and bare_pass is not None and bare_pass.metrics.peak_bytes > budget
+                and _cheapest(candidates, budget) is None
+            ):  # fmt: skip
+                # no plan: the message names the peak of the bare run cleaned up, which the
+                # second process made for its pass and sends right after it (a measure
+                # there), instead of the clean-up and its measure again here (10-60 ms); the
+                # time limit is looked at before this wait, where it was looked at before
+                late_end[0] = _past(deadline)
+                while not given and not forked.ended and not _past(deadline):
+                    absorb(wait=True)
     finally:
         if forked is not None:
             forked.stop()
@@ -1699,7 +1732,9 @@ def _plan_over_separator_tree(
         if bare_run is None:
             least = sa.peak_bytes
             why = "its recursion stopped at its work or time limit; store-all"
-        elif _past(deadline) and (hit[3] is None or hit[1] is None or hit[1].schedule is not bare_run.schedule):
+        elif (_past(deadline) if late_end[0] is None else late_end[0]) and (
+            hit[3] is None or hit[1] is None or hit[1].schedule is not bare_run.schedule
+        ):
             least = min(bare_run.metrics.peak_bytes, sa.peak_bytes)  # a candidate: it fits that
             why = "its smallest plan found by its time limit (the bare recursion)"
         else:
@@ -2051,9 +2086,15 @@ def _measure(graph: Graph, schedule: Schedule) -> Metrics:
 
 
 def unit_peak_values(graph: Graph, schedule: Schedule) -> int:
-    """Peak of ``schedule`` in values: the simulator's peak on a unit-size copy of ``graph``."""
-    unit = graph.with_arrays(mem=np.ones(graph.n, dtype=np.int64), workspace=np.zeros(graph.n, dtype=np.int64), fixed_mem=0)
-    return _measure(unit, schedule).peak_bytes
+    """Peak of ``schedule`` (a valid one: measured already) in values: the simulator's peak
+    on a unit-size copy of ``graph``, no fixed memory, no workspace. With unit sizes that
+    is the most values resident at a compute, the value computed included: a running count
+    of computes less frees (numpy; the unit copy of the graph and its replay took 2-4 ms
+    on a 1k-node graph for a plan's info)."""
+    comp = schedule.ops == COMPUTE
+    if not comp.any():
+        return 0
+    return int(np.cumsum(np.where(comp, 1, -1))[comp].max())
 
 
 def _result(graph: Graph, schedule: Schedule, metrics: Metrics, info: dict[str, Any], started: float) -> StrategyResult:
