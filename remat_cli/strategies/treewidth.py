@@ -1732,9 +1732,7 @@ def _plan_over_separator_tree(
         if bare_run is None:
             least = sa.peak_bytes
             why = "its recursion stopped at its work or time limit; store-all"
-        elif (_past(deadline) if late_end[0] is None else late_end[0]) and (
-            hit[3] is None or hit[1] is None or hit[1].schedule is not bare_run.schedule
-        ):
+        elif (_past(deadline) if late_end[0] is None else late_end[0]) and not clean_kept(bare_run.schedule):
             least = min(bare_run.metrics.peak_bytes, sa.peak_bytes)  # a candidate: it fits that
             why = "its smallest plan found by its time limit (the bare recursion)"
         else:
