@@ -1,7 +1,11 @@
 """A frozen copy of remat_cli/strategies/auto.py as of 64df97f (main before r16-bal), the
 reference tests/test_auto_balance_same.py holds auto to: its fit probe (:data:`FIT_PROBE`)
 queued only the decompositions and the last resort for the second process (``_FIT_FIRST``),
-so the greedy and dtr replays always ran in this process. Not used by the tool."""
+so the greedy and dtr replays always ran in this process. Not used by the tool.
+
+One step is auto's own, not frozen: the improvement pass over the runners-up
+(:func:`remat_cli.strategies.auto._improve_runners_up`, after the winner's), which
+changes which plan wins by design; tests/test_auto_runners_up.py checks that step."""
 
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from remat_cli.units import Fact, Phrase, fmt_bytes_exact
 from remat_cli.simulate import simulate
 from remat_cli.schedule import Schedule
 from remat_cli.strategies.base import IdleWork, NoOptions, RunContext, Strategy, StrategyResult
+from remat_cli.strategies.auto import _improve_runners_up
 from remat_cli.strategies.greedy import CostlierThan
 
 __all__ = ["STRATEGY"]
@@ -266,6 +271,8 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
                 child.adopt_offered_improve(best, memo, deadline)
                 child.adopt_improve(fitting, best, memo, deadline)
             best = _improve(graph, budget, best, deadline, memo)  # the plan-improvement pass (algorithms/improve.py)
+            # (since: the runners-up improved too, as auto does now; tests/test_auto_runners_up.py)
+            best = _improve_runners_up(graph, budget, fitting, best, deadline, memo)
     finally:
         if child is not None:
             child.stop()

@@ -1,6 +1,10 @@
 """A frozen copy of remat_cli/strategies/auto.py as of 9f4c28d (main before r11-rand), the
 reference auto's plans must equal (tests/test_auto_same.py): the same winner, schedule and
-"tried" facts, whichever process runs what. Not used by the tool."""
+"tried" facts, whichever process runs what. Not used by the tool.
+
+One step is auto's own, not frozen: the improvement pass over the runners-up
+(:func:`remat_cli.strategies.auto._improve_runners_up`, after the winner's), which
+changes which plan wins by design; tests/test_auto_runners_up.py checks that step."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from remat_cli.units import Fact, Phrase, fmt_bytes_exact
 from remat_cli.simulate import simulate
 from remat_cli.schedule import Schedule
 from remat_cli.strategies.base import NoOptions, RunContext, Strategy, StrategyResult
+from remat_cli.strategies.auto import _improve_runners_up
 from remat_cli.strategies.greedy import CostlierThan
 
 __all__ = ["STRATEGY"]
@@ -235,6 +240,8 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
             if child is not None:
                 child.adopt_improve(fitting, best, memo, deadline)
             best = _improve(graph, budget, best, deadline, memo)  # the plan-improvement pass (algorithms/improve.py)
+            # (since: the runners-up improved too, as auto does now; tests/test_auto_runners_up.py)
+            best = _improve_runners_up(graph, budget, fitting, best, deadline, memo)
     finally:
         if child is not None:
             child.stop()
