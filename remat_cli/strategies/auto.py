@@ -454,8 +454,8 @@ def _improve_runners_up(graph: Graph, budget: int | None, fitting: list, best: t
             break
         form = _polished(graph, budget, entry, memo) or entry
         improved = _improve(graph, budget, form, deadline, memo)
-        if improved[:3] < best[:3]:
-            best = improved
+        if improved[:2] < best[:2]:  # cheaper, or as cheap at a lower peak (not a tie on both:
+            best = improved  # the winner stays where a runner-up only reaches its plan)
     return best
 
 
