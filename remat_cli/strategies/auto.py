@@ -443,10 +443,10 @@ def _improve_runners_up(graph: Graph, budget: int | None, fitting: list, best: t
     0.7x the runner-up (chain-dp) improves to 3.4% less than the improved winner, on
     ViT-B/16 at 0.6x 2.2%, on grid1000 at 0.4x 0.7% (6 of 156 fitting cells of the quality
     benchmark's graphs and the 1k graphs at 0.3-0.9x gain, none loses: it only adds
-    candidates). Skipped on graphs of
-    :data:`SCALE_NODES` nodes or more (each pass takes seconds there), past ``deadline``,
-    and where ``best`` costs the base cost (nothing is cheaper). Passes made already (by
-    the second process, or over the winner) are read from ``memo``."""
+    candidates). Skipped on graphs of :data:`SCALE_NODES` nodes or more (each pass takes
+    seconds there), past ``deadline``, and where ``best`` costs the base cost (nothing is
+    cheaper). Passes made already (by the second process, or over the winner) are read
+    from ``memo``."""
     if budget is None or graph.n >= SCALE_NODES or best[0] <= graph.base_cost:
         return best
     for entry in sorted(fitting, key=lambda k: k[:3])[:3]:
