@@ -27,10 +27,16 @@ def _plan(graph, budget: int, parallel: bool):
     return plan
 
 
+def winner_pass_only(monkeypatch) -> None:
+    """Turn the passes over the runners-up off: the improvement pass over the winner alone,
+    as auto made it before (also for tests/test_auto_speculation.py, which counts passes)."""
+    monkeypatch.setattr(auto, "_improve_runners_up", lambda graph, budget, fitting, best, deadline, memo: best)
+
+
 def _winner_only(monkeypatch, graph, budget: int, parallel: bool):
     """auto's plan as it was: the improvement pass over the winner alone."""
     with monkeypatch.context() as m:
-        m.setattr(auto, "_improve_runners_up", lambda graph, budget, fitting, best, deadline, memo: best)
+        winner_pass_only(m)
         return _plan(graph, budget, parallel)
 
 

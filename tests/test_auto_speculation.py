@@ -16,6 +16,7 @@ import pytest
 from graphgen import training_graph
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_auto_runners_up import winner_pass_only
 
 import remat_cli.strategies as registry
 from remat_cli.algorithms import improve
@@ -49,13 +50,6 @@ def _hold_up_here(monkeypatch, seconds: float, until: Path | None = None) -> Non
 
     monkeypatch.setattr(registry, "fast_strategies", lambda: [replace(s, solve=held) if s is slow else s for s in real()])
     monkeypatch.setattr(auto, "PARALLEL_NODES", 10)
-
-
-def _winner_pass_only(monkeypatch) -> None:
-    """Turn off the improvement passes over the runners-up (tests/test_auto_runners_up.py):
-    the tests that count improvement passes count the winner's, which the second process
-    may make ahead."""
-    monkeypatch.setattr(auto, "_improve_runners_up", lambda graph, budget, fitting, best, deadline, memo: best)
 
 
 def _count_improvements(monkeypatch, log: Path) -> None:
@@ -97,7 +91,7 @@ CASES = [("skip", 12, 1, 0.6), ("skip", 12, 0, 0.4), ("skip", 12, 3, 0.7), ("cha
 def test_the_second_process_polishes_its_winning_plan_and_this_one_uses_it(monkeypatch, tmp_path, kind, n, seed, ratio):
     """Its passes run there (this process runs no improvement pass) and the plan is
     exactly the one-process plan, its polish and improvement facts included."""
-    _winner_pass_only(monkeypatch)
+    winner_pass_only(monkeypatch)  # (these tests count the winner's pass, which the second process may make ahead)
     g = training_graph(kind, n, seed, p=0.25)
     budget = max(g.lb, int(ratio * store_all_peak(g)))
     one = make_plan(g, "auto", budget, {"parallel": False})
@@ -113,7 +107,7 @@ def test_the_second_process_polishes_its_winning_plan_and_this_one_uses_it(monke
 
 def test_a_failed_speculation_is_made_here(monkeypatch, tmp_path):
     """Where the second process's passes fail, this process makes them itself: same plan."""
-    _winner_pass_only(monkeypatch)
+    winner_pass_only(monkeypatch)  # (these tests count the winner's pass, which the second process may make ahead)
     kind, n, seed, ratio = CASES[0]
     g = training_graph(kind, n, seed, p=0.25)
     budget = max(g.lb, int(ratio * store_all_peak(g)))
@@ -143,7 +137,7 @@ def test_no_speculation_on_a_plan_this_process_improved_already(monkeypatch, tmp
     ran the rest unheld and improved its own plan), and a fixed hold of 1 s could end
     before this process's pass: so greedy here waits until the second process is in
     treewidth, which waits for the pass (30 s at most each)."""
-    _winner_pass_only(monkeypatch)
+    winner_pass_only(monkeypatch)  # (these tests count the winner's pass, which the second process may make ahead)
     parent = os.getpid()
     real = registry.fast_strategies
     tw = next(s for s in real() if s.name == "treewidth")

@@ -15,14 +15,13 @@ counted from its steps equals r17's replay of it on a unit-size copy of the grap
 from __future__ import annotations
 
 import os
-import time
 
 import end_reference
 import pytest
 from graphgen import tied_graph, training_graph
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_fork_overlap_same import _sep
+from test_fork_overlap_same import _sep, hold_back_bare_pass
 from test_memlimit_same import _random_schedule
 
 from remat_cli.errors import NoPlanError
@@ -86,13 +85,7 @@ def _both(kind: str, n: int, seed: int, tree: str, ratios: list[float], slow: bo
         mp.setattr(treewidth, "PARALLEL_NEEDED", 1)
         mp.setattr(evict, "cleanup", counted)
         if slow:
-            real = treewidth._bare_pass_arrays
-
-            def held_back(*args, **kw):
-                time.sleep(0.02)
-                return real(*args, **kw)
-
-            mp.setattr(treewidth, "_bare_pass_arrays", held_back)
+            hold_back_bare_pass(mp)
         outcomes = []
         for plan in (end_reference.plan_over_separator_tree, treewidth.plan_over_separator_tree):
             made[0] = 0

@@ -71,15 +71,21 @@ def _both(kind: str, n: int, seed: int, tree: str, ratios: list[float], ahead: b
         if ahead:
             mp.setattr(treewidth, "_bare_arrived", lambda forked: False)
         if slow:
-            real = treewidth._bare_pass_arrays
-
-            def held_back(*args, **kw):
-                time.sleep(0.02)
-                return real(*args, **kw)
-
-            mp.setattr(treewidth, "_bare_pass_arrays", held_back)
+            hold_back_bare_pass(mp)
         new = _outcomes(tied_graph(kind, n, seed), tree, budgets, treewidth.plan_over_separator_tree)
     assert new == old
+
+
+def hold_back_bare_pass(mp) -> None:
+    """The second process's pass over the bare run starts 20 ms late (it then comes after
+    this process's budgeted runs; also for tests/test_clean_sent_same.py)."""
+    real = treewidth._bare_pass_arrays
+
+    def held_back(*args, **kw):
+        time.sleep(0.02)
+        return real(*args, **kw)
+
+    mp.setattr(treewidth, "_bare_pass_arrays", held_back)
 
 
 @SETTINGS
