@@ -72,6 +72,42 @@ def test_a_runner_up_improved_below_the_improved_winner_wins(monkeypatch):
         assert new.info["improved"].template.startswith("improvement pass")
 
 
+def test_the_improvement_fact_names_the_runner_up_and_its_change(monkeypatch):
+    """Where a runner-up's improved plan wins (the chain above), the fact auto hands up
+    names that runner-up and says the plan's change against that runner-up's best form
+    (its memory-limit pass where that fits and is cheaper), recomputed here from the
+    passes themselves; and that runner-up is not the winner the improvement replaced
+    (here dtr's plan, 228, improves to 219; greedy's reaches 219 too, after it)."""
+    budget = 38
+    seen: list[tuple] = []
+    real = auto._improve_runners_up
+
+    def spy(graph, budget, fitting, best, deadline, memo):
+        seen.append((graph, list(fitting), best))
+        return real(graph, budget, fitting, best, deadline, memo)
+
+    monkeypatch.setattr(auto, "PARALLEL_NODES", 10)
+    monkeypatch.setattr(auto, "_improve_runners_up", spy)
+    plan = _plan(training_graph("chain", 16, 33), budget, False)
+    ((g, fitting, best),) = seen
+    fact, name = plan.info["improved"].args
+    assert plan.info["improved"].template == "improvement pass: cost {} on {}'s plan"
+    changes = {}
+    for cost, _, _, entry_name, result in sorted(fitting, key=lambda k: k[:3])[:3]:
+        form_cost, form = cost, result.schedule
+        passed = memlimit_pass(g, result.schedule, budget)
+        pm = simulate(g, passed).metrics
+        if pm is not None and pm.peak_bytes <= budget and pm.cost < cost:
+            form, form_cost = passed, pm.cost
+        imp = improve_plan(g, form, budget, replay=True)
+        if imp.improved and (imp.metrics.cost, imp.metrics.peak_bytes) == (plan.metrics.cost, plan.metrics.peak_bytes):
+            changes[entry_name] = imp.metrics.cost / form_cost - 1
+    # the first of the three (in auto's order) whose improved plan is this plan: a later
+    # one that only reaches it again does not replace it
+    assert name == next(iter(changes)) and name != best[3], (name, best[3], changes)
+    assert fact.kind == "change" and fact.value == changes[name] < 0
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(
     kind=st.sampled_from(["chain", "skip", "dag", "grid"]),
