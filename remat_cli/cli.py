@@ -89,6 +89,11 @@ class RematGroup(click.Group):
             raise _one_line_usage(exc, ctx) from None
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
+        except BrokenPipeError:
+            if not _reader_may_be_gone():  # not the reader of our output: a bug, said below
+                return self._internal_error(ctx)
+            _quiet_after_broken_pipe()  # `remat … | head`: end quietly
+            ctx.exit(EXIT_BROKEN_PIPE)
         except MemoryError:
             lift_memory_limit()  # room to say so
             click.echo(
@@ -97,24 +102,47 @@ class RematGroup(click.Group):
                 err=True,
             )
             ctx.exit(EXIT_BAD_INPUT)
-        except Exception as exc:  # a bug: still one line, the traceback on request
-            if os.environ.get("REMAT_DEBUG"):
-                raise
-            if isinstance(exc, OSError) and exc.filename:  # an output file that cannot be written
-                _stderr().print(
-                    f"remat: error: {exc.filename}: cannot write or read: {exc.strerror or exc}",
-                    highlight=False,
-                    markup=False,
-                    soft_wrap=True,
-                )
-                ctx.exit(EXIT_BAD_INPUT)
+        except Exception:  # a bug: still one line, the traceback on request
+            return self._internal_error(ctx)
+
+    @staticmethod
+    def _internal_error(ctx: click.Context) -> None:
+        """Say the exception being handled in one line (an output file that cannot be
+        written: exit 2; a bug: exit 1), or raise it with ``REMAT_DEBUG`` set."""
+        exc = sys.exc_info()[1]
+        assert exc is not None
+        if os.environ.get("REMAT_DEBUG"):
+            raise exc
+        if isinstance(exc, OSError) and exc.filename:  # an output file that cannot be written
             _stderr().print(
-                f"remat: internal error: {type(exc).__name__}: {_one_line(str(exc))} (please report it; REMAT_DEBUG=1 shows the traceback)",
+                f"remat: error: {exc.filename}: cannot write or read: {exc.strerror or exc}",
                 highlight=False,
                 markup=False,
                 soft_wrap=True,
             )
-            ctx.exit(EXIT_FAILED)
+            ctx.exit(EXIT_BAD_INPUT)
+        _stderr().print(
+            f"remat: internal error: {type(exc).__name__}: {_one_line(str(exc))} (please report it; REMAT_DEBUG=1 shows the traceback)",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
+        ctx.exit(EXIT_FAILED)
+
+
+def _reader_may_be_gone() -> bool:
+    """Whether a broken pipe can be our output's reader going away (`remat … | head`):
+    standard output or error is a pipe or a socket (a file or a terminal breaks no pipe)."""
+    import stat
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            mode = os.fstat(stream.fileno()).st_mode
+        except (OSError, ValueError, AttributeError):
+            continue
+        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+            return True
+    return False
 
 
 def _working(message: str) -> contextlib.AbstractContextManager[Any]:
@@ -546,7 +574,8 @@ def cli() -> None:
     Budgets are sizes (12GiB, 800MB, 123456 bytes), ratios of the store-all peak
     (0.5x, 50%; fixed memory included), or fractions of the activation memory (0.5act;
     fixed memory left out: 0act = the lower bound, 1act = the store-all peak).
-    Exit codes: 0 ok, 1 no plan fits or a check failed, 2 bad input.
+    Exit codes: 0 ok, 1 no plan fits or a check failed (or the output's reader went away:
+    `remat … | head`), 2 bad input.
     """
 
 
@@ -1471,9 +1500,26 @@ def main() -> None:
         return
     try:
         cli.main(prog_name="remat")
-    except BrokenPipeError:  # pragma: no cover - `remat … | head`
-        sys.stderr.close()
-        sys.exit(0)
+    except BrokenPipeError:  # the reader of our output went away (`remat … | head`)
+        _quiet_after_broken_pipe()
+        sys.exit(EXIT_BROKEN_PIPE)
+
+
+#: The exit status after the reader of the output went away: 1, as rich (which prints most
+#: of it: ``Console.on_broken_pipe``), click (help) and Python's own advice end then; not
+#: 0, which would pass a `remat check` gate whose verdict nobody read.
+EXIT_BROKEN_PIPE = EXIT_FAILED
+
+
+def _quiet_after_broken_pipe() -> None:
+    """Point standard output and error at /dev/null: what they still buffer is flushed
+    at exit, which would raise the broken pipe again and print it."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            os.dup2(devnull, stream.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
 
 
 if __name__ == "__main__":  # pragma: no cover

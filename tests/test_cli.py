@@ -215,6 +215,42 @@ def test_internal_errors_are_one_line_unless_debugging(monkeypatch):
         run("info", UNET)
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("info", UNET),  # plain writes
+        ("plan", UNET, "--budget", "0.5x", "--format", "json"),
+        ("tradeoff", UNET, "--points", "2"),  # rich's console
+        ("batch", UNET),
+        ("--help",),  # click's own
+    ],
+)
+def test_a_reader_that_went_away_ends_quietly(args):
+    """`remat … | head`: standard output's reader is gone before anything is written. The
+    run ends with exit code 1 (as rich and click end then) and writes nothing to stderr:
+    no "internal error", no traceback, no "Exception ignored" at exit."""
+    import os
+
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        done = subprocess.run([sys.executable, "-m", "remat_cli", *args], stdout=w, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(w)
+    assert (done.returncode, done.stderr) == (1, "")
+
+
+def test_a_broken_pipe_that_is_not_the_readers_is_an_internal_error(monkeypatch):
+    """Output to a file breaks no pipe: a BrokenPipeError then is a bug, said in one line."""
+
+    def boom(*_a, **_k):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr("remat_cli.summary.summarize", boom)
+    line = one_error_line(run("info", UNET), code=1)
+    assert "internal error: BrokenPipeError" in line
+
+
 def test_plan_defaults_to_auto_and_fits_a_tight_budget():
     """`remat plan GRAPH --budget B` with no strategy returns the cheapest fitting plan."""
     res = run("plan", UNET, "--budget", "0.6x", "--format", "json")
