@@ -427,12 +427,25 @@ def node_limit_option(func: Callable[..., Any]) -> Callable[..., Any]:
     return _MAX_NODES_OPTION(func)
 
 
+class Seconds(click.FloatRange):
+    """A number of seconds within a range: ``nan`` is refused (it passes every comparison
+    of a range check, and a deadline of NaN never passes); ``inf`` means no limit."""
+
+    name = "seconds"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        seconds = super().convert(value, param, ctx)
+        if seconds != seconds:
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        return seconds
+
+
 def time_limit_option(default: float | None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """``--time-limit``, the same on every command that plans (plan, tradeoff, batch, check):
     seconds per plan, passed through the planner as ``RunContext.time_limit``."""
     return click.option(
         "--time-limit",
-        type=click.FloatRange(min=0.1),
+        type=Seconds(min=0.1),
         default=default,
         show_default=default is not None,
         metavar="SECONDS",
@@ -986,7 +999,7 @@ EXECUTOR_OPTIONS = [
     click.option("--scheduler", metavar="ADDRESS", help="Dask scheduler address for --executor dask, e.g. tcp://10.0.0.5:8786."),
     click.option(
         "--timeout",
-        type=click.FloatRange(min=0, min_open=True),
+        type=Seconds(min=0, min_open=True),
         default=None,
         metavar="SECONDS",
         help="Stop a file's worker after this long and report it (default: no limit).",

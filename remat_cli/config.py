@@ -268,7 +268,7 @@ def _number(doc: dict[str, Any], key: str, where: str, kind: type) -> Any:
     value = doc[key]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)):
         raise InputError(f"{where}: {key} must be a {'whole ' if kind is int else ''}number, got {value!r}")
-    if value <= 0:
+    if not value > 0:  # (nan too: TOML has it, and it passes every comparison but this)
         raise InputError(f"{where}: {key} must be positive, got {value!r}")
     return kind(value)
 

@@ -284,6 +284,16 @@ def test_parse_overhead_rejects(text: str) -> None:
         parse_overhead(text)
 
 
+@pytest.mark.parametrize("value", ["nan", "-inf", "0", "-1.5"])
+def test_config_numbers_must_be_positive_numbers(tmp_path: Path, value: str) -> None:
+    """A worker timeout of NaN passes every comparison but one: refused like 0, one line."""
+    _graph_file(tmp_path / "a.json", seed=1)
+    conf = tmp_path / "remat.toml"
+    conf.write_text(f'timeout = {value}\n[[models]]\npath = "a.json"\n')
+    with pytest.raises(InputError, match="timeout must be positive"):
+        load_config(conf)
+
+
 def test_parse_dims() -> None:
     assert parse_dims({"batch": 2}) == {"batch": 2}
     assert parse_dims(["batch=2", "seq = 7"]) == {"batch": 2, "seq": 7}

@@ -187,6 +187,17 @@ def test_bad_budget_is_usage_error(budget):
     assert res.exit_code == 2 and "budget" in res.output.lower() and "Traceback" not in res.output
 
 
+@pytest.mark.parametrize(
+    ("args", "option"), [(("plan", UNET, "--time-limit", "nan"), "--time-limit"), (("batch", UNET, "--timeout", "NaN"), "--timeout")]
+)
+def test_seconds_that_are_not_a_number_are_usage_errors(args, option):
+    """NaN passes a range check (every comparison with it is false) and a deadline of NaN
+    never passes: refused in one line, exit code 2. inf stays: no limit."""
+    line = one_error_line(run(*args))
+    assert option in line and "is not a number of seconds" in line
+    assert run("plan", UNET, "--budget", "0.9x", "--time-limit", "inf").exit_code == 0
+
+
 def test_unknown_strategy():
     assert "unknown strategy 'nope'" in one_error_line(run("plan", UNET, "--strategy", "nope"))
 
