@@ -36,8 +36,10 @@ budgets between the lower bound and the store-all peak, reporting per (budget, s
 the peak, cost, overhead and estimated seconds of the plan, or why there is none. The
 Pareto frontier is computed across all strategies in (peak, cost); per strategy, the
 smallest budget it was found to meet (the search above, the same figure ``plan`` and
-``check`` give) and the lowest peak it reached are summarised. CSV and JSON writers live
-in :mod:`remat_cli.report.tradeoff`.
+``check`` give) and the lowest peak it reached are summarised. On graphs of
+``SHARED_SWEEP_NODES`` nodes or more, two processes share the strategies, each taking the
+next one's plans and search when it is free (:class:`_SweepWorker`; every plan in one
+process, the same results). CSV and JSON writers live in :mod:`remat_cli.report.tradeoff`.
 """
 
 from __future__ import annotations
@@ -477,7 +479,8 @@ def sweep(
     budget is searched (:func:`remat_cli.sweep.smallest_budget`). ``progress(done, total,
     label)`` is called before each run (``label`` names it) and once at the end. Every
     plan gets ``context`` (its ``time_limit`` per plan) and its strategy's default options. Cost:
-    one plan per (budget-aware strategy, budget), plus about a dozen per searched strategy.
+    one plan per (budget-aware strategy, budget), plus about a dozen per searched strategy,
+    shared by two processes where :func:`_shares_cores` (``context.parallel`` False: one).
     """
     if not strategies:
         raise InputError("no strategies to sweep")
@@ -493,35 +496,29 @@ def sweep(
         budget_bytes = sorted({_resolve(b, ref, graph.lb) for b in budgets}, reverse=True)
         if not budget_bytes:
             raise InputError("no budgets to sweep")
-    searched = [s for s in strategies if search and searchable(s)]
+    searched = {s.name for s in strategies if search and searchable(s)}
     total = sum(1 if not s.uses_budget else len(budget_bytes) for s in strategies) + len(searched)
-    done = 0
     cells: dict[tuple[int, str], SweepPoint] = {}
-    for strat in strategies:
-        if not strat.uses_budget:
-            if progress:
-                progress(done, total, strat.name)
-            point = _run(graph, strat, None, ref, context)
-            done += 1
-            for b in budget_bytes:
-                cells[(b, strat.name)] = _against(point, b, ref, graph.lb)
-            continue
-        for b in budget_bytes:
-            if progress:
-                progress(done, total, Phrase("{} @ {}", (strat.name, Fact(b, "bytes"))))
-            cells[(b, strat.name)] = _run(graph, strat, b, ref, context)
-            done += 1
     found: dict[str, SmallestBudget | None] = {}
-    for strat in searched:
+    counted = [0]
+
+    def told(label: str | Phrase) -> None:
         if progress:
-            progress(done, total, Phrase("{}: smallest budget", (strat.name,)))
-        try:
-            found[strat.name] = smallest_budget(graph, strat, context=context, reference_peak=ref)
-        except RematError:  # the strategy refuses this graph: its cells say why
-            found[strat.name] = None
-        done += 1
+            progress(counted[0], total, label)
+        counted[0] += 1
+
+    jobs = [(strat, strat.name in searched) for strat in strategies]
+    shared = _SweepWorker.start(graph, jobs, budget_bytes, ref, context) if _shares_cores(graph, jobs, context) else None
+    if shared is None:  # every strategy's plans, then the searches
+        for strat, _ in jobs:
+            _strategy_job(graph, strat, False, budget_bytes, ref, context, told, cells, found)
+        for strat, searching in jobs:
+            if searching:
+                _strategy_job(graph, strat, True, budget_bytes, ref, context, told, cells, found, plans=False)
+    else:
+        shared.run(told, cells, found)
     if progress:
-        progress(done, total, "done")
+        progress(total, total, "done")
     ordered = [cells[(b, s)] for b in budget_bytes for s in names]
     on = pareto_mask(
         [(p.peak_bytes, p.cost) if p.fits else None for p in ordered]  # type: ignore[misc]
@@ -543,6 +540,188 @@ def sweep(
         points=tuple(ordered),
         best=best,
     )
+
+
+def _strategy_job(
+    graph: Graph,
+    strat: Strategy,
+    searching: bool,
+    budget_bytes: list[int],
+    ref: int,
+    context: RunContext | None,
+    told: Callable[[str | Phrase], None],
+    cells: dict[tuple[int, str], SweepPoint],
+    found: dict[str, SmallestBudget | None],
+    plans: bool = True,
+) -> None:
+    """One strategy's part of a sweep: its plan at each budget (one plan where it ignores
+    budgets) into ``cells`` (unless not ``plans``), then its smallest budget into ``found``
+    where ``searching``; ``told(label)`` before each run."""
+    if not plans:
+        pass
+    elif not strat.uses_budget:
+        told(strat.name)
+        point = _run(graph, strat, None, ref, context)
+        for b in budget_bytes:
+            cells[(b, strat.name)] = _against(point, b, ref, graph.lb)
+    else:
+        for b in budget_bytes:
+            told(Phrase("{} @ {}", (strat.name, Fact(b, "bytes"))))
+            cells[(b, strat.name)] = _run(graph, strat, b, ref, context)
+    if searching:
+        told(Phrase("{}: smallest budget", (strat.name,)))
+        try:
+            found[strat.name] = smallest_budget(graph, strat, context=context, reference_peak=ref)
+        except RematError:  # the strategy refuses this graph: its cells say why
+            found[strat.name] = None
+
+
+#: A sweep of graphs from this many nodes, over two strategies or more, runs its
+#: strategies in two processes (each takes the next strategy when it is free), every plan
+#: in one process (``RunContext.parallel`` False: the same plans, the strategies' own
+#: second processes would only compete for the cores). ``remat tradeoff`` of its nine fast
+#: strategies, whole process, one → two: grid1000 11.0 → 5.8 s, nn1000 5.1 → 2.7,
+#: random1000 9.8 → 6.8 (dtr's thrashing replays are one strategy), ViT-B/16 4.1 → 2.9,
+#: BERT 3.4 → 1.8, U-Net 1.7 → 1.2, MobileNetV2 0.9 → 0.7; the same tables.
+SHARED_SWEEP_NODES = 100
+#: The order the two processes take strategies in: the ones that usually take longest
+#: first (grid1000: treewidth 3.8 s, dtr 2.8, pathwidth 2.2, greedy 1.3, min-memory 0.5;
+#: the rest 0.2 s together), so that neither waits long for the other at the end; the
+#: others after them, as listed.
+_LONGEST_FIRST = ("exact", "auto", "treewidth", "dtr", "pathwidth", "greedy", "min-memory", "chain-dp")
+
+
+def _shares_cores(graph: Graph, jobs: list[tuple[Strategy, bool]], context: RunContext | None) -> bool:
+    """Whether a sweep runs its strategies in two processes: two cores, fork, not inside a
+    worker of ``remat batch`` (a daemon), a graph of :data:`SHARED_SWEEP_NODES` nodes or more,
+    two strategies or more, and ``context.parallel`` not False."""
+    import multiprocessing as mp
+    import os
+
+    if context is not None and not context.parallel:
+        return False
+    if graph.n < SHARED_SWEEP_NODES or len(jobs) < 2 or (os.cpu_count() or 1) < 2:
+        return False
+    return "fork" in mp.get_all_start_methods() and not mp.current_process().daemon
+
+
+class _SweepWorker:
+    """A second process for a sweep: both processes take strategies from one counter (in
+    :data:`_LONGEST_FIRST` order) and run each one's part (:func:`_strategy_job`); the
+    second sends its cells, smallest budget and progress labels back. A strategy it took
+    but did not send (it raised, or the process ended) is run here again, so an error is
+    met and reported here, as in one process. Every plan runs with ``parallel`` False."""
+
+    def __init__(self, proc: Any, conn: Any, taken: Any, jobs: list[tuple[Strategy, bool]], run_job: Callable[..., None]) -> None:
+        self.proc, self.conn, self.taken, self.jobs, self.run_job = proc, conn, taken, jobs, run_job
+
+    @classmethod
+    def start(
+        cls, graph: Graph, jobs: list[tuple[Strategy, bool]], budget_bytes: list[int], ref: int, context: RunContext | None
+    ) -> _SweepWorker | None:
+        import multiprocessing as mp
+
+        rank = {name: i for i, name in enumerate(_LONGEST_FIRST)}
+        jobs = sorted(jobs, key=lambda job: rank.get(job[0].name, len(rank)))  # (stable: as listed)
+        one = replace(context or RunContext(), parallel=False)
+        quiet = replace(one, progress=None, idle=None)
+        ctx = mp.get_context("fork")
+        recv, send = ctx.Pipe(duplex=False)
+        taken = ctx.Value("i", 0)
+        proc = ctx.Process(target=_sweep_worker_main, args=(graph, jobs, budget_bytes, ref, quiet, taken, send), daemon=True)
+        try:
+            proc.start()
+        except OSError:
+            return None
+        send.close()
+
+        def run_job(i: int, told: Callable[..., None], cells: dict, found: dict) -> None:
+            strat, searching = jobs[i]
+            _strategy_job(graph, strat, searching, budget_bytes, ref, one, told, cells, found)
+
+        return cls(proc, recv, taken, jobs, run_job)
+
+    def run(self, told: Callable[[str | Phrase], None], cells: dict, found: dict) -> None:
+        """Take strategies until none is left, then wait for the second process's; what it
+        sends lands in ``cells`` and ``found`` (its labels go to ``told`` as they come)."""
+        mine: set[int] = set()
+        sent: set[int] = set()
+
+        def drain(wait: bool) -> None:
+            while self.conn.poll(None if wait else 0):
+                try:
+                    kind, *payload = self.conn.recv()
+                except (EOFError, OSError):
+                    self.conn = _Ended()
+                    return
+                if kind == "told":
+                    told(payload[0])
+                elif kind == "job":
+                    i, its_cells, its_found = payload
+                    cells.update(its_cells)
+                    found.update(its_found)
+                    sent.add(i)
+                if wait:
+                    return
+
+        def relay(label: str | Phrase) -> None:
+            drain(False)
+            told(label)
+
+        try:
+            while True:
+                i = _take(self.taken, len(self.jobs))
+                if i is None:
+                    break
+                mine.add(i)
+                self.run_job(i, relay, cells, found)
+            while self.proc.is_alive() or self.conn.poll(0):
+                drain(True)
+                if isinstance(self.conn, _Ended):
+                    break
+            self.proc.join()
+            for i in range(len(self.jobs)):  # taken there, not sent: made here (its error too)
+                if i not in mine and i not in sent:
+                    self.run_job(i, told, cells, found)
+        finally:
+            if self.proc.is_alive():
+                self.proc.terminate()
+                self.proc.join()
+
+
+class _Ended:
+    """A connection whose other end has gone: nothing more to read."""
+
+    def poll(self, timeout: float | None = 0) -> bool:
+        return False
+
+
+def _take(taken: Any, jobs: int) -> int | None:
+    """The next strategy's index from the shared counter, or None when all are taken."""
+    with taken.get_lock():
+        i = taken.value
+        if i >= jobs:
+            return None
+        taken.value = i + 1
+    return i
+
+
+def _sweep_worker_main(
+    graph: Graph, jobs: list[tuple[Strategy, bool]], budget_bytes: list[int], ref: int, context: RunContext, taken: Any, send: Any
+) -> None:
+    """The second process of a sweep (:class:`_SweepWorker`)."""
+    while True:
+        i = _take(taken, len(jobs))
+        if i is None:
+            return
+        strat, searching = jobs[i]
+        cells: dict[tuple[int, str], SweepPoint] = {}
+        found: dict[str, SmallestBudget | None] = {}
+        try:
+            _strategy_job(graph, strat, searching, budget_bytes, ref, context, lambda label: send.send(("told", label)), cells, found)
+        except BaseException:  # (the first process runs it again and meets it)
+            return
+        send.send(("job", i, cells, found))
 
 
 def sweep_budgets(lower_bound: int, store_all: int, points: int) -> list[int]:
