@@ -709,7 +709,20 @@ def _take(taken: Any, jobs: int) -> int | None:
 def _sweep_worker_main(
     graph: Graph, jobs: list[tuple[Strategy, bool]], budget_bytes: list[int], ref: int, context: RunContext, taken: Any, send: Any
 ) -> None:
-    """The second process of a sweep (:class:`_SweepWorker`)."""
+    """The second process of a sweep (:class:`_SweepWorker`); it ends within half a second
+    of the first one (killed: no sweep left to send to), as auto's second process does."""
+    import os
+    import threading
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
     while True:
         i = _take(taken, len(jobs))
         if i is None:

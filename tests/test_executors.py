@@ -30,6 +30,15 @@ def pid_of_worker(_: int) -> int:
     return os.getpid()
 
 
+def may_fork_a_second_process(_: int) -> tuple[bool, bool]:
+    """In the worker: (whether it is a daemon, whether treewidth may fork there)."""
+    import multiprocessing
+
+    from remat_cli.strategies.treewidth import _Forked
+
+    return multiprocessing.current_process().daemon, _Forked.possible()
+
+
 def _done(events: list[Event]) -> dict[int, Outcome]:
     out: dict[int, Outcome] = {}
     for e in events:
@@ -108,3 +117,12 @@ def test_describe_is_a_fact_the_report_renders() -> None:
     assert say(many) == "1,234 local workers"
     assert say(LocalExecutor(1).describe()) == "1 local worker"
     assert say(DaskExecutor("tcp://10.0.0.5:8786").describe()) == "dask cluster at tcp://10.0.0.5:8786"
+
+
+def test_workers_with_a_spare_core_may_use_it() -> None:
+    """Twice as many jobs as items: the workers are not daemons, so a plan in one may fork
+    its second process (treewidth's gate allows it, and auto's, which asks the same);
+    otherwise they are daemons and plan in one process."""
+    for jobs, items, spare in ((2, 1, True), (4, 2, True), (2, 2, False), (3, 2, False), (1, 1, False)):
+        outcomes = _done(list(LocalExecutor(jobs).run(may_fork_a_second_process, list(range(items))))).values()
+        assert [o.value for o in outcomes] == [(not spare, spare)] * items, (jobs, items)
