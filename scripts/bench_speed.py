@@ -82,15 +82,25 @@ def shapes(size: int) -> dict[str, Graph]:
     }
 
 
-def graph_files(size: int, wanted: list[str], folder: Path) -> dict[str, Path]:
+def graph_files(size: int, wanted: list[str], folder: Path) -> dict[str, tuple[Path, int]]:
     """The remat JSON files of ``shapes(size)`` that are ``wanted``, written to ``folder``
-    unless already there (a graph is made once per folder: the 100k ones take seconds)."""
+    unless already there (a graph is made once per folder: the 100k ones take seconds),
+    with their node counts. Made in a forked child process: a process's peak resident
+    memory (``ru_maxrss``) counts its parent's at the fork, so this process stays small
+    (making the 10k graphs here grew it to 339 MB, and every timed process showed that)."""
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        return pool.apply(_graph_files, (size, wanted, folder))
+
+
+def _graph_files(size: int, wanted: list[str], folder: Path) -> dict[str, tuple[Path, int]]:
     paths = {shape: folder / f"{shape}{size}.json" for shape in wanted}
     if not all(p.exists() for p in paths.values()):
         for shape, graph in shapes(size).items():
             if shape in paths and not paths[shape].exists():
                 paths[shape].write_text(remat_json.dumps(graph))
-    return paths
+    return {shape: (path, len(json.loads(path.read_text())["nodes"])) for shape, path in paths.items()}
 
 
 ROOT = str(Path(__file__).resolve().parent.parent)
@@ -187,8 +197,7 @@ def main() -> None:
         folder = Path(args.graphs or tmp)
         folder.mkdir(parents=True, exist_ok=True)
         for size in (int(s) for s in args.sizes.split(",")):
-            for shape, path in graph_files(size, wanted, folder).items():
-                nodes = len(json.loads(path.read_text())["nodes"])
+            for shape, (path, nodes) in graph_files(size, wanted, folder).items():
                 info = timed(remat + ["info", str(path)], args.timeout)
                 cells = []
                 for s in strategies:
@@ -200,6 +209,11 @@ def main() -> None:
                     + f"  {os.getloadavg()[0]:.1f}",
                     flush=True,
                 )
+    if args.rss:
+        import resource
+
+        own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"(peak RSS counts the parent's at the fork: this benchmark's own is {own:.0f} MB, so a figure near it is at most that)")
 
 
 if __name__ == "__main__":
