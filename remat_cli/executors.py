@@ -8,8 +8,8 @@ taking the whole run down. Two executors share one interface:
 * :class:`LocalExecutor`: ``jobs`` long-lived worker processes managed here (not a
   ``concurrent.futures`` pool: that one cannot kill a running task on timeout and breaks
   entirely when a worker dies). A worker that times out or dies is replaced. Where there are at
-  least twice as many jobs as items (``remat check model.onnx`` on 2 cores), each worker
-  is not a daemon, so a plan in it may use a second process as ``remat plan`` does
+  least twice as many jobs as items (``remat check model.onnx`` on 2 cores), a plan in a
+  worker may use a second process as ``remat plan`` does (:func:`_worker_loop`)
   (``check`` of grid1000 at 0.5x: 1.11 → 0.82 s; of random1000 at 0.3x, a failure and
   its search: 3.28 → 2.44 s). Killed, it leaves no work behind: auto's second process
   watches its parent, treewidth's ends at its next message.
@@ -89,13 +89,19 @@ def _call(fn: Callable[[Any], Any], arg: Any) -> Outcome:
 # --------------------------------------------------------------------------- local
 
 
-def _worker_loop(conn: Any, memory_limit: int | None = None) -> None:
+def _worker_loop(conn: Any, memory_limit: int | None = None, spare: bool = False) -> None:
     """Body of a local worker: answer ``(fn, arg)`` requests until told to stop.
 
     ``memory_limit`` caps the worker's address space, so a file that needs more ends in a
-    ``MemoryError`` (a row) rather than in the machine swapping.
+    ``MemoryError`` (a row) rather than in the machine swapping. ``spare``: the worker has
+    a core to itself besides its own, so it stops counting itself a daemon here, where
+    auto and treewidth look before they fork their second process (and multiprocessing,
+    which forks no child of a daemon); the first process still treats it as one, and
+    ends it at exit.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what Ctrl-C stops
+    if spare:
+        multiprocessing.current_process().daemon = False
     if memory_limit:
         from remat_cli.limits import set_memory_limit
 
@@ -168,13 +174,13 @@ class LocalExecutor:
         workers: list[_Worker] = []
         retired: list[_Worker] = []
 
-        # fewer items than jobs: each worker has a spare core, and its planning may use it
-        # (auto's and treewidth's second process), which they do only outside a daemon
+        # at least twice as many jobs as items: each worker has a spare core, and its plans
+        # may use it (auto's and treewidth's second process)
         spare = self.jobs >= 2 * min(self.jobs, len(items)) if items else False
 
         def spawn() -> _Worker:
             parent, child = ctx.Pipe(duplex=True)
-            proc = ctx.Process(target=_worker_loop, args=(child, self.memory_limit), daemon=not spare, name="remat-worker")
+            proc = ctx.Process(target=_worker_loop, args=(child, self.memory_limit, spare), daemon=True, name="remat-worker")
             proc.start()
             child.close()
             return _Worker(proc, parent)

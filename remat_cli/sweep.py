@@ -557,14 +557,12 @@ def _strategy_job(
     """One strategy's part of a sweep: its plan at each budget (one plan where it ignores
     budgets) into ``cells`` (unless not ``plans``), then its smallest budget into ``found``
     where ``searching``; ``told(label)`` before each run."""
-    if not plans:
-        pass
-    elif not strat.uses_budget:
+    if plans and not strat.uses_budget:
         told(strat.name)
         point = _run(graph, strat, None, ref, context)
         for b in budget_bytes:
             cells[(b, strat.name)] = _against(point, b, ref, graph.lb)
-    else:
+    elif plans:
         for b in budget_bytes:
             told(Phrase("{} @ {}", (strat.name, Fact(b, "bytes"))))
             cells[(b, strat.name)] = _run(graph, strat, b, ref, context)
@@ -732,9 +730,9 @@ def _sweep_worker_main(
         found: dict[str, SmallestBudget | None] = {}
         try:
             _strategy_job(graph, strat, searching, budget_bytes, ref, context, lambda label: send.send(("told", label)), cells, found)
-        except BaseException:  # (the first process runs it again and meets it)
-            return
-        send.send(("job", i, cells, found))
+            send.send(("job", i, cells, found))
+        except BaseException:  # (the first process runs it again and meets it; or it
+            return  # has gone, and there is no one to tell)
 
 
 def sweep_budgets(lower_bound: int, store_all: int, points: int) -> list[int]:
