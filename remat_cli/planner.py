@@ -189,6 +189,32 @@ def _fit_probe(strat: Strategy) -> Strategy | None:
     return replace(strat, solve=folding_sinks(probe.solve) if fold else probe.solve)
 
 
+def with_smallest(
+    graph: Graph,
+    strategy: str | Strategy,
+    budget: Budget | int | None,
+    exc: NoPlanError,
+    options: Any = None,
+    *,
+    context: RunContext | None = None,
+    reference_peak: int | None = None,
+    graph_file: str = "GRAPH",
+    spent: float = 0.0,
+) -> NoPlanError:
+    """``exc``, the error of a plan of ``graph`` that failed (``spent`` seconds), restated
+    as ``make_plan(..., find_smallest=True)`` raises it: with the smallest budget the search
+    found. For a caller that already made the failed plan (``remat check``): it is not made
+    again, and the search reuses what that plan kept on the graph."""
+    strat = strategy if isinstance(strategy, Strategy) else get_strategy(strategy)
+    opts, ctx = strat.split(options, context)
+    if reference_peak is None:
+        reference_peak = store_all_peak(graph)
+    budget_bytes = resolve_budget(graph, budget, reference_peak)
+    if budget_bytes is None:
+        return exc
+    return _with_smallest(graph, strat, exc, budget_bytes, opts, ctx, reference_peak, graph_file, spent)
+
+
 def _with_smallest(
     graph: Graph,
     strat: Strategy,

@@ -378,3 +378,41 @@ def test_no_plan_names_lower_bound_and_smallest_found_budget_apart(models: tuple
             assert fmt_bytes(found.budget_bytes) in r["reason"]
             plan = make_plan(graph, strategy, r["min_budget_bytes"])  # a plan was found there
             assert simulate(graph, plan.schedule).metrics.peak_bytes <= r["min_budget_bytes"]
+
+
+@pytest.mark.parametrize(("strategy", "ratio"), [("auto", 0.3), ("treewidth", 0.4), ("greedy", 0.35), ("auto", 0.0)])
+def test_check_makes_the_failed_plan_once_and_says_what_plan_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, strategy: str, ratio: float
+) -> None:
+    """A model that fails its budget: check plans it once (then searches the smallest
+    budget from that failure, on the same graph), and its message is `remat plan`'s,
+    smallest budget included (made here by make_plan with find_smallest)."""
+    from remat_cli import batch as batch_pkg
+    from remat_cli.batch import make_tasks
+    from remat_cli.batch import tasks as tasks_mod
+    from remat_cli import check as check_mod
+    from remat_cli.check import check_file
+    from remat_cli.errors import NoPlanError
+
+    path = tmp_path / "m.json"
+    peak = _graph_file(path, seed=5, n=30)
+    budget = parse_budget(f"{max(1, int(ratio * peak))}B")
+    graph = load_graph(path)
+    with pytest.raises(NoPlanError) as want:
+        make_plan(graph, strategy, budget, find_smallest=True, graph_file=str(path))
+    made: list[int] = []
+    real = tasks_mod.make_plan
+
+    def counted(graph, strat, at, *args, **kwargs):
+        made.append(1)
+        return real(graph, strat, at, *args, **kwargs)
+
+    monkeypatch.setattr(tasks_mod, "make_plan", counted)
+    monkeypatch.setattr(check_mod, "make_plan", counted, raising=False)  # (a second plan was made there)
+    (task,) = make_tasks([str(path)], strategies=[strategy], budgets=[budget])
+    (row,) = check_file(task).rows
+    assert batch_pkg.NO_PLAN == row.status and made == [1]
+    assert (row.message, row.min_budget_bytes) == (want.value.message, want.value.min_budget)
+    if want.value.min_budget is not None:  # a budget a plan was found for, replayed
+        plan = make_plan(load_graph(path), strategy, want.value.min_budget)
+        assert simulate(load_graph(path), plan.schedule).metrics.peak_bytes <= want.value.min_budget

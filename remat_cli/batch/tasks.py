@@ -13,6 +13,7 @@ import json
 import os
 import re
 import stat
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -177,10 +178,18 @@ def loads_per_file(files: Sequence[str], load: LoadOptions, dims_by_file: Mappin
     return out
 
 
-def plan_file(task: FileTask) -> FileResult:
+#: What :func:`plan_file` does with a plan that failed: given the graph, strategy, budget,
+#: options, store-all peak, the error and the seconds it took, the row's message and
+#: smallest budget (``remat check``: the search for it, :func:`remat_cli.check.check_file`).
+OnNoPlan = Callable[[Any, str, Budget, dict[str, Any], int, NoPlanError, float], tuple[str, int | None]]
+
+
+def plan_file(task: FileTask, on_no_plan: OnNoPlan | None = None) -> FileResult:
     """Load ``task.path`` once and plan it for every (strategy, budget); never raises.
 
     This is what workers run; every failure is a row with a status and one-line message.
+    ``on_no_plan``: the message and smallest budget of a row without a plan, from its error
+    (default: the error's own).
     """
     pairs = task.pairs
 
@@ -229,10 +238,14 @@ def plan_file(task: FileTask) -> FileResult:
         except Exception:
             budget_bytes = None
         base = replace(base, budget_bytes=budget_bytes, budget_ratio=_ratio(budget_bytes, reference))
+        started = time.perf_counter()
         try:
             plan = make_plan(graph, strategy, budget, options, reference_peak=reference)
         except NoPlanError as exc:
-            rows.append(replace(base, status=NO_PLAN, message=exc.message, min_budget_bytes=exc.min_budget))
+            message, smallest = exc.message, exc.min_budget
+            if on_no_plan is not None:
+                message, smallest = on_no_plan(graph, strategy, budget, options, reference, exc, time.perf_counter() - started)
+            rows.append(replace(base, status=NO_PLAN, message=message, min_budget_bytes=smallest))
             continue
         except InputError as exc:
             rows.append(replace(base, status=BAD_INPUT, message=exc.message))
