@@ -114,19 +114,9 @@ class RematGroup(click.Group):
         if os.environ.get("REMAT_DEBUG"):
             raise exc
         if isinstance(exc, OSError) and exc.filename:  # an output file that cannot be written
-            _stderr().print(
-                f"remat: error: {exc.filename}: cannot write or read: {exc.strerror or exc}",
-                highlight=False,
-                markup=False,
-                soft_wrap=True,
-            )
+            _note(f"error: {exc.filename}: cannot write or read: {exc.strerror or exc}")
             ctx.exit(EXIT_BAD_INPUT)
-        _stderr().print(
-            f"remat: internal error: {type(exc).__name__}: {_one_line(str(exc))} (please report it; REMAT_DEBUG=1 shows the traceback)",
-            highlight=False,
-            markup=False,
-            soft_wrap=True,
-        )
+        _note(f"internal error: {type(exc).__name__}: {_one_line(str(exc))} (please report it; REMAT_DEBUG=1 shows the traceback)")
         ctx.exit(EXIT_FAILED)
 
 

@@ -39,7 +39,7 @@ from typing import Any
 from remat_cli.errors import InputError
 from remat_cli.units import Fact, Phrase
 
-__all__ = ["Outcome", "Event", "LocalExecutor", "DaskExecutor", "make_executor", "run_isolated", "describe_exit"]
+__all__ = ["Outcome", "Event", "LocalExecutor", "DaskExecutor", "make_executor", "run_isolated", "describe_exit", "end_with_parent"]
 
 # How often (seconds) the dispatch loops look at ``should_stop`` while waiting.
 _POLL = 0.2
@@ -65,6 +65,23 @@ class Event:
     kind: str
     index: int
     outcome: Outcome | None = None
+
+
+def end_with_parent(every: float = 0.5) -> None:
+    """In a second process forked for one run (auto's, a sweep's): end it within ``every``
+    seconds of its parent's end (a thread looks), so that no work outlives a run that was
+    killed (its results would have no one to go to)."""
+    import threading
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(every)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 def describe_exit(exitcode: int | None) -> str:

@@ -708,19 +708,14 @@ def _sweep_worker_main(
     graph: Graph, jobs: list[tuple[Strategy, bool]], budget_bytes: list[int], ref: int, context: RunContext, taken: Any, send: Any
 ) -> None:
     """The second process of a sweep (:class:`_SweepWorker`); it ends within half a second
-    of the first one (killed: no sweep left to send to), as auto's second process does."""
-    import os
-    import threading
+    of the first one (killed: no sweep left to send to), as auto's second process does,
+    and leaves Ctrl-C to the first one, which ends it (it printed a traceback of its own)."""
+    import signal
 
-    parent = os.getppid()
+    from remat_cli.executors import end_with_parent
 
-    def watch() -> None:
-        while True:
-            time.sleep(0.5)
-            if os.getppid() != parent:
-                os._exit(1)
-
-    threading.Thread(target=watch, daemon=True).start()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    end_with_parent()
     while True:
         i = _take(taken, len(jobs))
         if i is None:

@@ -883,7 +883,6 @@ def _child_main(
     handed back. It ends itself if its parent dies (e.g. a `remat batch` worker killed at
     its --timeout)."""
     taken, fits, busy, bar, stage, done_rank, serving = shared
-    import os
     import queue
     import signal
     import threading
@@ -891,15 +890,9 @@ def _child_main(
     # Ctrl-C reaches the whole process group: the parent stops this process (:meth:`_Child.stop`);
     # here it only printed a traceback ("Process ForkProcess-1: ... KeyboardInterrupt")
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    parent = os.getppid()
+    from remat_cli.executors import end_with_parent
 
-    def watch() -> None:
-        while True:
-            time.sleep(0.5)
-            if os.getppid() != parent:
-                os._exit(1)
-
-    threading.Thread(target=watch, daemon=True).start()
+    end_with_parent()
     # messages go out from a thread: a send blocks once the pipe is full until the parent
     # reads, and the parent reads only between its own strategies (a treewidth plan of
     # nn1000 sent while the parent ran chain-dp held this process up for 0.2 s, so the parent
