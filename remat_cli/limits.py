@@ -84,6 +84,8 @@ def check_regular_file(path: str | Path, what: str = "file") -> os.stat_result:
     try:
         st = os.stat(path)
     except OSError as exc:
+        if str(path) == "-":  # (a file named "-" is read as any other)
+            raise InputError(f"-: standard input is not read: give the path of a {what}") from None
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if not stat.S_ISREG(st.st_mode):
         raise InputError(f"{path}: is {_kind(st.st_mode)}, not a {what}: give a regular file")

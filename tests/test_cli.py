@@ -213,6 +213,15 @@ def test_real_subprocess_entry_points(tmp_path):
     assert fail.stdout == ""
 
 
+def test_standard_input_is_not_read_and_says_so(tmp_path, monkeypatch):
+    """`-` names no file: one line saying stdin is not read; a file named `-` is read."""
+    assert "standard input is not read: give the path of a graph file" in one_error_line(run("info", "-"))
+    assert "standard input is not read: give the path of a plan file" in one_error_line(run("validate", UNET, "-"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "-").write_text(Path(UNET).read_text())
+    assert run("info", "-").exit_code == 0
+
+
 def test_internal_errors_are_one_line_unless_debugging(monkeypatch):
 
     def boom(*_a, **_k):
