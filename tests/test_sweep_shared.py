@@ -38,9 +38,9 @@ def _graph(kind: str, n: int, seed: int):
     return graph
 
 
-def _spy_processes(monkeypatch, tmp_path=None) -> list[int]:
-    """The pids of the processes that ran a strategy's part, as told: each part tells
-    "pid N" first (the second process's tells come here through the pipe). With
+def _spy_processes(monkeypatch, tmp_path=None) -> None:
+    """Make each strategy's part tell "pid N" first, N the process that runs it (the second
+    process's tells come here through the pipe: :func:`_told_pids` reads them). With
     ``tmp_path``, this process's first part waits until the second process has started
     one (a file it writes), so that both take part."""
     real = sweep_mod._strategy_job
@@ -58,7 +58,6 @@ def _spy_processes(monkeypatch, tmp_path=None) -> list[int]:
         return real(*args, **kwargs)
 
     monkeypatch.setattr(sweep_mod, "_strategy_job", spy)
-    return []
 
 
 def _told_pids(labels: list[tuple[int, int, str]]) -> set[int]:
