@@ -298,8 +298,8 @@ def run_check(
 def check_file(task: FileTask) -> FileResult:
     """:func:`remat_cli.batch.plan_file`, and for each row without a plan the smallest
     budget the search (:mod:`remat_cli.sweep`) finds, as ``plan`` reports it: from the
-    failed plan, on the same graph (the plan is not made again; it was, on a graph loaded
-    again, until a failing random1000 check at 0.3x took 2.4 s where `remat plan` took 1.3).
+    failed plan, on the same graph (the plan is not made again: it was, on a graph loaded
+    again, and a failing random1000 check at 0.3x took 2.4 s; now 1.5 s, as `remat plan`).
 
     ``min_budget_bytes`` of such a row is then a budget a plan was found for (replayed by
     the simulator), or ``None``; never the lower bound, which is its own column.
