@@ -90,7 +90,7 @@ class RematGroup(click.Group):
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
         except BrokenPipeError:
-            if not _reader_may_be_gone():  # not the reader of our output: a bug, said below
+            if not _reader_gone():  # not the reader of our output: a bug, said below
                 return self._internal_error(ctx)
             _quiet_after_broken_pipe()  # `remat … | head`: end quietly
             ctx.exit(EXIT_BROKEN_PIPE)
@@ -120,17 +120,34 @@ class RematGroup(click.Group):
         ctx.exit(EXIT_FAILED)
 
 
-def _reader_may_be_gone() -> bool:
-    """Whether a broken pipe can be our output's reader going away (`remat … | head`):
-    standard output or error is a pipe or a socket (a file or a terminal breaks no pipe)."""
-    import stat
+def _reader_gone() -> bool:
+    """Whether the reader of standard output or error went away (`remat … | head`): a pipe
+    or socket whose other end closed polls as an error or a hang-up. A broken pipe
+    anywhere else (a worker's, say) is a bug, and said as one."""
+    import select
 
     for stream in (sys.stdout, sys.stderr):
         try:
-            mode = os.fstat(stream.fileno()).st_mode
+            fd = stream.fileno()
         except (OSError, ValueError, AttributeError):
             continue
-        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        if not hasattr(select, "poll"):  # (Windows) a pipe or a socket may be it
+            import stat
+
+            try:
+                mode = os.fstat(fd).st_mode
+            except OSError:
+                continue
+            if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+                return True
+            continue
+        poll = select.poll()
+        poll.register(fd, select.POLLOUT)
+        try:
+            events = poll.poll(0)
+        except OSError:
+            continue
+        if any(event & (select.POLLERR | select.POLLHUP) for _, event in events):
             return True
     return False
 

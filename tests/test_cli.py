@@ -261,7 +261,8 @@ def test_a_reader_that_went_away_ends_quietly(args):
 
 
 def test_a_broken_pipe_that_is_not_the_readers_is_an_internal_error(monkeypatch):
-    """Output to a file breaks no pipe: a BrokenPipeError then is a bug, said in one line."""
+    """A BrokenPipeError while the output's reader is still there is a bug, said in one
+    line: output to memory here, and to an open pipe in a real process (as in CI)."""
 
     def boom(*_a, **_k):
         raise BrokenPipeError(32, "Broken pipe")
@@ -269,6 +270,15 @@ def test_a_broken_pipe_that_is_not_the_readers_is_an_internal_error(monkeypatch)
     monkeypatch.setattr("remat_cli.summary.summarize", boom)
     line = one_error_line(run("info", UNET), code=1)
     assert "internal error: BrokenPipeError" in line
+    code = (
+        "import sys, remat_cli.summary as s\n"
+        "def boom(*a, **k):\n    raise BrokenPipeError(32, 'Broken pipe')\n"
+        "s.summarize = boom\n"
+        f"sys.argv = ['remat', 'info', {UNET!r}]\n"
+        "from remat_cli.cli import main\nmain()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "internal error: BrokenPipeError" in done.stderr and done.stderr.count("\n") == 1
 
 
 def test_plan_defaults_to_auto_and_fits_a_tight_budget():
