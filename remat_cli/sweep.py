@@ -579,14 +579,21 @@ def _strategy_job(
 #: in one process (``RunContext.parallel`` False: the same plans, the strategies' own
 #: second processes would only compete for the cores). ``remat tradeoff`` of its nine fast
 #: strategies, whole process, one → two: grid1000 11.0 → 5.8 s, nn1000 5.1 → 2.7,
-#: random1000 9.8 → 6.8 (dtr's thrashing replays are one strategy), ViT-B/16 4.1 → 2.9,
-#: BERT 3.4 → 1.8, U-Net 1.7 → 1.2, MobileNetV2 0.9 → 0.7; the same tables.
+#: random1000 9.8 → 5.3 (dtr's thrashing replays at the budgets take 5 s), ViT-B/16
+#: 4.1 → 2.6, BERT 3.4 → 1.8, U-Net 1.7 → 1.2, MobileNetV2 0.9 → 0.7, nn10000 43 → 28;
+#: the same tables.
 SHARED_SWEEP_NODES = 100
 #: The order the two processes take strategies in: the ones that usually take longest
 #: first (grid1000: treewidth 3.8 s, dtr 2.8, pathwidth 2.2, greedy 1.3, min-memory 0.5;
 #: the rest 0.2 s together), so that neither waits long for the other at the end; the
 #: others after them, as listed.
 _LONGEST_FIRST = ("exact", "auto", "treewidth", "dtr", "pathwidth", "greedy", "min-memory", "chain-dp")
+#: Strategies whose plans share nothing between budgets but the store-all plan (made
+#: before the second process starts): each replays the store-all order afresh. Their
+#: search is a job of its own, which either process may take (random1000's tradeoff: dtr's
+#: plans 5.0 s and its search 1.7 s were one job, 6.8 s of the sweep's wall; ViT-B/16:
+#: greedy's 0.4 s and 1.4 s).
+_REPLAYS = ("greedy", "dtr")
 
 
 def _shares_cores(graph: Graph, jobs: list[tuple[Strategy, bool]], context: RunContext | None) -> bool:
@@ -605,12 +612,13 @@ def _shares_cores(graph: Graph, jobs: list[tuple[Strategy, bool]], context: RunC
 
 class _SweepWorker:
     """A second process for a sweep: both processes take strategies from one counter (in
-    :data:`_LONGEST_FIRST` order) and run each one's part (:func:`_strategy_job`); the
-    second sends its cells, smallest budget and progress labels back. A strategy it took
-    but did not send (it raised, or the process ended) is run here again, so an error is
-    met and reported here, as in one process. Every plan runs with ``parallel`` False."""
+    :data:`_LONGEST_FIRST` order) and run each one's part (:func:`_strategy_job`: its plans
+    and its search; a replay's plans and search are two parts, :data:`_REPLAYS`); the
+    second sends its cells, smallest budget and progress labels back. A part it took but
+    did not send (it raised, or the process ended) is run here again, so an error is met
+    and reported here, as in one process. Every plan runs with ``parallel`` False."""
 
-    def __init__(self, proc: Any, conn: Any, taken: Any, jobs: list[tuple[Strategy, bool]], run_job: Callable[..., None]) -> None:
+    def __init__(self, proc: Any, conn: Any, taken: Any, jobs: list[tuple[Strategy, bool, bool]], run_job: Callable[..., None]) -> None:
         self.proc, self.conn, self.taken, self.jobs, self.run_job = proc, conn, taken, jobs, run_job
 
     @classmethod
@@ -620,13 +628,18 @@ class _SweepWorker:
         import multiprocessing as mp
 
         rank = {name: i for i, name in enumerate(_LONGEST_FIRST)}
-        jobs = sorted(jobs, key=lambda job: rank.get(job[0].name, len(rank)))  # (stable: as listed)
+        parts = []  # (strategy, its search, its plans): a replay's search is a job of its own
+        for strat, searching in sorted(jobs, key=lambda job: rank.get(job[0].name, len(rank))):  # (stable)
+            if searching and strat.name in _REPLAYS:
+                parts += [(strat, False, True), (strat, True, False)]
+            else:
+                parts.append((strat, searching, True))
         one = replace(context or RunContext(), parallel=False)
         quiet = replace(one, progress=None, idle=None)
         ctx = mp.get_context("fork")
         recv, send = ctx.Pipe(duplex=False)
         taken = ctx.Value("i", 0)
-        proc = ctx.Process(target=_sweep_worker_main, args=(graph, jobs, budget_bytes, ref, quiet, taken, send), daemon=True)
+        proc = ctx.Process(target=_sweep_worker_main, args=(graph, parts, budget_bytes, ref, quiet, taken, send), daemon=True)
         try:
             proc.start()
         except OSError:
@@ -634,10 +647,10 @@ class _SweepWorker:
         send.close()
 
         def run_job(i: int, told: Callable[..., None], cells: dict, found: dict) -> None:
-            strat, searching = jobs[i]
-            _strategy_job(graph, strat, searching, budget_bytes, ref, one, told, cells, found)
+            strat, searching, plans = parts[i]
+            _strategy_job(graph, strat, searching, budget_bytes, ref, one, told, cells, found, plans=plans)
 
-        return cls(proc, recv, taken, jobs, run_job)
+        return cls(proc, recv, taken, parts, run_job)
 
     def run(self, told: Callable[[str | Phrase], None], cells: dict, found: dict) -> None:
         """Take strategies until none is left, then wait for the second process's; what it
@@ -705,7 +718,7 @@ def _take(taken: Any, jobs: int) -> int | None:
 
 
 def _sweep_worker_main(
-    graph: Graph, jobs: list[tuple[Strategy, bool]], budget_bytes: list[int], ref: int, context: RunContext, taken: Any, send: Any
+    graph: Graph, jobs: list[tuple[Strategy, bool, bool]], budget_bytes: list[int], ref: int, context: RunContext, taken: Any, send: Any
 ) -> None:
     """The second process of a sweep (:class:`_SweepWorker`); it ends within half a second
     of the first one (killed: no sweep left to send to), as auto's second process does,
@@ -716,15 +729,19 @@ def _sweep_worker_main(
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     end_with_parent()
+
+    def told(label: str | Phrase) -> None:
+        send.send(("told", label))
+
     while True:
         i = _take(taken, len(jobs))
         if i is None:
             return
-        strat, searching = jobs[i]
+        strat, searching, plans = jobs[i]
         cells: dict[tuple[int, str], SweepPoint] = {}
         found: dict[str, SmallestBudget | None] = {}
         try:
-            _strategy_job(graph, strat, searching, budget_bytes, ref, context, lambda label: send.send(("told", label)), cells, found)
+            _strategy_job(graph, strat, searching, budget_bytes, ref, context, told, cells, found, plans=plans)
             send.send(("job", i, cells, found))
         except BaseException:  # (the first process runs it again and meets it; or it
             return  # has gone, and there is no one to tell)

@@ -151,3 +151,34 @@ def test_small_graphs_and_single_strategies_sweep_in_one_process(monkeypatch):
     sweep(_graph("chain", 60, 1), two[:1], points=2, progress=told)
     sweep(_graph("chain", 60, 1), two, points=2, context=RunContext(parallel=False), progress=told)
     assert _told_pids(labels) == {os.getpid()}
+
+
+def test_a_replays_search_is_a_part_of_its_own():
+    """greedy's and dtr's plans share nothing between budgets, so their search is a part
+    either process may take (the others keep plans and search together, which share the
+    graph's decompositions); the parts' cells and searches are the one-process sweep's."""
+    graph = _graph("dag", 60, 2)
+    names = ("greedy", "treewidth", "dtr", "chen-sqrt")
+    one = sweep(graph, [get_strategy(n) for n in names], points=3, context=RunContext(parallel=False))
+    worker = sweep_mod._SweepWorker.start(
+        graph, [(get_strategy(n), True) for n in names], list(one.budgets), one.store_all_peak_bytes, None
+    )
+    assert worker is not None
+    cells: dict = {}
+    found: dict = {}
+    try:
+        parts = [(strat.name, searching, plans) for strat, searching, plans in worker.jobs]
+        assert parts == [
+            ("treewidth", True, True),
+            ("dtr", False, True),
+            ("dtr", True, False),
+            ("greedy", False, True),
+            ("greedy", True, False),
+            ("chen-sqrt", True, True),
+        ]
+    finally:
+        worker.run(lambda label: None, cells, found)
+    assert {(p.budget_bytes, p.strategy): dataclasses.replace(p, solve_seconds=None, on_frontier=False) for p in one.points} == {
+        key: dataclasses.replace(p, solve_seconds=None) for key, p in cells.items()
+    }
+    assert {b.strategy: b.smallest_budget_bytes for b in one.best} == {name: s.budget_bytes for name, s in found.items()}
