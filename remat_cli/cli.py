@@ -1518,11 +1518,7 @@ def main() -> None:
     if sys.argv[1:] in (["--version"], ["-V"]):  # the fast path: no click, no imports
         print(f"remat, version {__version__}")
         return
-    try:
-        cli.main(prog_name="remat")
-    except BrokenPipeError:  # the reader of our output went away (`remat … | head`)
-        _quiet_after_broken_pipe()
-        sys.exit(EXIT_BROKEN_PIPE)
+    cli.main(prog_name="remat")  # (a broken pipe: RematGroup.invoke, or click's own handler)
 
 
 #: The exit status after the reader of the output went away: 1, as rich (which prints most

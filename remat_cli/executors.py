@@ -193,7 +193,7 @@ class LocalExecutor:
 
         # at least twice as many jobs as items: each worker has a spare core, and its plans
         # may use it (auto's and treewidth's second process)
-        spare = self.jobs >= 2 * min(self.jobs, len(items)) if items else False
+        spare = 0 < 2 * len(items) <= self.jobs
 
         def spawn() -> _Worker:
             parent, child = ctx.Pipe(duplex=True)

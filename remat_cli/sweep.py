@@ -658,25 +658,27 @@ class _SweepWorker:
         mine: set[int] = set()
         sent: set[int] = set()
 
-        def drain(wait: bool) -> None:
-            while self.conn.poll(None if wait else 0):
-                try:
-                    kind, *payload = self.conn.recv()
-                except (EOFError, OSError):
-                    self.conn = _Ended()
-                    return
-                if kind == "told":
-                    told(payload[0])
-                elif kind == "job":
-                    i, its_cells, its_found = payload
-                    cells.update(its_cells)
-                    found.update(its_found)
-                    sent.add(i)
-                if wait:
-                    return
+        def receive(wait: bool) -> bool:
+            """Handle one message from the second process (``wait``: for it); False when
+            none is waiting, or none will come (its end of the pipe is closed)."""
+            if not wait and not self.conn.poll(0):
+                return False
+            try:
+                kind, *payload = self.conn.recv()
+            except (EOFError, OSError):
+                return False
+            if kind == "told":
+                told(payload[0])
+            else:  # "job": a part it made
+                i, its_cells, its_found = payload
+                cells.update(its_cells)
+                found.update(its_found)
+                sent.add(i)
+            return True
 
         def relay(label: str | Phrase) -> None:
-            drain(False)
+            while receive(False):
+                pass
             told(label)
 
         try:
@@ -686,10 +688,8 @@ class _SweepWorker:
                     break
                 mine.add(i)
                 self.run_job(i, relay, cells, found)
-            while self.proc.is_alive() or self.conn.poll(0):
-                drain(True)
-                if isinstance(self.conn, _Ended):
-                    break
+            while receive(True):  # until the second process has ended
+                pass
             self.proc.join()
             for i in range(len(self.jobs)):  # taken there, not sent: made here (its error too)
                 if i not in mine and i not in sent:
@@ -698,13 +698,6 @@ class _SweepWorker:
             if self.proc.is_alive():
                 self.proc.terminate()
                 self.proc.join()
-
-
-class _Ended:
-    """A connection whose other end has gone: nothing more to read."""
-
-    def poll(self, timeout: float | None = 0) -> bool:
-        return False
 
 
 def _take(taken: Any, jobs: int) -> int | None:
