@@ -153,3 +153,19 @@ def test_picks_and_walks_equal_dtr_score(seed: int, n: int, dense: float) -> Non
         free = [v for v in pool if not pins[v]]
         want_pick = min(free, key=lambda v: greedy.dtr_score(state, v)) if free else None
         assert picker.pick(pool, pins) == want_pick
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 3000), st.integers(1, 400), st.integers(0, 2**32), st.integers(1, 4))
+def test_sample_like_random_draws_as_random_sample(n: int, k: int, seed: int, rounds: int) -> None:
+    """``sample_like_random`` returns what ``random.Random.sample`` returns, and leaves the
+    generator where it leaves it (the next samples agree too), on both of its paths (a
+    population at most random's set size, and above it), for any k up to the population."""
+    import random
+
+    k = min(k, n)
+    population = [3 * i + 1 for i in range(n)]
+    ours, theirs = random.Random(seed), random.Random(seed)
+    for _ in range(rounds):
+        assert greedy.sample_like_random(ours, population, k) == theirs.sample(population, k)
+    assert ours.getrandbits(64) == theirs.getrandbits(64)
