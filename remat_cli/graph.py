@@ -20,7 +20,7 @@ import numpy as np
 
 from remat_cli.errors import InputError
 
-__all__ = ["Graph", "NodeSpec", "KINDS", "MAX_VALUE_BYTES", "MAX_TOTAL_BYTES", "MAX_COST"]
+__all__ = ["Graph", "NodeSpec", "KINDS", "MAX_VALUE_BYTES", "MAX_TOTAL_BYTES", "MAX_COST", "distinct_sorted"]
 
 KINDS = ("forward", "loss", "backward")
 
@@ -215,9 +215,7 @@ class Graph:
             else:
                 target_arr = np.flatnonzero(np.diff(succ_ptr) == 0).astype(np.int32)
         else:
-            # distinct and sorted, as np.unique (which imports numpy.ma: 10 ms of start-up)
-            target_arr = np.sort(np.asarray(list(targets), dtype=np.int32))
-            target_arr = target_arr[np.concatenate(([True], target_arr[1:] != target_arr[:-1]))[: target_arr.size]]
+            target_arr = distinct_sorted(np.asarray(list(targets), dtype=np.int32))
         if target_arr.size == 0:
             raise InputError(f"{source}: the graph has no targets")
         needed = _ancestors(pred_ptr, pred_idx, target_arr, n)
@@ -460,6 +458,14 @@ _PARTS = frozenset(
         "meta",
     )
 )
+
+
+def distinct_sorted(values: np.ndarray) -> np.ndarray:
+    """The distinct values of 1-d ``values``, sorted: ``np.unique(values)``, which imports
+    numpy.ma at its first call (10-15 ms of a process: of start-up here, of pathwidth's
+    decomposition in :mod:`remat_cli.algorithms.decompose`)."""
+    out = np.sort(values)
+    return out[np.concatenate(([True], out[1:] != out[:-1]))[: out.size]]
 
 
 def _number(value: Any, label: str, node: str | None, source: str, integer: bool = False):

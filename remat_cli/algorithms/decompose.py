@@ -34,7 +34,7 @@ from functools import cached_property
 
 import numpy as np
 
-from remat_cli.graph import Graph
+from remat_cli.graph import Graph, distinct_sorted
 
 T = TypeVar("T")
 
@@ -892,7 +892,7 @@ def _bfs_far(csr: _Csr, s: int, mark: bytearray) -> int:
             lens = csr.ptr[f + 1] - starts
             at = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()), dtype=np.int64)
             nb = csr.idx[at]
-            nxt = np.unique(nb[marks[nb] == 0])
+            nxt = distinct_sorted(nb[marks[nb] == 0])
             marks[nxt] = 1
         level = nxt
     far = int(min(levels[-1]))
