@@ -10,6 +10,7 @@ import importlib
 import math
 import shlex
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -63,6 +64,7 @@ def make_plan(
     context: RunContext | None = None,
     reference_peak: int | None = None,
     find_smallest: bool = False,
+    searched: bool = False,
     graph_file: str = "GRAPH",
 ) -> Plan:
     """Plan ``graph`` with ``strategy`` under ``budget``; validated, never over budget.
@@ -72,6 +74,9 @@ def make_plan(
     the strategy cannot meet it. With ``find_smallest``, that error names the smallest
     budget :func:`remat_cli.sweep.smallest_budget` found a plan for (its ``min_budget``;
     ``None`` when none was found), as ratios too, and what to run next (on ``graph_file``).
+    ``searched``: the caller searches after a failure itself (:func:`with_smallest`). Either
+    way the strategy may make the search's first probe below the failure ahead
+    (``RunContext.probe_next``).
 
     ``options``: the strategy's options (its dataclass, or a mapping of their names; an
     unknown name is bad usage naming the strategy). ``context``: the run-wide
@@ -85,6 +90,8 @@ def make_plan(
     if reference_peak is None:
         reference_peak = store_all_peak(graph)
     budget_bytes = resolve_budget(graph, budget, reference_peak)
+    if (find_smallest or searched) and budget_bytes is not None and ctx.probe_next is None:
+        ctx = replace(ctx, probe_next=search_ahead(graph, strat, reference_peak))
     started = time.perf_counter()
     try:
         return _make_plan(graph, strat, budget_bytes, opts, ctx, reference_peak)
@@ -93,6 +100,14 @@ def make_plan(
             raise
         spent = time.perf_counter() - started
         raise _with_smallest(graph, strat, exc, budget_bytes, opts, ctx, reference_peak, graph_file, spent) from None
+
+
+def search_ahead(graph: Graph, strat: Strategy, reference_peak: int) -> Callable[[int], int | None]:
+    """``RunContext.probe_next`` for a plan whose failure is searched (``find_smallest``, or
+    :func:`with_smallest` after it): the search's probe after the failure's smallest budget."""
+    from remat_cli.sweep import probe_after
+
+    return lambda hint: probe_after(graph, strat, reference_peak, hint)
 
 
 def _make_plan(graph: Graph, strat: Strategy, budget_bytes: int | None, opts: Any, ctx: RunContext, reference_peak: int) -> Plan:
@@ -265,7 +280,7 @@ def _with_smallest(
         probed,
         options,
         full=full,
-        context=context,
+        context=replace(context, probe_next=None),  # (its probes are not searched)
         reference_peak=reference_peak,
         deadline=begun + limit,
         hint=None if budget_bytes < graph.lb else exc.min_budget,

@@ -130,6 +130,45 @@ def search_tolerance(store_all_peak: int) -> int:
     return max(1, int(store_all_peak * RELATIVE_TOLERANCE))
 
 
+@dataclass(frozen=True)
+class _Grid:
+    """The budgets :func:`smallest_budget` probes: ``lb + k * tol`` for k = 0..``steps``,
+    capped at ``top`` (the store-all peak, or the lower bound where that is higher)."""
+
+    lb: int
+    tol: int
+    top: int
+
+    @classmethod
+    def of(cls, graph: Graph, reference_peak: int) -> _Grid:
+        return cls(graph.lb, search_tolerance(reference_peak), max(reference_peak, graph.lb))
+
+    def at(self, k: int) -> int:
+        return min(self.lb + k * self.tol, self.top)
+
+    def snap(self, nbytes: int) -> int:
+        """The index of the grid point at or above ``nbytes``."""
+        return -(-(nbytes - self.lb) // self.tol)
+
+    @property
+    def steps(self) -> int:
+        return self.snap(self.top)  # at(steps) == top
+
+
+def probe_after(graph: Graph, strategy: str | Strategy, reference_peak: int, hint: int) -> int | None:
+    """The budget :func:`smallest_budget` probes next when the stated budget ``hint`` (a
+    failed plan's ``min_budget``) fits: the grid point just below it, for a strategy that is
+    probed there (monotone ones and :data:`JUST_BELOW`); None where the search probes no
+    such point (``hint`` off the grid's inside, or a strategy that bisects instead). A
+    strategy that foresees its failure can make that probe ahead (``RunContext.probe_next``)."""
+    name = strategy if isinstance(strategy, str) else strategy.name
+    grid = _Grid.of(graph, reference_peak)
+    k = grid.snap(hint)
+    if hint < grid.lb or not 1 <= k < grid.steps or (name in NOT_MONOTONE and name not in JUST_BELOW):
+        return None
+    return grid.at(k - 1)
+
+
 def searchable(strategy: str | Strategy) -> bool:
     """Whether :func:`smallest_budget` searches this strategy (not the slow ones)."""
     strat = strategy if isinstance(strategy, Strategy) else get_strategy(strategy)
@@ -189,19 +228,15 @@ def smallest_budget(
     whole = strat if full is None else full if isinstance(full, Strategy) else get_strategy(full)
     options, context = strat.split(options, context)
     ref = store_all_peak(graph) if reference_peak is None else reference_peak
-    tol = search_tolerance(ref)
-    lb = graph.lb
-    top = max(ref, lb)
+    points = _Grid.of(graph, ref)
+    tol, lb = points.tol, points.lb
+    snap, grid = points.snap, points.at
     probes = 0
     tried: dict[int, Plan | None] = {}
     tried_by: dict[int, Strategy] = {}  # the strategy that made each (strat or whole)
     hints: list[int] = [] if hint is None else [hint]
     hints += [] if guess is None else [guess]
     failing = math.inf if failing_seconds is None else failing_seconds  # shortest failure seen
-
-    def snap(nbytes: int) -> int:
-        """The index of the grid point at or above ``nbytes`` (``grid``, below)."""
-        return -(-(nbytes - lb) // tol)
 
     # grid points some plan said it meets (the one other pending point: the guess)
     claimed: set[int] = set() if hint is None else {snap(hint)}
@@ -243,11 +278,8 @@ def smallest_budget(
         assert best is not None
         return _result(strat.name, best, failed=None, tol=tol, probes=probes, exact=True)
 
-    def grid(k: int) -> int:
-        return min(lb + k * tol, top)
-
-    steps = -(-(top - lb) // tol)  # grid(steps) == top
-    best = probe(top)
+    steps = points.steps
+    best = probe(points.top)
     hi = steps
     if best is None:  # no fit at the store-all peak: its own no-budget plan, if that fits
         free = probe(None, using=whole)  # (their figures steer the search: whole plans)

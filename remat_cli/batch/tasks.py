@@ -240,7 +240,7 @@ def plan_file(task: FileTask, on_no_plan: OnNoPlan | None = None) -> FileResult:
         base = replace(base, budget_bytes=budget_bytes, budget_ratio=_ratio(budget_bytes, reference))
         started = time.perf_counter()
         try:
-            plan = make_plan(graph, strategy, budget, options, reference_peak=reference)
+            plan = make_plan(graph, strategy, budget, options, reference_peak=reference, searched=on_no_plan is not None)
         except NoPlanError as exc:
             message, smallest = exc.message, exc.min_budget
             if on_no_plan is not None:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import replace
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -98,7 +98,17 @@ def _handed_back(key: str) -> bool:
     min-memory's variants and the tree and path decompositions. Budget-independent data
     whose keys name no object of one process (the separator trees' keys hold an ``id``:
     not handed back)."""
-    return key == "_min_memory_variants" or key.startswith("decompose: td ") or key == "decompose: pd"
+    return key == "_min_memory_variants" or key.startswith(("decompose: td ", _AHEAD)) or key == "decompose: pd"
+
+
+#: Where the candidates' outcomes in a fit probe made ahead are kept on the graph
+#: (:func:`_probe_ahead`): under ``_AHEAD`` + the budget and the candidate's name
+#: (:func:`_ahead_key`), as the second process's messages carry them.
+_AHEAD = "auto fit probe ahead: "
+
+
+def _ahead_key(budget: int, name: str) -> str:
+    return f"{_AHEAD}{budget} B: {name}"
 
 
 #: On graphs of this many nodes or more each of those replays gets at most this many seconds
@@ -135,6 +145,13 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
     child: _Child | None = None
     here: set[str] = set()  # queued strategies this process ran itself
 
+    def add_floor(nbytes: int) -> None:
+        """A budget some candidate meets; the second process hears the least so far (its
+        probe ahead, :func:`_probe_ahead`, is of the search's probe below the least)."""
+        floors.append(nbytes)
+        if child is not None:
+            child.publish_floor(min(floors))
+
     def consider(rank: int, strat: Strategy, outcome: StrategyResult | RematError) -> None:
         nonlocal best
         if isinstance(outcome, CostlierThan):
@@ -143,7 +160,7 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
         if isinstance(outcome, NoPlanError):
             tried[strat.name] = "no fit"
             if outcome.min_budget is not None:
-                floors.append(outcome.min_budget)
+                add_floor(outcome.min_budget)
             return
         if isinstance(outcome, RematError):  # a strategy that cannot handle this graph
             tried[strat.name] = Phrase("failed: {}", (outcome.message,))
@@ -157,7 +174,7 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
             m = sim.metrics
         if budget is not None and m.peak_bytes > budget:
             tried[strat.name] = Phrase("over budget ({})", (Fact(m.peak_bytes, "bytes"),))
-            floors.append(m.peak_bytes)
+            add_floor(m.peak_bytes)
             return
         tried[strat.name] = Fact(m.overhead, "change")
         key = (m.cost, m.peak_bytes, rank, strat.name, outcome)
@@ -235,9 +252,16 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
         range(len(candidates)),
         key=lambda i: (first.index(candidates[i].name) if candidates[i].name in first else len(first), i),
     )
+    # a fit probe's candidates whose outcomes at this budget a failed plan made ahead
+    ahead = _made_ahead(graph, budget) if first_fit and budget is not None else {}
     try:
         for rank in order:  # cheap ones first (anytime); ``rank`` stays the registry's
             strat = candidates[rank]
+            if strat.name in ahead:  # (the outcome its run would have: the same options)
+                consider(rank, strat, ahead[strat.name])
+                if best is not None:
+                    break
+                continue
             if _cannot_win(strat.name, best, base, graph.lb, budget):
                 tried[strat.name] = "skipped (it cannot beat the store-all plan, which fits)"
                 continue
@@ -258,7 +282,7 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
             cheap = strat.name == "store-all" or (known and strat.name in _LAST_RESORT)
             if child is None and not cheap and graph.n >= PARALLEL_NODES and context.parallel:
                 queue = _FIT_FIRST if first_fit else _PARALLEL
-                twins = [s for name in queue for s in candidates if s.name == name and name not in tried]
+                twins = [s for name in queue for s in candidates if s.name == name and name not in tried and name not in ahead]
                 if twins:
                     ranks = [candidates.index(s) for s in twins]
                     # (a queued replay runs with no plan known to fit: a probe stops at the first)
@@ -267,6 +291,8 @@ def _run(graph: Graph, budget: int | None, options: NoOptions, context: RunConte
                     if child is not None and best is not None:
                         with child.taken.get_lock():
                             child.fits.value, child.bar.value = 1, best[0]  # (store-all's plan fits)
+                    if child is not None and floors:
+                        child.publish_floor(min(floors))
             if child is not None and child.queued(strat.name) and strat.name not in here:
                 if not child.claim(strat.name):
                     continue  # the second process took it; collected below
@@ -515,12 +541,13 @@ class _Child:
     ) -> None:
         self.strategies, self.graph, self.proc, self.conn, self.down = strategies, graph, proc, conn, down
         self.budget, self.deadline = budget, deadline
-        self.taken, self.fits, self.busy, self.bar, self.stage, self.done_rank, self.serving = shared
+        self.taken, self.fits, self.busy, self.bar, self.stage, self.done_rank, self.serving, self.floor = shared
         # fits: set once either process has a plan that fits (no last resort then); busy:
         # queued strategies (not last resorts) running in either process; bar: the cost of
         # the best plan here; stage: 1 once the second process's queue is done and it
         # speculates; done_rank: the registry rank of the strategy whose plan this process
-        # improved while the second one was busy (all guarded by taken's lock)
+        # improved while the second one was busy; floor: the least budget this process's
+        # candidates meet so far, -1: none (all guarded by taken's lock)
         self.polish = polish
         self.received: dict[str, tuple] = {}
         self.spec: dict[str, tuple] = {}  # the speculation's messages, by kind
@@ -569,6 +596,13 @@ class _Child:
                 self.busy.value += 1
             return True
 
+    def publish_floor(self, nbytes: int) -> None:
+        """Tell the second process the least budget this process's candidates meet so far."""
+        if nbytes < _FLOOR_MAX:  # (a shared 64-bit integer)
+            with self.taken.get_lock():
+                if self.floor.value < 0 or nbytes < self.floor.value:
+                    self.floor.value = nbytes
+
     def done(self, name: str) -> None:
         """This process finished queued strategy ``name``."""
         if name not in _LAST_RESORT:
@@ -607,6 +641,7 @@ class _Child:
             ctx.Value("b", 0, lock=False),
             ctx.Value("i", -1, lock=False),
             ctx.Value("b", 0, lock=False),
+            ctx.Value("q", -1, lock=False),
         )
         quiet = replace(context, progress=None, idle=None)  # (its idle work would be lost there)
         proc = ctx.Process(
@@ -785,13 +820,12 @@ class _Child:
             if not read:
                 return None
         kind, *payload = self.received[name]
-        if kind == "ok":
+        if kind == "ok" and name in _LAST_RESORT:
             ops, nodes, info, keep = payload
-            same = next((p for p in self.offered if _same_steps(p, ops, nodes)), None) if name in _LAST_RESORT else None
-            return StrategyResult(Schedule(ops, nodes) if same is None else same, info, keep)
-        if kind == "noplan":
-            return NoPlanError(payload[0], min_budget=payload[1])
-        return RematError(payload[0])
+            same = next((p for p in self.offered if _same_steps(p, ops, nodes)), None)
+            if same is not None:
+                return StrategyResult(same, info, keep)
+        return _from_message(kind, *payload)
 
     def _pass_over_candidate(self) -> None:
         """The final passes (:func:`_final_passes`) over the latest plan the second process
@@ -828,6 +862,36 @@ class _Child:
         self.proc.join(timeout=5)
         self.conn.close()
         self.down.close()
+
+
+#: Floors from this on are not shared (the shared value is a signed 64-bit integer).
+_FLOOR_MAX = 2**62
+
+
+def _to_message(name: str, outcome: StrategyResult | RematError) -> tuple:
+    """Candidate ``name``'s outcome as plain data for a pipe (:func:`_from_message`)."""
+    if isinstance(outcome, NoPlanError):
+        return (name, "noplan", outcome.message, outcome.min_budget)
+    if isinstance(outcome, RematError):
+        return (name, "error", outcome.message)
+    return (name, "ok", outcome.schedule.ops, outcome.schedule.nodes, dict(outcome.info), outcome.keep)
+
+
+def _from_message(kind: str, *payload: Any) -> StrategyResult | RematError:
+    """The outcome :func:`_to_message` sent (its kind and payload)."""
+    if kind == "ok":
+        ops, nodes, info, keep = payload
+        return StrategyResult(Schedule(ops, nodes), info, keep)
+    if kind == "noplan":
+        return NoPlanError(payload[0], min_budget=payload[1])
+    return RematError(payload[0])
+
+
+def _made_ahead(graph: Graph, budget: int) -> dict[str, StrategyResult | RematError]:
+    """The fit probe's candidates whose outcomes at ``budget`` were made ahead
+    (:func:`_probe_ahead`), by name."""
+    prefix = _ahead_key(budget, "")
+    return {k[len(prefix) :]: _from_message(*v) for k, v in graph.derived_items(lambda k: k.startswith(prefix)).items()}
 
 
 def _improved_from(plan: Schedule, target: Schedule, memo: dict) -> bool | None:
@@ -882,7 +946,7 @@ def _child_main(
     Once it has nothing left and a plan fits, the caller's ``idle`` work (``RunContext.idle``),
     handed back. It ends itself if its parent dies (e.g. a `remat batch` worker killed at
     its --timeout)."""
-    taken, fits, busy, bar, stage, done_rank, serving = shared
+    taken, fits, busy, bar, stage, done_rank, serving, floor = shared
     import queue
     import signal
     import threading
@@ -919,6 +983,8 @@ def _child_main(
             outbox.put(("", "derived", fresh))
 
     mine: list[tuple[float, int, int, str, Schedule]] = []  # its plans that fit
+    floors: list[int] = []  # budgets its candidates meet (as the parent's ``consider`` takes them)
+    lost = False  # it ran the last resort, which failed: auto most likely fails too
     pending = [idle]
 
     def idle_work() -> bool:
@@ -963,11 +1029,12 @@ def _child_main(
                 r = strategy.run(graph, budget, (options or {}).get(name), context)
                 with taken.get_lock():
                     fits.value = 1  # (a hint: the parent checks each plan itself)
-                message = (name, "ok", r.schedule.ops, r.schedule.nodes, dict(r.info), r.keep)
-            except NoPlanError as exc:
-                message = (name, "noplan", exc.message, exc.min_budget)
+                message = _to_message(name, r)
             except RematError as exc:
-                message = (name, "error", exc.message)
+                message = _to_message(name, exc)
+                if isinstance(exc, NoPlanError):
+                    floors.extend([] if exc.min_budget is None else [exc.min_budget])
+                    lost = lost or last
             except Exception as exc:  # noqa: BLE001 - a bug: the parent reports it as a failure
                 message = (name, "error", f"internal error: {type(exc).__name__}: {exc}")
             try:
@@ -985,13 +1052,26 @@ def _child_main(
                 m = _replayed(graph, name, r.schedule) or simulate(graph, r.schedule).metrics
                 if m is not None and budget is not None and m.peak_bytes <= budget:
                     mine.append((m.cost, m.peak_bytes, ranks[i], name, r.schedule))
+                elif m is not None and budget is not None:
+                    floors.append(m.peak_bytes)
         if polish:
             with taken.get_lock():
                 to_beat, done = bar.value, done_rank.value
             _speculate(graph, budget, mine, (to_beat, done), context.deadline, outbox)
             idle_work()
             if not mine and down is not None:
-                _serve(graph, budget, context.deadline, down, outbox, taken, serving, idle_work, lambda: not fits.value)
+
+                def least() -> int | None:
+                    with taken.get_lock():
+                        theirs = floor.value
+                    return min([*floors, *([theirs] if theirs >= 0 else [])], default=None)
+
+                ahead = _probe_ahead(graph, context, least, outbox) if lost else iter(())
+
+                def work() -> bool:  # (not once a plan fits: auto succeeds, nothing is searched)
+                    return not fits.value and next(ahead, None) is not None
+
+                _serve(graph, budget, context.deadline, down, outbox, taken, serving, idle_work, lambda: not fits.value, work)
     finally:
         outbox.put(None)
         sender.join()
@@ -1068,6 +1148,46 @@ def _final_passes(graph: Graph, budget: int, schedule: Schedule, cost: float, de
     send("improved", better, arrays, imp.metrics, imp.score, imp.restart, imp.ranking, imp.stopped)
 
 
+def _probe_ahead(graph: Graph, context: RunContext, least: Callable[[], int | None], outbox: Any) -> Iterator[str]:
+    """In the second process, once its queue is done and its last resort failed, so that
+    auto most likely fails (the parent still runs its own candidates): the outcomes of the
+    fit probe's queued candidates (:data:`_FIT_FIRST` but the last resort, which the probe
+    asks first from the variants made) at the budget the search for the smallest budget
+    probes after the failure (``context.probe_next`` of ``least()``, the least budget a
+    candidate of either process meets so far), one candidate per step (each yields its
+    name), each sent to the parent as a fact derived from the graph (:func:`_ahead_key`)
+    as soon as it is made. The probe then takes those outcomes instead of running the
+    candidates (:func:`_made_ahead`); they are the runs' own, with the probe's options and
+    no deadline (a verdict, never one cut short). Where the least budget falls, the probe
+    after the new one is made. On random1000 at 0.5x this process waited 0.2 s for the
+    parent's dtr replay, then the parent's probe at 512 B took 0.2 s; here the bare runs of
+    pathwidth's recursion it made for the failed plan are at hand."""
+    from remat_cli.strategies import fast_strategies
+
+    names = [n for n in _FIT_FIRST if n not in _LAST_RESORT]
+    by_name = {s.name: s for s in fast_strategies() if s.name in names}
+    quiet = replace(context, deadline=None, probe_next=None)
+    made: set[str] = set()
+    while context.probe_next is not None:
+        floor = least()
+        target = None if floor is None else context.probe_next(floor)
+        if target is None:
+            return
+        name = next((n for n in names if n in by_name and _ahead_key(target, n) not in made), None)
+        if name is None:
+            return
+        key = _ahead_key(target, name)
+        made.add(key)
+        try:
+            outcome: StrategyResult | RematError = by_name[name].run(graph, target, _replay_options(graph, name, []), quiet)
+        except RematError as exc:
+            outcome = exc
+        except Exception:  # noqa: BLE001 - a bug: the probe runs the candidate itself and raises it
+            return
+        outbox.put(("", "derived", {key: _to_message(name, outcome)[1:]}))
+        yield name
+
+
 def _make_ahead(graph: Graph, down: Any, outbox: Any, needed: Callable[[], bool]) -> None:
     """:func:`_serve`'s work before the first offer: min-memory's pieces made ahead, each
     sent to the parent as facts derived from the graph; stopped once an offer is in or
@@ -1093,13 +1213,16 @@ def _serve(
     serving: Any,
     idle: Callable[[], bool] = lambda: True,
     last_resort: Callable[[], bool] = lambda: True,
+    work: Callable[[], bool] = lambda: False,
 ) -> None:
     """In the second process, once its queue is done with no plan of its own that fits: wait
     for plans the parent offers (:meth:`_Child.offer`: the last resort's plan while the
     parent makes its other variants) and make the final passes over each
     (:func:`_final_passes`), its messages tagged with the offer's token; until the parent
     closes the pipe or stops this process. ``serving`` (under ``lock``) says it waits;
-    ``idle()`` is called while it does, until it says nothing is left of its work.
+    ``idle()`` is called while it does, until it says nothing is left of its work; before it,
+    ``work()``, one step of other work at a time while it says it made one (the probe ahead,
+    :func:`_probe_ahead`).
 
     Until the first offer comes it makes the pieces of min-memory's variants that the
     parent's making does not need first (:func:`~remat_cli.strategies.min_memory.make_ahead`),
@@ -1118,8 +1241,12 @@ def _serve(
                 ahead = False
                 if last_resort():
                     _make_ahead(graph, down, outbox, last_resort)
-            while not idle() and not down.poll(0.01):
-                pass
+            while not down.poll(0):
+                if work():
+                    continue
+                if idle():
+                    break
+                down.poll(0.01)
             token, ops, nodes, cost = down.recv()
         except (EOFError, OSError):
             return

@@ -67,6 +67,10 @@ class RunContext:
     ``idle``: :class:`IdleWork` a strategy may do while it waits on its second process,
     once a plan that fits is held (so the run succeeds and the caller needs the work): the
     other core takes more of the strategy's work meanwhile. Made at most once; None: none.
+    ``probe_next``: where the caller searches for the smallest budget should the run fail,
+    the budget its search probes after ``b``, the smallest budget the failure names (None:
+    no such probe). ``auto`` answers that probe ahead with its idle core once its run
+    looks lost, so the search finds it made. None: the caller does not search.
     """
 
     time_limit: float | None = None
@@ -75,6 +79,7 @@ class RunContext:
     shared: dict[Any, Any] | None = None
     parallel: bool = True
     idle: IdleWork | None = None
+    probe_next: Callable[[int], int | None] | None = None
 
 
 #: Keys of a plain options mapping that belong to the :class:`RunContext`.
