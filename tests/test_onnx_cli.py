@@ -85,6 +85,26 @@ def test_unresolved_dims_list_names_and_example():
     assert "unresolved dimension batch" in line and "--dim batch=1" in line
 
 
+@pytest.mark.parametrize("name", [b"bat\x9ch", b"two words"])
+def test_unresolved_dims_with_odd_names_are_one_clean_line(tmp_path, name):
+    """A symbolic input dimension whose name is not UTF-8 (protobuf hands it back as bytes:
+    an internal error before) or holds a space: one line, exit 2, the name shown decoded
+    (U+FFFD for bad bytes) and the --dim example quoted for a shell."""
+    m = mlp_model()
+    placeholder = "Q" * len(name)  # (bytes of the same length replace it in the file)
+    m.graph.input[0].type.tensor_type.shape.dim[0].dim_param = placeholder
+    raw = m.SerializeToString()
+    assert raw.count(placeholder.encode()) == 1
+    raw = raw.replace(placeholder.encode(), name)
+    path = tmp_path / "odd.onnx"
+    path.write_bytes(raw)
+    line = _one_line_error(run("info", str(path)))
+    shown = name.decode("utf-8", errors="replace")
+    assert f"unresolved dimension {shown}" in line and f"--dim '{shown}=1'" in line
+    line = _one_line_error(run("info", str(path), "--dim", "nope=1"))  # (a typo lists the names)
+    assert "no dimension named 'nope'" in line and shown in line
+
+
 def test_bad_device(tmp_path):
     assert "not a built-in device" in _one_line_error(run("info", RESNET, "--dim", "batch=2", "--device", "abacus"))
     bad = tmp_path / "dev.json"

@@ -12,6 +12,7 @@ nodes. Used by :mod:`remat_cli.loaders.onnx`; built on :mod:`remat_cli.loaders.o
 
 from __future__ import annotations
 
+import shlex
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -76,7 +77,7 @@ def set_dims(g, dims: dict[str, int], source: str, strict: bool = True) -> dict[
             if d.HasField("dim_value"):
                 continue
             if not d.dim_param:
-                d.dim_param = f"{inp.name}.{axis}"
+                d.dim_param = f"{utf8(inp.name)}.{axis}"
             names[d.dim_param] = None
     known = set(names)
     for vi in list(g.output) + list(g.value_info):
@@ -84,7 +85,7 @@ def set_dims(g, dims: dict[str, int], source: str, strict: bool = True) -> dict[
             known.update(d.dim_param for d in vi.type.tensor_type.shape.dim if d.HasField("dim_param"))
     for key in dims:
         if strict and key not in known:
-            have = ", ".join(sorted(names)) if names else "none (every input dimension is fixed)"
+            have = ", ".join(sorted(utf8(n) for n in names)) if names else "none (every input dimension is fixed)"
             raise InputError(f"{source}: --dim {key}: the model has no dimension named {key!r}; its input dimensions: {have}")
     dims = {k: v for k, v in dims.items() if k in known}
     if not dims:
@@ -155,10 +156,10 @@ def check_unresolved(graph_inputs, used: set[str], source: str) -> None:
             )
         for d in inp.type.tensor_type.shape.dim:
             if not d.HasField("dim_value"):
-                missing[d.dim_param] = None
+                missing[utf8(d.dim_param)] = None  # (bytes where the file's name is not UTF-8)
     if missing:
         names = list(missing)
-        example = " ".join(f"--dim {m}=1" for m in names)
+        example = " ".join(f"--dim {shlex.quote(f'{m}=1')}" for m in names)
         raise InputError(
             f"{source}: unresolved dimension{'s' if len(names) > 1 else ''} {', '.join(names)}: "
             f"set {'them' if len(names) > 1 else 'it'} with --dim, e.g. {example}"
