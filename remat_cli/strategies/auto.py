@@ -98,7 +98,7 @@ def _handed_back(key: str) -> bool:
     min-memory's variants and the tree and path decompositions. Budget-independent data
     whose keys name no object of one process (the separator trees' keys hold an ``id``:
     not handed back)."""
-    return key == "_min_memory_variants" or key.startswith(("decompose: td ", _AHEAD)) or key == "decompose: pd"
+    return key == "_min_memory_variants" or key.startswith("decompose: td ") or key == "decompose: pd"
 
 
 #: Where the candidates' outcomes in a fit probe made ahead are kept on the graph
@@ -1033,7 +1033,8 @@ def _child_main(
             except RematError as exc:
                 message = _to_message(name, exc)
                 if isinstance(exc, NoPlanError):
-                    floors.extend([] if exc.min_budget is None else [exc.min_budget])
+                    if exc.min_budget is not None:
+                        floors.append(exc.min_budget)
                     lost = lost or last
             except Exception as exc:  # noqa: BLE001 - a bug: the parent reports it as a failure
                 message = (name, "error", f"internal error: {type(exc).__name__}: {exc}")

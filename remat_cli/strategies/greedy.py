@@ -326,12 +326,11 @@ def evict_schedule(
             if key is not None:
                 heapq.heappush(heap, key)
 
-    draw = sample_like_random
     floor = getattr(score, "floor", None)
     pick_dtr = _DtrPicker(st) if score is dtr_score else None  # dtr's walks, cut short and kept
 
     def pick_scored() -> int | None:
-        pool = live if len(live) <= sample else draw(rng, live, sample)
+        pool = live if len(live) <= sample else sample_like_random(rng, live, sample)
         if pick_dtr is not None:
             best = pick_dtr.pick(pool, pins)
             return best if best is not None or pool is live else pick_dtr.pick(live, pins)
