@@ -335,7 +335,7 @@ def test_plan_text_numbers_are_ascii_digits_only(tmp_path, digit):
 
 
 # ------------------------------------------------------------------ names: markup, newlines, bytes
-@pytest.mark.parametrize("name", ["[/x]", "[bold red]loud", "a[/]b", "[link=http://x]y"])
+@pytest.mark.parametrize("name", ["[/x]", "[bold red]loud", "a[/]b", "[link=http://x]y", ":smile:", "x:thumbs_up:y"])
 def test_markup_in_names_is_printed_literally(tmp_path, name):
     doc = chain_doc(ids=("a", name, "c", "d", "e", "f", "g"), op=name)
     doc["name"] = name
@@ -347,6 +347,37 @@ def test_markup_in_names_is_printed_literally(tmp_path, name):
         assert res.exit_code == 0, res.output
         assert name in res.output
     assert "values recomputed most" in res.output
+
+
+@pytest.mark.parametrize("name", [":smile:", "x:thumbs_up:y", "[bold]b", "a\tb"])
+def test_names_in_error_lines_are_printed_as_they_are(tmp_path, name):
+    """rich read an emoji code in a node's or a file's name as an emoji (x:smile:y printed
+    as x😄y); error lines are plain text, a tab escaped so that the line stays one."""
+    shown = name.replace("\t", "\\t")
+    doc = chain_doc(ids=("a", name, "c"))
+    doc["nodes"][1]["mem"] = 10**6  # (the largest value, so the lower bound names it)
+    line = one_line(run("plan", write_json(tmp_path, doc), "-b", "1"), 1)  # (no plan: exit 1)
+    assert f"({shown})" in line or f"'{shown}'" in line, line
+    bad = write_json(tmp_path, "{bad", name=f"{name}.json")
+    line = one_line(run("info", bad), 2)
+    assert line.startswith(f"remat: error: {tmp_path / shown}.json: ") and "not valid JSON" in line, line
+
+
+def test_an_error_exit_imports_no_rich(tmp_path):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from remat_cli.cli import main\n"
+        f"sys.argv = ['remat', 'plan', {str(CHAIN)!r}, '-b', '1']\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    print('exit', exc.code, file=sys.stderr)\n"
+        "print(' '.join(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    lines = out.stderr.strip().splitlines()
+    assert lines[0].startswith("remat: error: budget 1 B") and lines[1] == "exit 1", out.stderr
+    assert not any(m == "rich" or m.startswith("rich.") for m in lines[-1].split())
 
 
 def test_newlines_in_names_stay_on_one_line(tmp_path):

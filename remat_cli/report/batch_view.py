@@ -147,6 +147,7 @@ def render_rows(rows: Sequence[Row], console: Console, title: str, *, verbose: b
         wide = Console(
             width=100_000,
             highlight=False,
+            emoji=False,
             color_system=console.color_system if terminal else None,
             force_terminal=terminal,
             file=io.StringIO(),
