@@ -10,6 +10,7 @@ or zeros. Every schedule either returns goes through the simulator."""
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import evict_reference as reference
 import numpy as np
@@ -90,6 +91,65 @@ def test_thrashing_replays_are_the_references(case) -> None:
     """Larger graphs (40–120 forward nodes): many evictions, walks that reach their limit
     of 32 values, and pools of more than ``sample`` resident values."""
     _same(case)
+
+
+def _least_cap(g: Graph, budget: int, score: str, sample: int, most: int) -> int | None:
+    """The least compute cap (a count, passed as a fraction of the order's length) under
+    which the reference's replay succeeds, if one up to ``most`` does: a cap only stops a
+    replay, so success is monotone in it."""
+    n = len(store_all_plan(g).schedule.compute_nodes)
+    if _outcome(reference, g, budget, score, sample, Fraction(most, n), None) is None:
+        return None
+    lo, hi = 0, most
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _outcome(reference, g, budget, score, sample, Fraction(mid, n), None) is None:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@SETTINGS
+@given(cases())
+def test_a_replay_gives_up_early_only_where_it_must(case) -> None:
+    """A replay gives up as soon as the evicted values still read need more recomputations
+    than its compute cap leaves: never where it would succeed. At the least cap under which
+    the reference succeeds (its last recomputation starts at the cap itself, the tightest
+    case), it succeeds with the same steps; one below, both fail."""
+    g, budget, sample = case[:3]
+    n = len(store_all_plan(g).schedule.compute_nodes)
+    for score in ("dtr", "greedy"):
+        cap = _least_cap(g, budget, score, sample, 40 * n)
+        if cap is None:
+            continue  # it fails whatever the cap: the other tests compare those
+        assert _outcome(greedy, g, budget, score, sample, Fraction(cap, n), None) == _outcome(
+            reference, g, budget, score, sample, Fraction(cap, n), None
+        )
+        if cap > 0:
+            assert _outcome(greedy, g, budget, score, sample, Fraction(cap - 1, n), None) is None
+
+
+def test_a_doomed_replay_gives_up_before_its_cap(monkeypatch) -> None:
+    """Not vacuous: a thrashing dtr replay that fails by its cap gives up with fewer
+    computes than the reference makes before it fails (and fails as it does)."""
+    g = checkmate_training_graph(G.random_dag(200, 0.02, seed=3))
+    budget = int(0.3 * store_all_peak(g))
+    made = {}
+    for module in (greedy, reference):
+        counts = []
+
+        class Counting(module.ScheduleBuilder):  # type: ignore[name-defined]
+            def compute(self, v: int) -> None:
+                counts.append(v)
+                super().compute(v)
+
+        monkeypatch.setattr(module, "ScheduleBuilder", Counting)
+        assert _outcome(module, g, budget, "dtr", 64, 10, None) is None
+        made[module.__name__] = len(counts)
+    n = len(store_all_plan(g).schedule.compute_nodes)
+    assert made[reference.__name__] > 10 * n  # (it failed by its cap)
+    assert made[greedy.__name__] < made[reference.__name__]
 
 
 def test_kept_walks_are_used(monkeypatch) -> None:

@@ -18,7 +18,8 @@ Victims are found in O(log n) (greedy, a heap) or by scoring a seeded sample of 
 neighbourhoods are kept between evictions while nothing they read changed,
 :class:`_DtrPicker`, so the same victims cost fewer walks); a run that computes more
 than ``max_factor`` (10) times the graph gives up (eviction can thrash near the lower
-bound) and the strategy declines.
+bound) and the strategy declines; it gives up sooner, with the same verdict, once the
+evicted values still to be read need more recomputations than the cap leaves.
 
 Anytime: the replay at the budget is one bounded run (at most ``max_factor`` × the
 graph's computes) that stops at ``RunContext.deadline`` (looked at every 4,096 computes,
@@ -287,6 +288,12 @@ def evict_schedule(
     b = ScheduleBuilder()
     budget_computes = max_factor * max(len(order), 1)
     computes = 0
+    # evicted values a later compute reads: each is computed again, by ensure (below), which
+    # gives up once the computes before it pass budget_computes; so with ``pending`` of them
+    # the last comes after at least computes + pending - 1, and once that passes the cap the
+    # replay fails for sure: it gives up at once (not with a cost cap, which may stop it first)
+    pending = 0
+    doomed_past = budget_computes + 1 if max_cost is None else math.inf
     costs = st.cost
     spent = 0.0
     cap = math.inf if max_cost is None else max_cost
@@ -355,18 +362,21 @@ def evict_schedule(
         return best
 
     def make_room(need: int) -> bool:
+        nonlocal pending
         while cur + need > budget:
             victim = pick_from_heap() if use_heap else pick_scored()
             if victim is None:
                 return False
             free(victim)
             st.evicted[victim] = 1
+            if uses[victim]:
+                pending += 1
             if pick_dtr is not None:
                 pick_dtr.flipped(victim)
         return True
 
     def compute(v: int) -> bool:
-        nonlocal cur, computes, spent
+        nonlocal cur, computes, spent, pending
         if not make_room(mem[v] + ws[v]):
             return False
         computes += 1
@@ -379,6 +389,8 @@ def evict_schedule(
         resident[v] = 1
         if st.evicted[v]:
             st.evicted[v] = 0
+            if uses[v]:
+                pending -= 1
             if pick_dtr is not None:
                 pick_dtr.flipped(v)
         st.clock += 1
@@ -407,7 +419,7 @@ def evict_schedule(
                 for u in reversed(preds[v]):
                     stack.append((u, 0))
             else:  # inputs are resident and pinned: compute v, release them
-                if computes > budget_computes or not compute(v):
+                if computes > budget_computes or computes + pending > doomed_past or not compute(v):
                     return False
                 for u in preds[v]:
                     unpin(u)
