@@ -229,3 +229,20 @@ def test_sample_like_random_draws_as_random_sample(n: int, k: int, seed: int, ro
     for _ in range(rounds):
         assert greedy.sample_like_random(ours, population, k) == theirs.sample(population, k)
     assert ours.getrandbits(64) == theirs.getrandbits(64)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    st.floats(0.0, 1e12, allow_nan=False, allow_infinity=False) | st.just(math.inf),
+    st.integers(1, 2**80),
+    st.integers(-64, 64),
+)
+def test_the_walks_float_precheck_never_hides_a_cut(best: float, denom: int, steps: int) -> None:
+    """The walk adds a cost and compares ``total > best * denom * _BELOW`` before it divides:
+    wherever the ratio passes ``best`` the product test passes too (totals drawn a few
+    floats either side of ``best * denom``, where rounding decides)."""
+    total = best * denom if math.isfinite(best) else 1e300
+    for _ in range(abs(steps)):
+        total = math.nextafter(total, math.inf if steps > 0 else 0.0)
+    if total / denom > best:
+        assert total > best * denom * greedy._BELOW

@@ -193,12 +193,13 @@ class _DtrPicker:
             stack.append(near[i])  # the value whose cost stopped it, not yet expanded
             i += 1
         limit = self.limit
+        low = best * denom * _BELOW  # below any total whose ratio passes best (a float compare)
         while True:
             for w in near[i:] if i else near:
                 if w not in seen:
                     seen.add(w)
                     total += cost[w]
-                    if total / denom > best:
+                    if total > low and total / denom > best:
                         # (w's first place from i: a copy of it before that would be in seen)
                         self.found[v] = (total, False, expanded, self.tick, seen, stack, near, near.index(w, i))
                         return None
@@ -213,6 +214,11 @@ class _DtrPicker:
             i = 0
         self.found[v] = (total, True, expanded, self.tick)
         return total / denom
+
+
+#: ``total / denom > best`` implies ``total > best * denom * _BELOW``: the rounding of the
+#: division, of the product and of a denominator past 2**53 is far less than 2**-40.
+_BELOW = 1.0 - 2.0**-40
 
 
 def sample_like_random(rng: random.Random, population: list[int], k: int) -> list[int]:
