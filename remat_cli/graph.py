@@ -145,7 +145,9 @@ class Graph:
             src=np.asarray(src, dtype=np.int64),
             dst=np.asarray(dst, dtype=np.int64),
             targets=target_idx,
-            fixed_mem=_number(fixed_mem, "fixed_mem", None, source, integer=True),
+            # (a sum of parameters, gradients and state: the graph's own limit, as for a graph
+            # built from arrays, so that what `remat convert` writes reads back)
+            fixed_mem=_number(fixed_mem, "fixed_mem", None, source, integer=True, most=MAX_TOTAL_BYTES),
             cost_unit=cost_unit,
             seconds=seconds,
             name=name,
@@ -468,8 +470,9 @@ def distinct_sorted(values: np.ndarray) -> np.ndarray:
     return out[np.concatenate(([True], out[1:] != out[:-1]))[: out.size]]
 
 
-def _number(value: Any, label: str, node: str | None, source: str, integer: bool = False):
-    """Parse one size or cost; reject non-numbers, NaN, infinities and negatives."""
+def _number(value: Any, label: str, node: str | None, source: str, integer: bool = False, most: int = MAX_VALUE_BYTES):
+    """Parse one size (at most ``most`` bytes) or cost; reject non-numbers, NaN, infinities
+    and negatives."""
     where = f"{source}: node {node!r}: " if node is not None else f"{source}: "
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise InputError(f"{where}{label} {value!r} is not a number")
@@ -481,8 +484,8 @@ def _number(value: Any, label: str, node: str | None, source: str, integer: bool
         if isinstance(value, (float, np.floating)) and not float(value).is_integer():
             raise InputError(f"{where}{label} {value} is not a whole number of bytes")
         value = int(value)
-        if value > MAX_VALUE_BYTES:
-            raise InputError(f"{where}{label} {value} B is above the limit of {MAX_VALUE_BYTES} B (2**53)")
+        if value > most:
+            raise InputError(f"{where}{label} {value} B is above the limit of {most} B (2**{most.bit_length() - 1})")
         return value
     if value > MAX_COST:
         shown = f"{float(value):g}" if value < 1e300 else f"{str(value)[:12]}… ({len(str(value))} digits)"

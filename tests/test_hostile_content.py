@@ -207,11 +207,12 @@ _NEAR = st.one_of(st.integers(0, 2**20), st.integers(2**52, 2**53 + 8), st.integ
 @given(sizes=st.lists(_NEAR, min_size=1, max_size=6), fixed=_NEAR)
 def test_lower_bound_is_exact_or_refused_for_sizes_near_the_limits(sizes, fixed):
     """A fan-in: every node feeds the last one; LB = fixed + Σ sizes + the last, with no
-    wrap; a graph with a size above 2**53 or a total above 2**62 is refused instead."""
+    wrap; a graph with a size above 2**53 or a total above 2**62 is refused instead (fixed
+    memory, a sum of parameters and state, may pass 2**53 as long as the total does not)."""
     nodes = [NodeSpec(id=f"v{k}", mem=m) for k, m in enumerate(sizes)]
     nodes.append(NodeSpec(id="sink", inputs=[f"v{k}" for k in range(len(sizes))], mem=sizes[0]))
     true_lb = fixed + sum(sizes) + sizes[0]
-    if max(sizes + [fixed]) > MAX_VALUE_BYTES or true_lb > MAX_TOTAL_BYTES:
+    if max(sizes) > MAX_VALUE_BYTES or true_lb > MAX_TOTAL_BYTES:
         with pytest.raises(InputError):
             Graph.from_nodes(nodes, fixed_mem=fixed)
         return
@@ -220,6 +221,38 @@ def test_lower_bound_is_exact_or_refused_for_sizes_near_the_limits(sizes, fixed)
     plan = make_plan(g, "store-all", None)
     m = simulate(g, plan.schedule).metrics
     assert m is not None and m.peak_bytes == true_lb and m.lower_bound_bytes == true_lb
+
+
+@settings(max_examples=40)
+@given(
+    fixed=st.one_of(st.integers(0, 2**20), st.integers(2**53 - 4, 2**53 + 2**40), st.integers(2**62 - 2**54, 2**62 + 8)),
+    params=st.one_of(st.integers(0, 2**20), st.integers(2**53 - 4, 2**53)),
+    fmt=st.sampled_from(["remat-json", "node-link"]),
+)
+def test_fixed_memory_the_graph_accepts_reads_back_from_what_convert_writes(tmp_path_factory, fixed, params, fmt):
+    """Fixed memory is a sum (an ONNX model's parameters, their gradients and optimizer
+    state: fuzzing found a 10.5 PiB one) that a graph from arrays accepts up to 2**62;
+    `remat convert` wrote it and reading the file back refused it above 2**53. A file's
+    fixed memory has the graph's own limit now: what is written reads back."""
+    nodes = [NodeSpec(id="x", mem=3, cost=1.0), NodeSpec(id="y", inputs=["x"], mem=params, cost=1.0)]
+    try:
+        g = Graph.from_nodes(nodes, fixed_mem=fixed)
+    except InputError as exc:
+        assert fixed + 3 + params > MAX_TOTAL_BYTES and "2**62" in exc.message
+        return
+    assert g.fixed_mem == fixed
+    path = tmp_path_factory.mktemp("conv") / "g.json"
+    if fmt == "remat-json":
+        path.write_text(remat_json.dumps(g))
+    else:
+        import networkx
+
+        path.write_text(json.dumps(networkx.node_link_data(g.to_networkx(), edges="links")))
+    from remat_cli.limits import Limits
+    from remat_cli.loaders import LoadOptions
+
+    back = load_graph(path, LoadOptions(limits=Limits(max_total_bytes=MAX_TOTAL_BYTES)))  # (--max-total-size)
+    assert back.fixed_mem == fixed and back.lb == g.lb
 
 
 def test_training_graph_sums_beyond_the_limit_are_refused_not_wrapped():
