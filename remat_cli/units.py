@@ -25,6 +25,7 @@ __all__ = [
     "fmt_bytes_pair",
     "shorten",
     "shorten_all",
+    "visible",
     "fmt_bytes_exact",
     "Fact",
     "Phrase",
@@ -150,6 +151,15 @@ def _plain(x: float) -> str:
         return "<0.000000000000000001" if x > 0 else "-<0.000000000000000001"
     text = f"{x:,.{places}f}"
     return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def visible(text: str) -> str:
+    """``text`` with each character that prints nothing written out as Python would (ESC as
+    ``\\x1b``, CR as ``\\r``), line breaks kept: a name from a file must not move the
+    cursor, colour or retitle the user's terminal, nor hide part of itself."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == "\n" else repr(c)[1:-1] for c in text)
 
 
 def shorten(text: str, width: int) -> str:

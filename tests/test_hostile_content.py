@@ -382,6 +382,38 @@ def test_markup_in_names_is_printed_literally(tmp_path, name):
     assert "values recomputed most" in res.output
 
 
+@pytest.mark.parametrize("name", ["a\x1b[31mred\x1b[0m", "b\rhidden", "bell\x07", "\u202eevil", "t\x1b]0;title\x07"])
+@pytest.mark.parametrize("terminal", [False, True])
+def test_control_characters_in_names_are_shown_escaped_in_reports(tmp_path, monkeypatch, name, terminal):
+    """A name from a file that holds ESC, CR, BEL or a bidi override would colour, retitle
+    or move the cursor of the user's terminal, or hide part of itself: reports print such
+    characters written out (``\\x1b``), on a pipe and on a terminal, in tables, batch rows
+    and check lines; the name never appears as it is."""
+    if terminal:
+        monkeypatch.setenv("FORCE_COLOR", "1")
+        monkeypatch.setenv("COLUMNS", "200")
+    shown = name.encode("unicode_escape").decode()  # (as Python writes it: \x1b, \r, \u202e)
+    doc = chain_doc(ids=("a", name, "c", "d", "e", "f", "g"), op=name)
+    doc["name"] = name
+    outputs = []
+    for args in (
+        ("info", write_json(tmp_path, doc), "--no-decompose"),
+        ("plan", write_json(tmp_path, doc), "--training", "-s", "chain-dp", "-b", "0.7x", "-v"),
+    ):
+        res = run(*args)
+        assert res.exit_code == 0, res.output
+        outputs.append(res.output)
+    folder = tmp_path / "models"
+    folder.mkdir()
+    bad = write_json(folder, doc, name=f"m{name}.json")
+    outputs.append(run("batch", folder, "-b", "0.01x").output)
+    res = run("check", bad, "-b", "0.01x")
+    assert res.exit_code == 1, res.output
+    outputs.append(res.output)
+    for out in outputs:
+        assert name not in out and shown in out, out
+
+
 @pytest.mark.parametrize("name", [":smile:", "x:thumbs_up:y", "[bold]b", "a\tb"])
 def test_names_in_error_lines_are_printed_as_they_are(tmp_path, name):
     """rich read an emoji code in a node's or a file's name as an emoji (x:smile:y printed

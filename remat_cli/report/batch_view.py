@@ -18,7 +18,7 @@ from rich.table import Table
 
 from remat_cli.batch import COLUMNS, BatchResult, FileResult, FileTask, Row, csv_line
 from remat_cli.check import PASS, CheckReport
-from remat_cli.units import fmt_bytes, fmt_pct, fmt_seconds, shorten_all
+from remat_cli.units import fmt_bytes, fmt_pct, fmt_seconds, shorten_all, visible
 
 __all__ = ["BatchProgress", "render_rows", "rows_json", "rows_csv", "batch_summary", "render_check", "check_to_json"]
 
@@ -119,7 +119,7 @@ def render_rows(rows: Sequence[Row], console: Console, title: str, *, verbose: b
         cells.append(row)
         if r.failed:
             note = r.message[len(r.file) + 2 :] if r.message.startswith(f"{r.file}: ") else r.message
-            problems.append(f"{r.file} [{r.strategy}, {r.budget}] {r.status}: {note}")
+            problems.append(_one_line(f"{r.file} [{r.strategy}, {r.budget}] {r.status}: {note}"))
     files = [c[0] for c in cells]
     file_width = max((len(f) for f in files), default=0)
     if not verbose and cells:  # first guess: the other columns at their width, one space apart
@@ -140,7 +140,7 @@ def render_rows(rows: Sequence[Row], console: Console, title: str, *, verbose: b
         for name, justify in columns:
             table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
         for k, c in enumerate(cells):
-            row = [escape(x) for x in [shown[k], *c[1:]]]
+            row = [escape(visible(x)) for x in [shown[k], *c[1:]]]
             if terminal:
                 row[status] = f"[{'red' if k in failed else 'green'}]{row[status]}"
             table.add_row(*row)
@@ -161,6 +161,11 @@ def render_rows(rows: Sequence[Row], console: Console, title: str, *, verbose: b
         file_width = max(file_width - over, 16)
     # then why each row failed: one line each, however long (grep-able, like every error)
     console.file.write(text + "\n" + "".join(line + "\n" for line in problems))
+
+
+def _one_line(text: str) -> str:
+    """``text`` as one line that prints as it is (:func:`visible`, line breaks too)."""
+    return visible(text).replace("\n", "\\n")
 
 
 def _strip(line: str) -> str:
@@ -197,12 +202,11 @@ def batch_summary(result: BatchResult) -> str:
 def render_check(report: CheckReport, console: Console) -> None:
     """One line per model, then the tally."""
     for r in report.results:
-        line = r.line()
+        line = _one_line(r.line())
         if console.is_terminal:
             colour = "green" if r.verdict == PASS else "red"
-            console.print(
-                f"[bold {colour}]{r.verdict.upper()}[/] {escape(r.spec.name)}: {escape(r.reason)}", highlight=False, soft_wrap=True
-            )
+            name, reason = _one_line(r.spec.name), _one_line(r.reason)
+            console.print(f"[bold {colour}]{r.verdict.upper()}[/] {escape(name)}: {escape(reason)}", highlight=False, soft_wrap=True)
         else:
             console.print(line, highlight=False, markup=False, soft_wrap=True)
     c = report.counts

@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from remat_cli.units import fmt_bytes, fmt_pct, fmt_seconds
+from remat_cli.units import fmt_bytes, fmt_pct, fmt_seconds, visible
 
 __all__ = ["render_fidelity", "fidelity_to_json"]
 
@@ -29,7 +29,7 @@ def fidelity_to_json(report: Any) -> dict[str, Any]:
 
 def render_fidelity(report: Any, console: Console) -> None:
     """Predicted against measured, one row per plan; notes (no fit, sac) below."""
-    console.print(f"fidelity for {report.name}: {report.nodes} nodes ({report.device})", markup=False)
+    console.print(f"fidelity for {visible(report.name)}: {report.nodes} nodes ({report.device})", markup=False)
     console.print(
         f"fixed {fmt_bytes(report.fixed_bytes)}, store-all {fmt_bytes(report.store_all_peak)}, "
         f"lower bound {fmt_bytes(report.lower_bound)}; seconds: median of {report.runs} steps",

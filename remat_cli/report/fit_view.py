@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from remat_cli.fit import FitPoint, FitResult
-from remat_cli.units import fmt_bytes, fmt_pct, fmt_seconds
+from remat_cli.units import fmt_bytes, fmt_pct, fmt_seconds, visible
 
 __all__ = ["fit_to_json", "render_fit", "ASSUMPTION"]
 
@@ -49,7 +49,9 @@ def render_fit(result: FitResult, console: Console, name: str) -> None:
     store-all; the throughput gain; the first value that did not fit and why."""
     dim = result.dim
     limit = f", overhead <= {fmt_pct(result.max_overhead)}" if result.max_overhead is not None else ""
-    console.print(f"largest {dim} for {name} within {fmt_bytes(result.budget_bytes)}{limit}", markup=False, highlight=False)
+    console.print(
+        f"largest {visible(dim)} for {visible(name)} within {fmt_bytes(result.budget_bytes)}{limit}", markup=False, highlight=False
+    )
     table = Table(box=None, pad_edge=False, show_edge=False)
     for col in ("plan", dim, "peak", "overhead", "est. step", f"{dim}/s"):
         table.add_column(col, justify="left" if col == "plan" else "right")

@@ -21,6 +21,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from remat_cli.units import visible
+
 __all__ = ["PlainConsole", "PlainTable", "plain_width"]
 
 # Characters drawn one cell wide by rich and read by it as themselves: printable ASCII
@@ -95,7 +97,7 @@ class PlainTable:
     and rich's other column options, kept for :meth:`to_rich`), rows of strings."""
 
     def __init__(self, *, title: str | None = None, escape_title: bool = False, **options: Any) -> None:
-        self.title = title  # as shown
+        self.title = None if title is None else visible(title)  # as shown
         self._escape_title = escape_title  # rich reads titles as markup: escape names from files
         self._options = options
         self._columns: list[tuple[str, dict[str, Any]]] = []
@@ -105,7 +107,7 @@ class PlainTable:
         self._columns.append((header, options))
 
     def add_row(self, *cells: str) -> None:
-        self._rows.append(tuple(cells) + ("",) * (len(self._columns) - len(cells)))
+        self._rows.append(tuple(visible(c) for c in cells) + ("",) * (len(self._columns) - len(cells)))
 
     def lines(self, width: int) -> list[str] | None:
         """The table's lines as rich draws it ``width`` columns wide (no box, no edge

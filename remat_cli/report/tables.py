@@ -11,7 +11,7 @@ from remat_cli.plandoc import Plan, metrics_to_json, plan_to_json
 from remat_cli.report.facts import PlanFacts, plan_facts
 from remat_cli.report.plain import PlainConsole, PlainTable
 from remat_cli.schedule import Schedule
-from remat_cli.units import fmt_bytes, fmt_cost, fmt_count, fmt_pct, fmt_ratio, fmt_seconds, say, shorten_all
+from remat_cli.units import fmt_bytes, fmt_cost, fmt_count, fmt_pct, fmt_ratio, fmt_seconds, say, shorten_all, visible
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -50,7 +50,7 @@ def _plain_table_class() -> type[Table]:
         cells hold names from files (``[/x]`` must not crash, ``[bold red]`` must not style)."""
 
         def add_row(self, *renderables: Any, **kwargs: Any) -> None:
-            super().add_row(*(Text(r) if isinstance(r, str) else r for r in renderables), **kwargs)
+            super().add_row(*(Text(visible(r)) if isinstance(r, str) else r for r in renderables), **kwargs)
 
     return _PlainTable
 
@@ -101,6 +101,8 @@ def _new_table(console: Console | PlainConsole, title: str | None, *, escape_tit
 def rich_table(title: str | None, *, escape_title: bool = False, **options: Any) -> Table:
     """rich's table with plain cells, its title escaped where it names files or graphs
     (rich reads titles as markup)."""
+    if title is not None:
+        title = visible(title)
     if escape_title and title is not None:
         from rich.markup import escape
 
