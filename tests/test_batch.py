@@ -483,6 +483,26 @@ def test_dask_executor_gives_the_same_rows_as_local(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- terminal views
 
 
+@pytest.mark.parametrize("name", ["a[/]b.json", "[bold]x.json", "e\x1b[31mred.json"])
+def test_the_progress_bar_shows_a_file_name_as_it_is(tmp_path: Path, name: str) -> None:
+    """The bar's current-file column reads rich markup: a file named ``a[/]b.json`` crashed
+    it (MarkupError), ``[bold]`` styled it; an escape sequence reached the terminal."""
+    import io
+
+    from rich.console import Console
+
+    from remat_cli.report.batch_view import BatchProgress
+
+    _write_graph(tmp_path / "m" / name, seed=3)
+    tasks = make_tasks(discover([tmp_path / "m"]), strategies=["store-all"], budgets=[parse_budget("none")])
+    buf = io.StringIO()
+    with BatchProgress(Console(file=buf, force_terminal=True, width=200), len(tasks)) as progress:
+        progress.start(tasks[0])
+        progress._progress.refresh()  # (drawn now, not on the bar's own clock)
+        assert name.replace("\x1b", "\\x1b") in buf.getvalue()
+        assert "\x1b[31mred" not in buf.getvalue()
+
+
 def test_progress_bar_and_table_on_a_terminal(tmp_path: Path) -> None:
     import io
 

@@ -76,7 +76,8 @@ class BatchProgress:
         names = list(self.running)
         current = ""
         if names:
-            current = _short(names[-1]) + (f" (+{len(names) - 1} running)" if len(names) > 1 else "")
+            # (the column reads markup: a file named a[/]b.json must neither style nor crash it)
+            current = escape(visible(_short(names[-1]))) + (f" (+{len(names) - 1} running)" if len(names) > 1 else "")
         failures = f"{self.failures} failed" if self.failures else ""
         self._progress.update(self._task, advance=advance, current=current, failures=failures)
 
