@@ -157,7 +157,17 @@ def _working(message: str) -> contextlib.AbstractContextManager[Any]:
     if not _stderr_may_be_terminal():  # piped: no spinner, and no rich console to import
         return contextlib.nullcontext()
     err = _stderr()
-    return err.status(message) if err.is_terminal else contextlib.nullcontext()
+    return err.status(_as_text(message)) if err.is_terminal else contextlib.nullcontext()
+
+
+def _as_text(message: str) -> str:
+    """``message`` for a rich spinner or bar, which read markup: escaped, and its characters
+    that print nothing written out (a model path ``x[/]y.py`` crashed the spinner)."""
+    from rich.markup import escape
+
+    from remat_cli.units import visible
+
+    return escape(visible(message))
 
 
 @contextlib.contextmanager
@@ -176,7 +186,7 @@ def _progress_after(label: str, delay: float = 1.0) -> Iterator[Callable[[int, i
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=err, transient=True)
-    task = bar.add_task(label, total=None)
+    task = bar.add_task(_as_text(label), total=None)
     lock = threading.Lock()
     shown = [False]
 
@@ -187,7 +197,7 @@ def _progress_after(label: str, delay: float = 1.0) -> Iterator[Callable[[int, i
 
     def progress(done: int, total: int, text: str | Phrase) -> None:
         with lock:
-            bar.update(task, completed=done, total=total or None, description=str(say(text))[:60])
+            bar.update(task, completed=done, total=total or None, description=_as_text(str(say(text))[:60]))
 
     timer = threading.Timer(delay, show)
     timer.daemon = True
@@ -874,7 +884,7 @@ def _with_progress(work: Callable[[Callable[[int, int, str], None] | None], Any]
         task = bar.add_task("planning", total=None)
 
         def progress(done: int, total: int, label: str | Phrase) -> None:
-            bar.update(task, completed=done, total=total, description=str(say(label))[:30])
+            bar.update(task, completed=done, total=total, description=_as_text(str(say(label))[:30]))
 
         return work(progress)
 
@@ -1469,7 +1479,7 @@ def fit(
 
         def progress(msg: Phrase) -> None:
             if status is not None and hasattr(status, "update"):
-                status.update(f"fitting {dim} of {model}: {say(msg)}")
+                status.update(_as_text(f"fitting {dim} of {model}: {say(msg)}"))
 
         result = fit_dimension(
             load, dim, budget.bytes, strategy=strategy, max_overhead=overhead, max_value=max_value, min_value=min_value, progress=progress

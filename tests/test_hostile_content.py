@@ -414,6 +414,17 @@ def test_control_characters_in_names_are_shown_escaped_in_reports(tmp_path, monk
         assert name not in out and shown in out, out
 
 
+@pytest.mark.parametrize("model", ["a[/]b.py:make", "[bold]m.py:make"])
+def test_a_model_path_with_markup_does_not_crash_the_spinner(tmp_path, monkeypatch, model):
+    """On a terminal `remat fit` and `capture` show a spinner naming the model; rich reads
+    it as markup, and ``a[/]b.py`` crashed it (an internal error) before the file was read."""
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(cli, ["fit", model, "--budget", "1MiB", "--dim", "batch=?"])
+    assert res.exit_code == 2, res.output
+    assert "internal error" not in res.output and "no such file" in res.output.splitlines()[-1]
+
+
 @pytest.mark.parametrize("name", [":smile:", "x:thumbs_up:y", "[bold]b", "a\tb"])
 def test_names_in_error_lines_are_printed_as_they_are(tmp_path, name):
     """rich read an emoji code in a node's or a file's name as an emoji (x:smile:y printed
