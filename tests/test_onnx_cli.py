@@ -215,6 +215,26 @@ def test_saved_model_with_external_weights_missing(tmp_path):
     assert json.loads(result.stdout)["extra"]["parameters"].startswith("112 ")
 
 
+@pytest.mark.parametrize(("location", "refused"), [(b"ex\x9c.onnx.data", False), (b"/tmp\x9c/onnx.da", True), (b"../\x9c/../x.dat", True)])
+def test_external_data_locations_that_are_not_utf8_are_checked_as_text(tmp_path, location, refused):
+    """protobuf hands back a location that is not UTF-8 as bytes: the folder check was an
+    internal error (TypeError, found by fuzzing); now it reads it as text (U+FFFD for bad
+    bytes) and refuses one outside the model's folder in one line."""
+    m = mlp_model()
+    path = tmp_path / "ext.onnx"
+    onnx.save_model(m, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location="ext.onnx.data", size_threshold=0)
+    data = path.read_bytes()
+    assert len(location) == len(b"ext.onnx.data") and b"ext.onnx.data" in data
+    path.write_bytes(data.replace(b"ext.onnx.data", location))
+    result = run("info", path, "--dim", "batch=2", "--format", "json")
+    assert "internal error" not in result.output
+    if refused:
+        lines = result.stderr.strip().splitlines()
+        assert result.exit_code == 2 and len(lines) == 1 and "outside the model's folder" in lines[0], result.output
+    else:
+        assert result.exit_code == 0, result.output
+
+
 def test_embedded_weights_are_read_for_their_shapes(tmp_path):
     from _onnx_models import init
 

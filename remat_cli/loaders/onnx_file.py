@@ -123,9 +123,9 @@ def check_external_data(model, path: Path) -> None:
 
     for tensor in _all_tensors(model):
         for entry in tensor.external_data:
-            if entry.key != "location":
+            if utf8(entry.key) != "location":
                 continue
-            loc = entry.value
+            loc = utf8(entry.value)  # (protobuf hands back bytes that are not UTF-8 as bytes)
             norm = posixpath.normpath(loc.replace("\\", "/"))
             if (
                 not loc
