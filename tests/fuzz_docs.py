@@ -92,6 +92,8 @@ NAMES = (
     "f",
     "a" * 300,
     "\u202eevil",
+    "\x1b[31mred\x1b]0;title\x07",
+    ":smile:",
     "🙂",
     "..",
     "../x",
@@ -401,6 +403,10 @@ def check_answer(
     errors = [ln for ln in err_lines if ln.startswith("remat: error:")]
     if "internal error" in stderr or "Traceback" in stderr or "Traceback" in stdout:
         return Verdict("exception", (errors or err_lines or ["?"])[-1][:300])
+    if any(c in out for out in (stdout, stderr) for c in "\x1b\r\x07"):
+        return Verdict("wrong", "a name's control character reached the terminal: " + repr((stdout + stderr)[:200]))
+    if "😄" in stdout + stderr:
+        return Verdict("wrong", "an emoji code in a name was printed as an emoji")
     if "RuntimeWarning" in stderr or "Warning:" in stderr:
         return Verdict("exception", "a Python warning reached the user: " + stderr.strip().splitlines()[0][:200])
     others = [ln for ln in err_lines if not ln.startswith(("remat: error:", "remat: warning:"))]
