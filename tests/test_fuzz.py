@@ -66,6 +66,7 @@ def _graph_case(kind: str, data: Any) -> None:
         path = Path(tmp) / name
         path.write_bytes(content)
         _assert_contract(["info", str(path), "--no-decompose", "--format", "json"], json_out=True)
+        _assert_contract(["info", str(path), "--no-decompose"])  # tables: names printed as they are
         plan_path = Path(tmp) / "out.plan.json"
         _assert_contract(
             ["plan", str(path), "-s", strategy, "-b", budget, "-o", str(plan_path), "--format", "json"],
