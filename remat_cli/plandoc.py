@@ -152,8 +152,9 @@ def load_differences(recorded: Mapping[str, Any], current: Mapping[str, Any]) ->
     return out
 
 
-def plan_to_json(plan: Plan, load: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The ``remat-plan`` v1 document; ``load`` (see :func:`load_record`) is recorded."""
+def plan_to_json(plan: Plan, load: Mapping[str, Any] | None = None, *, steps: bool = True) -> dict[str, Any]:
+    """The ``remat-plan`` v1 document; ``load`` (see :func:`load_record`) is recorded.
+    ``steps=False``: ``"schedule"`` holds None, in its place (:func:`plan_json_text` writes it)."""
     g = plan.graph
     doc = {
         "format": PLAN_FORMAT,
@@ -163,7 +164,7 @@ def plan_to_json(plan: Plan, load: Mapping[str, Any] | None = None) -> dict[str,
         "budget_bytes": plan.budget_bytes,
         "budget_ratio": plan.budget_ratio,
         "store_all_peak_bytes": plan.store_all_peak,
-        "schedule": plan.schedule.named(g.ids),
+        "schedule": plan.schedule.named(g.ids) if steps else None,
         "metrics": metrics_to_json(plan.metrics, plan.solve_seconds),
         "keep": None if plan.keep is None else [g.ids[v] for v in plan.keep],
         "info": _jsonable(dict(plan.info)),
@@ -205,8 +206,32 @@ def write_plan(plan: Plan, path: str | Path, load: Mapping[str, Any] | None = No
         except InputError as exc:
             raise InputError(f"{path}: {exc.message}") from None
     else:
-        text = json.dumps(plan_to_json(plan, load), indent=1, allow_nan=False) + "\n"
+        text = plan_json_text(plan_to_json(plan, load, steps=False), plan.schedule, plan.graph.ids)
     path.write_text(text)
+
+
+def plan_json_text(doc: dict[str, Any], schedule: Schedule, ids: list[str]) -> str:
+    """``json.dumps(doc, indent=1) + "\\n"`` for a :func:`plan_to_json` document, byte for
+    byte, with its schedule (the steps of ``schedule``, whatever ``doc["schedule"]`` holds:
+    ``plan_to_json(..., steps=False)`` does not name them) written without
+    ``json``'s pure-Python indenting encoder: four lines per step, the ids quoted once each
+    by its C quoting. A 300k-step plan of nn100000: 0.69-0.79 s -> 0.09-0.12 s."""
+    from json.encoder import encode_basestring_ascii as quote
+
+    keys = list(doc)
+    at = keys.index("schedule")
+    before = json.dumps({k: doc[k] for k in keys[:at]}, indent=1, allow_nan=False)
+    after = json.dumps({k: doc[k] for k in keys[at + 1 :]}, indent=1, allow_nan=False)
+    if schedule.ops.size == 0:
+        steps = "[]"
+    else:
+        quoted = [quote(x) for x in ids]
+        head = ('  [\n   "free",\n   ', '  [\n   "compute",\n   ')
+        lines = [head[o == COMPUTE] + quoted[v] + "\n  ]" for o, v in zip(schedule.ops.tolist(), schedule.nodes.tolist())]
+        steps = "[\n" + ",\n".join(lines) + "\n ]"
+    parts = [before[:-2] if at else "{", "\n" if not at else ",\n", ' "schedule": ', steps]
+    parts.append(",\n" + after[2:] if len(keys) > at + 1 else "\n}")
+    return "".join(parts) + "\n"
 
 
 def read_plan(
