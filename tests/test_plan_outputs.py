@@ -5,7 +5,6 @@ exactly the kept / recomputed / skipped / target nodes, and plots are real image
 from __future__ import annotations
 
 import json
-import math
 import re
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from remat_cli.schedule import COMPUTE
 from remat_cli.simulate import simulate
 from remat_cli.strategies import STRATEGIES
 
+import trace_reference
 from conftest import EVERY_KTH
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -388,69 +388,6 @@ def test_the_plan_writer_writes_what_json_dumps_writes(n, seed, ids, strategy, l
 
 
 # ------------------------------------------------------------------ trace text, byte for byte
-def _reference_trace(plan, facts=None):
-    """report/trace.py's trace_events as of 958e0d5: a dict per event, for json.dumps."""
-    from remat_cli.report.facts import plan_facts
-    from remat_cli.report.trace import _PID, _TRACK_NAMES, _TRACKS
-
-    facts = facts or plan_facts(plan)
-    graph = plan.graph
-    ops = plan.schedule.ops.tolist()
-    nodes = plan.schedule.nodes.tolist()
-    memory = facts.memory.tolist()
-    if graph.seconds is not None:
-        durations = (graph.seconds * 1e6).tolist()
-        time_unit = "estimated seconds"
-    elif float(graph.cost[graph.needed].sum()) > 0:
-        durations = graph.cost.tolist()
-        time_unit = f"cost ({graph.cost_unit}), 1 unit shown as 1 µs"
-    else:
-        durations = [1.0] * graph.n
-        time_unit = "compute steps, 1 step shown as 1 µs"
-    events = [
-        {"name": "process_name", "ph": "M", "pid": _PID, "tid": 0, "args": {"name": f"remat plan: {graph.name} ({plan.strategy})"}},
-    ]
-    for tid, name in _TRACK_NAMES.items():
-        events.append({"name": "thread_name", "ph": "M", "pid": _PID, "tid": tid, "args": {"name": name}})
-    seen = bytearray(graph.n)
-    now = 0.0
-    for step, (op, v) in enumerate(zip(ops, nodes)):
-        events.append({"name": "memory", "ph": "C", "ts": now, "pid": _PID, "args": {"bytes": memory[step]}})
-        if op != 0:
-            continue
-        kind = graph.kinds[v]
-        recompute = bool(seen[v])
-        seen[v] = 1
-        dur = durations[v]
-        events.append(
-            {
-                "name": graph.ids[v],
-                "cat": "recompute" if recompute else (kind or "compute"),
-                "ph": "X",
-                "ts": now,
-                "dur": dur,
-                "pid": _PID,
-                "tid": _TRACKS.get(kind, 1),
-                "args": {"op": graph.ops[v], "bytes": int(graph.mem[v]), "step": step, "recompute": recompute},
-            }
-        )
-        now += dur
-    m = plan.metrics
-    return {
-        "traceEvents": events,
-        "displayTimeUnit": "ms",
-        "otherData": {
-            "graph": graph.name,
-            "strategy": plan.strategy,
-            "time": time_unit,
-            "peak_bytes": m.peak_bytes,
-            "budget_bytes": plan.budget_bytes,
-            "lower_bound_bytes": graph.lb,
-            "overhead": m.overhead if math.isfinite(m.overhead) else None,
-        },
-    }
-
-
 _TRACE_NAMES = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=5) | st.sampled_from(
     ['"', "\\", "\x1b[1m", "é", "\U0001f642"]
 )
@@ -492,6 +429,6 @@ def test_the_trace_text_is_what_a_dict_per_event_gave(n, seed, names, timing, st
     except NoPlanError:
         plan = make_plan(g, "store-all", None)
     text = trace_text(plan)
-    assert text == json.dumps(_reference_trace(plan), separators=(",", ":"))
+    assert text == json.dumps(trace_reference.trace_events(plan), separators=(",", ":"))
     unit = {"seconds": "estimated seconds", "cost": "cost (", "none": "compute steps"}[timing]
     assert json.loads(text)["otherData"]["time"].startswith(unit)  # (each way of timing is drawn)
