@@ -21,7 +21,7 @@ from remat_cli import __version__
 from remat_cli.budget import Budget, parse_budget, parse_size
 from remat_cli.errors import EXIT_BAD_INPUT, EXIT_FAILED, InputError, RematError
 from remat_cli.limits import DEFAULT_LIMITS, Limits, default_memory_limit, lift_memory_limit, set_memory_limit
-from remat_cli.units import Phrase, say
+from remat_cli.units import Phrase, say, visible
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -116,7 +116,7 @@ class RematGroup(click.Group):
         if isinstance(exc, OSError) and exc.filename:  # an output file that cannot be written
             _note(f"error: {exc.filename}: cannot write or read: {exc.strerror or exc}")
             ctx.exit(EXIT_BAD_INPUT)
-        _note(f"internal error: {type(exc).__name__}: {_one_line(str(exc))} (please report it; REMAT_DEBUG=1 shows the traceback)")
+        _note(f"internal error: {type(exc).__name__}: {exc} (please report it; REMAT_DEBUG=1 shows the traceback)")
         ctx.exit(EXIT_FAILED)
 
 
@@ -164,8 +164,6 @@ def _as_text(message: str) -> str:
     """``message`` for a rich spinner or bar, which read markup: escaped, and its characters
     that print nothing written out (a model path ``x[/]y.py`` crashed the spinner)."""
     from rich.markup import escape
-
-    from remat_cli.units import visible
 
     return escape(visible(message))
 
@@ -558,22 +556,16 @@ def _warn(message: str) -> None:
     _line(f"remat: warning: {message}")
 
 
-def _one_line(message: str) -> str:
-    """A message as one line: control characters a name from a file may hold are escaped."""
-    if message.isprintable():
-        return message
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
-
-
 def _note(message: str) -> None:
     _line(f"remat: {message}")
 
 
 def _line(text: str, err: bool = True) -> None:
-    """``text`` as one line as it is (:func:`_one_line`), on stderr unless ``err`` is false.
+    """``text`` as one line as it is (:func:`~remat_cli.units.visible`, line breaks written
+    out too), on stderr unless ``err`` is false.
     Not through rich: it would read an emoji code in a name (a file's ``x:smile:y.json``, a
     node's) as an emoji, and an error exit need not import it (~17 ms)."""
-    click.echo(_one_line(text), err=err)
+    click.echo(visible(text, breaks=False), err=err)
 
 
 #: ``--format`` choices, one list per kind of output: a report (one graph, plan or

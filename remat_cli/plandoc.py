@@ -206,18 +206,19 @@ def write_plan(plan: Plan, path: str | Path, load: Mapping[str, Any] | None = No
         except InputError as exc:
             raise InputError(f"{path}: {exc.message}") from None
     else:
-        text = plan_json_text(plan_to_json(plan, load, steps=False), plan.schedule, plan.graph.ids)
+        text = plan_json_text(plan, load)
     path.write_text(text)
 
 
-def plan_json_text(doc: dict[str, Any], schedule: Schedule, ids: list[str]) -> str:
-    """``json.dumps(doc, indent=1) + "\\n"`` for a :func:`plan_to_json` document, byte for
-    byte, with its schedule (the steps of ``schedule``, whatever ``doc["schedule"]`` holds:
-    ``plan_to_json(..., steps=False)`` does not name them) written without
-    ``json``'s pure-Python indenting encoder: four lines per step, the ids quoted once each
-    by its C quoting. A 300k-step plan of nn100000: 0.69-0.79 s -> 0.09-0.12 s."""
+def plan_json_text(plan: Plan, load: Mapping[str, Any] | None = None) -> str:
+    """The plan file's text: ``json.dumps(plan_to_json(plan, load), indent=1) + "\\n"``, byte
+    for byte, with the schedule written without ``json``'s pure-Python indenting encoder
+    (and without naming the steps first): four lines per step, the ids quoted once each by
+    its C quoting. A 300k-step plan of nn100000: 0.69-0.79 s -> 0.09-0.12 s."""
     from json.encoder import encode_basestring_ascii as quote
 
+    doc = plan_to_json(plan, load, steps=False)
+    schedule, ids = plan.schedule, plan.graph.ids
     keys = list(doc)
     at = keys.index("schedule")
     before = json.dumps({k: doc[k] for k in keys[:at]}, indent=1, allow_nan=False)

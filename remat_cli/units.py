@@ -153,13 +153,14 @@ def _plain(x: float) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
-def visible(text: str) -> str:
+def visible(text: str, *, breaks: bool = True) -> str:
     """``text`` with each character that prints nothing written out as Python would (ESC as
-    ``\\x1b``, CR as ``\\r``), line breaks kept: a name from a file must not move the
-    cursor, colour or retitle the user's terminal, nor hide part of itself."""
+    ``\\x1b``, CR as ``\\r``), line breaks kept unless ``breaks`` is false (a message of
+    one line: ``\\n``): a name from a file must not move the cursor, colour or retitle the
+    user's terminal, nor hide part of itself."""
     if text.isprintable():
         return text
-    return "".join(c if c.isprintable() or c == "\n" else repr(c)[1:-1] for c in text)
+    return "".join(c if c.isprintable() or (breaks and c == "\n") else repr(c)[1:-1] for c in text)
 
 
 def shorten(text: str, width: int) -> str:

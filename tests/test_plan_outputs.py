@@ -382,7 +382,7 @@ def test_the_plan_writer_writes_what_json_dumps_writes(n, seed, ids, strategy, l
     except NoPlanError:
         plan = make_plan(g, "store-all", None)
     doc = plan_to_json(plan, load)
-    text = plan_json_text(plan_to_json(plan, load, steps=False), plan.schedule, g.ids)  # (as write_plan)
+    text = plan_json_text(plan, load)
     assert text == json.dumps(doc, indent=1, allow_nan=False) + "\n"
     assert json.loads(text)["schedule"] == plan.schedule.named(g.ids)
 

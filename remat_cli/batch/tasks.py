@@ -25,7 +25,7 @@ from remat_cli.errors import InputError, NoPlanError, RematError
 from remat_cli.executors import Outcome
 from remat_cli.limits import LimitError
 from remat_cli.loaders import LoadOptions, load_graph
-from remat_cli.plandoc import finite_or_none as _finite, load_record, plan_json_text, plan_to_json
+from remat_cli.plandoc import finite_or_none as _finite, load_record, plan_json_text
 from remat_cli.planner import make_plan, resolve_budget, store_all_peak
 
 __all__ = [
@@ -263,12 +263,7 @@ def plan_file(task: FileTask, on_no_plan: OnNoPlan | None = None) -> FileResult:
         plan_file_name = ""
         if task.plan_stem is not None:
             plan_file_name = plan_name(task.plan_stem, strategy, budget, sweep)
-            plans.append(
-                (
-                    plan_file_name,
-                    plan_json_text(plan_to_json(plan, load_record(task.load, graph), steps=False), plan.schedule, plan.graph.ids),
-                )
-            )
+            plans.append((plan_file_name, plan_json_text(plan, load_record(task.load, graph))))
         rows.append(
             replace(
                 base,

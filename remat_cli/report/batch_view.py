@@ -120,7 +120,7 @@ def render_rows(rows: Sequence[Row], console: Console, title: str, *, verbose: b
         cells.append(row)
         if r.failed:
             note = r.message[len(r.file) + 2 :] if r.message.startswith(f"{r.file}: ") else r.message
-            problems.append(_one_line(f"{r.file} [{r.strategy}, {r.budget}] {r.status}: {note}"))
+            problems.append(visible(f"{r.file} [{r.strategy}, {r.budget}] {r.status}: {note}", breaks=False))
     files = [c[0] for c in cells]
     file_width = max((len(f) for f in files), default=0)
     if not verbose and cells:  # first guess: the other columns at their width, one space apart
@@ -164,11 +164,6 @@ def render_rows(rows: Sequence[Row], console: Console, title: str, *, verbose: b
     console.file.write(text + "\n" + "".join(line + "\n" for line in problems))
 
 
-def _one_line(text: str) -> str:
-    """``text`` as one line that prints as it is (:func:`visible`, line breaks too)."""
-    return visible(text).replace("\n", "\\n")
-
-
 def _strip(line: str) -> str:
     """``line`` without ANSI colour codes (its width on screen)."""
     return re.sub(r"\x1b\[[0-9;]*m", "", line)
@@ -203,10 +198,10 @@ def batch_summary(result: BatchResult) -> str:
 def render_check(report: CheckReport, console: Console) -> None:
     """One line per model, then the tally."""
     for r in report.results:
-        line = _one_line(r.line())
+        line = visible(r.line(), breaks=False)
         if console.is_terminal:
             colour = "green" if r.verdict == PASS else "red"
-            name, reason = _one_line(r.spec.name), _one_line(r.reason)
+            name, reason = visible(r.spec.name, breaks=False), visible(r.reason, breaks=False)
             console.print(f"[bold {colour}]{r.verdict.upper()}[/] {escape(name)}: {escape(reason)}", highlight=False, soft_wrap=True)
         else:
             console.print(line, highlight=False, markup=False, soft_wrap=True)
