@@ -1302,10 +1302,9 @@ def capture_cmd(factory: str, output_file: str, device: str) -> None:
         raise InputError(f"{output_file}: cannot write: {exc.strerror}") from None
     from remat_cli.units import fmt_bytes
 
-    _stdout().print(
+    _line(
         f"captured {graph.name}: {graph.n} nodes, fixed {fmt_bytes(graph.fixed_mem)}, lower bound {fmt_bytes(graph.lb)} -> {output_file}",
-        markup=False,
-        soft_wrap=True,
+        err=False,
     )
 
 

@@ -425,6 +425,19 @@ def broken():
 """
 
 
+def test_cli_capture_line_writes_the_output_name_as_it_is(tmp_path):
+    """The "captured" line prints a file name with an escape sequence and an emoji code
+    written out, as every other line with a name: no raw ESC reaches the terminal."""
+    factory = tmp_path / "model.py"
+    factory.write_text(FACTORY)
+    out = tmp_path / "g\x1b[31m:smile:.json"
+    res = CliRunner().invoke(cli, ["capture", f"{factory}:make", str(out)])
+    assert res.exit_code == 0, res.output
+    assert out.exists()
+    assert "\x1b" not in res.output and "\U0001f604" not in res.output
+    assert "g\\x1b[31m:smile:.json" in res.output
+
+
 def test_cli_capture_then_plan_then_fidelity(tmp_path):
     factory = tmp_path / "model.py"
     factory.write_text(FACTORY)
