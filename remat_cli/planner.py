@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib
 import math
-import shlex
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -18,7 +17,7 @@ from remat_cli.budget import Budget
 from remat_cli.errors import InvalidScheduleError, NoPlanError
 from remat_cli.graph import Graph
 from remat_cli.plandoc import Plan
-from remat_cli.units import fmt_bytes, fmt_bytes_exact
+from remat_cli.units import fmt_bytes, fmt_bytes_exact, shell_word
 from remat_cli.simulate import simulate
 from remat_cli.strategies import REGISTRY, STRATEGIES, RunContext, Strategy, get_strategy
 from remat_cli.strategies.base import folding_sinks
@@ -261,7 +260,7 @@ def _with_smallest(
         )
     else:
         head = f"{strat.name} cannot fit {asked}"
-    hint = f"; compare strategies: remat tradeoff {shlex.quote(graph_file)}"
+    hint = f"; compare strategies: remat tradeoff {shell_word(graph_file)}"
     if not searchable(strat):  # a slow strategy: its own words, not searched
         return NoPlanError(head + (f"; {exc.message}" if budget_bytes >= graph.lb else "") + hint, min_budget=None)
     # bounded: the user is waiting for an error message (each probe is a whole plan)

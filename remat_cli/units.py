@@ -163,6 +163,30 @@ def visible(text: str, *, breaks: bool = True) -> str:
     return "".join(c if c.isprintable() or (breaks and c == "\n") else repr(c)[1:-1] for c in text)
 
 
+def shell_word(text: str) -> str:
+    """``text`` as one word of a POSIX shell command a user can paste: ``shlex.quote``'s
+    form, or where it holds a character that prints nothing (which :func:`visible` would
+    write out, so the pasted word would name another file) bash's and zsh's ``$'...'``
+    with that character escaped (``$'a\\x1bb.json'``)."""
+    import shlex
+
+    if text.isprintable():
+        return shlex.quote(text)
+    out = []
+    for c in text:
+        if c in "\\'":
+            out.append("\\" + c)
+        elif c.isprintable():
+            out.append(c)
+        else:
+            o = ord(c)
+            if 0xDC80 <= o <= 0xDCFF:  # a byte of the name that is not UTF-8 (surrogateescape)
+                out.append(f"\\x{o - 0xDC00:02x}")
+            else:
+                out.append(f"\\x{o:02x}" if o < 0x80 else f"\\u{o:04x}" if o <= 0xFFFF else f"\\U{o:08x}")
+    return "$'" + "".join(out) + "'"
+
+
 def shorten(text: str, width: int) -> str:
     """``text`` cut in the middle to ``width`` characters (``/features/…/conv1/Conv``):
     the start says where a value lives, the end which one it is."""

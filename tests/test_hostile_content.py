@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -437,6 +438,42 @@ def test_names_in_error_lines_are_printed_as_they_are(tmp_path, name):
     bad = write_json(tmp_path, "{bad", name=f"{name}.json")
     line = one_line(run("info", bad), 2)
     assert line.startswith(f"remat: error: {tmp_path / shown}.json: ") and "not valid JSON" in line, line
+
+
+def _bash_word(word: str) -> bytes:
+    """What bash makes of ``word`` (one word of a command line), as bytes."""
+    import subprocess
+
+    return subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True, check=True, timeout=60).stdout
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.text(
+        alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")
+        | st.sampled_from("\x1b\x07\r\t'\\\x85\u202e\udcff"),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_shell_word_is_the_same_text_when_pasted_into_bash(text):
+    """The command a message suggests names the same file when the user pastes it: the
+    word bash reads back is the text's bytes (a byte that is not UTF-8 included; no name
+    or argument holds NUL)."""
+    from remat_cli.units import shell_word
+
+    word = shell_word(text)
+    assert word.isprintable()
+    assert _bash_word(word) == os.fsencode(text)
+
+
+def test_the_suggested_tradeoff_command_names_a_file_with_an_escape_in_its_name(tmp_path):
+    doc = chain_doc()
+    path = write_json(tmp_path, doc, name="g\x1b[31m'x.json")
+    line = one_line(run("plan", path, "-b", "150"), 1)  # (no plan: exit 1)
+    assert "\x1b" not in line
+    word = line.split("compare strategies: remat tradeoff ", 1)[1]
+    assert _bash_word(word) == os.fsencode(str(path))
 
 
 def test_an_error_exit_imports_no_rich(tmp_path):

@@ -12,7 +12,6 @@ nodes. Used by :mod:`remat_cli.loaders.onnx`; built on :mod:`remat_cli.loaders.o
 
 from __future__ import annotations
 
-import shlex
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +22,7 @@ from remat_cli.errors import InputError
 from remat_cli.graph import MAX_VALUE_BYTES
 from remat_cli.loaders import onnx_fold
 from remat_cli.loaders.onnx_file import CONTROL_FLOW, DEFAULT_DOMAINS, attributes, subgraphs, tensor_bytes, utf8
+from remat_cli.units import shell_word
 
 __all__ = [
     "RANDOM_OPS",
@@ -159,7 +159,7 @@ def check_unresolved(graph_inputs, used: set[str], source: str) -> None:
                 missing[utf8(d.dim_param)] = None  # (bytes where the file's name is not UTF-8)
     if missing:
         names = list(missing)
-        example = " ".join(f"--dim {shlex.quote(f'{m}=1')}" for m in names)
+        example = " ".join(f"--dim {shell_word(f'{m}=1')}" for m in names)
         raise InputError(
             f"{source}: unresolved dimension{'s' if len(names) > 1 else ''} {', '.join(names)}: "
             f"set {'them' if len(names) > 1 else 'it'} with --dim, e.g. {example}"
