@@ -89,7 +89,11 @@ def test_the_pass_is_made_ahead() -> None:
 
 def _improve_calls(kind: str, n: int, seed: int, ratios: list[float]) -> tuple[int, int]:
     """The keep-move passes this process makes for one graph's plans (second process on),
-    with the reference's flow and with this one, whose plans must be the same."""
+    with the reference's flow and with this one, whose plans must be the same. This process
+    is held back 50 ms before its memory-limit candidates, after it has told the second
+    process to take no more ladder runs, so that the second process has claimed its keep
+    moves by the time this one looks (as on a quiet machine; beside other tests it often
+    had not, and this process made them itself)."""
     g = _graph(kind, n, seed)
     peak = store_all_peak(g)
     budgets = [max(0, int(r * peak)) for r in ratios]
@@ -97,16 +101,22 @@ def _improve_calls(kind: str, n: int, seed: int, ratios: list[float]) -> tuple[i
     calls = [0]
     from remat_cli.algorithms import improve
 
-    real = improve.improve_plan
+    real, real_candidates = improve.improve_plan, treewidth._memlimit_candidates
 
     def counted(*args, **kw):
         calls[0] += os.getpid() == here
         return real(*args, **kw)
 
+    def held_back(*args, **kw):
+        if os.getpid() == here:
+            time.sleep(0.05)
+        return real_candidates(*args, **kw)
+
     counts = []
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(treewidth, "PARALLEL_NEEDED", 1)
         mp.setattr(improve, "improve_plan", counted)
+        mp.setattr(treewidth, "_memlimit_candidates", held_back)
         outcomes = []
         for plan in (fork_reference.plan_over_separator_tree, treewidth.plan_over_separator_tree):
             calls[0] = 0
@@ -119,12 +129,14 @@ def _improve_calls(kind: str, n: int, seed: int, ratios: list[float]) -> tuple[i
 def test_the_second_process_makes_the_keep_moves_over_its_pass() -> None:
     """Where the pass over the bare run wins (low budgets), the keep moves over it come
     from the second process (this process makes fewer), and the plans are the reference's.
-    Whether they come in time depends on how the two processes are scheduled: 3 or more of
-    the 9 cases on a quiet machine, fewer beside other tests (pytest -n 2): at least one."""
-    fewer = 0
-    for kind in ("train-grid", "train-skip", "train-chain"):
-        for seed in range(3):
-            ref, new = _improve_calls(kind, 40, seed, [0.3, 0.4, 0.5])
-            assert new <= ref
-            fewer += new < ref
-    assert fewer >= 1, fewer
+    8 of the 9 cases with this process held back, on a quiet machine and beside three busy
+    processes alike. (Per case this process may also make one more than the reference: the
+    keep moves over the cheapest plan so far, made while it waits on the pass, are wasted
+    where another plan ends up the cheapest.)"""
+    fewer = sum(
+        new < ref
+        for kind in ("train-grid", "train-skip", "train-chain")
+        for seed in range(3)
+        for ref, new in [_improve_calls(kind, 40, seed, [0.3, 0.4, 0.5])]
+    )
+    assert fewer >= 4, fewer
