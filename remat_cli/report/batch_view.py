@@ -198,13 +198,12 @@ def batch_summary(result: BatchResult) -> str:
 def render_check(report: CheckReport, console: Console) -> None:
     """One line per model, then the tally."""
     for r in report.results:
-        line = visible(r.line(), breaks=False)
         if console.is_terminal:
             colour = "green" if r.verdict == PASS else "red"
             name, reason = visible(r.spec.name, breaks=False), visible(r.reason, breaks=False)
             console.print(f"[bold {colour}]{r.verdict.upper()}[/] {escape(name)}: {escape(reason)}", highlight=False, soft_wrap=True)
         else:
-            console.print(line, highlight=False, markup=False, soft_wrap=True)
+            console.print(visible(r.line(), breaks=False), highlight=False, markup=False, soft_wrap=True)
     c = report.counts
     missing = report.models - len(report.results)
     tail = f", {missing} not checked" if missing else ""
