@@ -108,8 +108,10 @@ def test_plain_median_is_numpys_bit_for_bit(values: list[float]) -> None:
 
     from remat_cli.training import _median
 
-    with np.errstate(all="ignore"):  # two values near the largest float overflow to inf in
-        want = float(np.median(values))  # numpy's mean as in _median's sum: compared, not warned
+    # where the middle two overflow (or are -inf and inf) numpy warns; _median gives the same
+    # inf (or NaN) silently, and the values are what is compared
+    with np.errstate(all="ignore"):
+        want = float(np.median(values))
     got = _median(values)
     assert got == want or (got != got and want != want)  # NaN: np.median says NaN too
 
